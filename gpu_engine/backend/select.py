@@ -1,0 +1,75 @@
+"""The only CPU/GPU decision: probe once, choose with an explicit reason, never fall back silently."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from dataclasses import dataclass
+from typing import Literal
+
+from ..errors import BackendUnavailable, UnsupportedFeature
+
+BackendName = Literal["auto", "cpu", "cuda"]
+BACKENDS: tuple[str, ...] = ("auto", "cpu", "cuda")
+_log = logging.getLogger("gpu_engine.backend")
+
+
+@dataclass(frozen=True)
+class BackendChoice:
+    """Where work runs (``cpu`` or ``cuda``) and why."""
+
+    name: Literal["cpu", "cuda"]
+    reason: str
+
+
+@dataclass(frozen=True)
+class CudaProbe:
+    available: bool
+    simulated: bool
+    detail: str
+
+
+@functools.cache
+def probe_cuda() -> CudaProbe:
+    """Whether numba.cuda can run kernels here (a real device, or the simulator when enabled)."""
+    from numba import config, cuda
+
+    if config.ENABLE_CUDASIM:
+        return CudaProbe(True, True, "numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1)")
+    try:
+        if not cuda.is_available():
+            return CudaProbe(False, False, "numba.cuda found no CUDA driver or device")
+        device = cuda.get_current_device()
+        cc = ".".join(map(str, device.compute_capability))
+        name = device.name.decode() if isinstance(device.name, bytes) else str(device.name)
+        return CudaProbe(True, False, f"CUDA device {name} (compute capability {cc})")
+    except Exception as exc:  # driver or bindings errors: report them, do not hide them
+        return CudaProbe(False, False, f"numba.cuda failed to initialise: {exc}")
+
+
+def choose(requested: str, *, data_on_device: bool = False) -> BackendChoice:
+    """Resolve ``backend=`` ("auto", "cpu" or "cuda") for data that is on the host or the device."""
+    if requested not in BACKENDS:
+        raise UnsupportedFeature(f"backend={requested!r}: expected one of {', '.join(map(repr, BACKENDS))}")
+    probe = probe_cuda()
+    if requested == "cpu":
+        if data_on_device:
+            raise UnsupportedFeature(
+                "backend='cpu' was requested but the values are in device memory; "
+                "copy them to the host first (Column.to_host()) or use backend='cuda'"
+            )
+        choice = BackendChoice("cpu", "backend='cpu' requested")
+    elif requested == "cuda":
+        if not probe.available:
+            raise BackendUnavailable(f"backend='cuda' was requested but {probe.detail}")
+        choice = BackendChoice("cuda", f"backend='cuda' requested: {probe.detail}")
+    elif data_on_device:
+        if not probe.available:
+            raise BackendUnavailable(f"the values are in device memory but {probe.detail}")
+        choice = BackendChoice("cuda", "auto: the values are in device memory")
+    elif probe.available:
+        choice = BackendChoice("cuda", f"auto: {probe.detail}")
+    else:
+        choice = BackendChoice("cpu", f"auto: {probe.detail}")
+    _log.debug("backend %s (%s)", choice.name, choice.reason)
+    return choice

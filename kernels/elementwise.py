@@ -1,0 +1,229 @@
+"""Loop shapes: a scalar function becomes a parallel CPU loop (njit/prange) and a CUDA grid-stride kernel.
+
+Each shape is one way of walking Arrow-layout buffers. ``Shape.build(scalar)`` returns an
+:class:`ElementwiseKernel` holding both targets built from the same scalar function; calling it
+dispatches on where the output buffer lives (NumPy array -> CPU, device array -> CUDA). Nothing moves
+between host and device here: callers put the buffers where they want the work done.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numba import config, cuda, njit, prange
+
+THREADS_PER_BLOCK = 256
+_SIM_THREADS = 32  # the simulator runs a Python thread per CUDA thread: keep launches tiny
+
+
+_SIMULATED_ARRAY: Any = cuda.devicearray.FakeCUDAArray if config.ENABLE_CUDASIM else ()
+
+
+def is_device_array(obj: object) -> bool:
+    """True for arrays in device memory (``__cuda_array_interface__``), numba's simulator fakes included."""
+    return hasattr(obj, "__cuda_array_interface__") or isinstance(obj, _SIMULATED_ARRAY)
+
+
+def as_device_array(obj: Any) -> Any:
+    """A numba device array viewing ``obj`` (CuPy, cuDF, any ``__cuda_array_interface__``), no copy."""
+    if isinstance(obj, _SIMULATED_ARRAY):
+        return obj
+    if not hasattr(obj, "__cuda_array_interface__"):
+        raise TypeError(f"{type(obj).__name__} is not in device memory (no __cuda_array_interface__)")
+    return cuda.as_cuda_array(obj)
+
+
+def _simulator_view(arg: Any) -> Any:
+    """The NumPy array behind a simulator device array (kernels see it wrapped twice)."""
+    while hasattr(arg, "_item"):
+        arg = arg._item
+    return getattr(arg, "_ary", arg)
+
+
+def device_fn(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` as a CUDA kernel calls it. On a GPU it is the njit function itself (a device function);
+    under the simulator the kernel body is Python, so array arguments are handed to the CPU-compiled
+    ``fn`` as the NumPy arrays behind the simulated device memory."""
+    if not config.ENABLE_CUDASIM:
+        return fn
+
+    def call(*args: Any) -> Any:
+        return fn(*(_simulator_view(a) for a in args))
+
+    return call
+
+
+def launch_config(n: int) -> tuple[int, int]:
+    """(blocks, threads) for a grid-stride loop over ``n`` elements."""
+    if config.ENABLE_CUDASIM:
+        return 1, _SIM_THREADS
+    blocks = max(1, min((n + THREADS_PER_BLOCK - 1) // THREADS_PER_BLOCK, 65_535))
+    return blocks, THREADS_PER_BLOCK
+
+
+@dataclass(frozen=True)
+class ElementwiseKernel:
+    """Both compiled targets of one scalar function in one loop shape."""
+
+    name: str
+    cpu: Any
+    cuda_py: Callable[..., None]  # the undecorated CUDA kernel body (for PTX compile checks)
+    cuda: Any
+    ptx_signatures: tuple[str, ...] = field(default=())
+
+    def __call__(self, n: int, *args: Any) -> None:
+        """Run over ``n`` elements; args are buffers then scalar parameters, output buffer(s) first."""
+        if n == 0:
+            return
+        if is_device_array(args[0]):
+            blocks, threads = launch_config(n)
+            self.cuda[blocks, threads](n, *args)
+        else:
+            self.cpu(n, *args)
+
+
+def _kernel(
+    name: str, cpu_py: Callable[..., None], cuda_py: Callable[..., None], sigs: tuple[str, ...]
+) -> ElementwiseKernel:
+    return ElementwiseKernel(
+        name=name,
+        cpu=njit(parallel=True, cache=False)(cpu_py),
+        cuda_py=cuda_py,
+        cuda=cuda.jit(cuda_py),
+        ptx_signatures=sigs,
+    )
+
+
+def fixed(name: str, fn: Callable[..., Any], sigs: tuple[str, ...] = ()) -> ElementwiseKernel:
+    """``out[i] = fn(values[i], param)`` over fixed-width values."""
+
+    def cpu_loop(n, out, values, param):  # type: ignore[no-untyped-def]
+        for i in prange(n):
+            out[i] = fn(values[i], param)
+
+    dfn = device_fn(fn)
+
+    def cuda_loop(n, out, values, param):  # type: ignore[no-untyped-def]
+        for i in range(cuda.grid(1), n, cuda.gridsize(1)):
+            out[i] = dfn(values[i], param)
+
+    return _kernel(name, cpu_loop, cuda_loop, sigs)
+
+
+def pairs(name: str, fn: Callable[..., Any], sigs: tuple[str, ...] = ()) -> ElementwiseKernel:
+    """``out[i] = fn(words[2i], words[2i+1], param)`` over 128-bit values stored as int64 word pairs."""
+
+    def cpu_loop(n, out, words, param):  # type: ignore[no-untyped-def]
+        for i in prange(n):
+            out[i] = fn(words[2 * i], words[2 * i + 1], param)
+
+    dfn = device_fn(fn)
+
+    def cuda_loop(n, out, words, param):  # type: ignore[no-untyped-def]
+        for i in range(cuda.grid(1), n, cuda.gridsize(1)):
+            out[i] = dfn(words[2 * i], words[2 * i + 1], param)
+
+    return _kernel(name, cpu_loop, cuda_loop, sigs)
+
+
+def pairs_to_pairs(name: str, fn: Callable[..., Any], sigs: tuple[str, ...] = ()) -> ElementwiseKernel:
+    """``out[2i], out[2i+1] = fn(words[2i], words[2i+1], param)``: 128-bit in, 128-bit out."""
+
+    def cpu_loop(n, out, words, param):  # type: ignore[no-untyped-def]
+        for i in prange(n):
+            lo, hi = fn(words[2 * i], words[2 * i + 1], param)
+            out[2 * i] = lo
+            out[2 * i + 1] = hi
+
+    dfn = device_fn(fn)
+
+    def cuda_loop(n, out, words, param):  # type: ignore[no-untyped-def]
+        for i in range(cuda.grid(1), n, cuda.gridsize(1)):
+            lo, hi = dfn(words[2 * i], words[2 * i + 1], param)
+            out[2 * i] = lo
+            out[2 * i + 1] = hi
+
+    return _kernel(name, cpu_loop, cuda_loop, sigs)
+
+
+def ranges(name: str, fn: Callable[..., Any], sigs: tuple[str, ...] = ()) -> ElementwiseKernel:
+    """``out[i] = fn(data, offsets[i], offsets[i+1], param)`` over variable-length values."""
+
+    def cpu_loop(n, out, data, offsets, param):  # type: ignore[no-untyped-def]
+        for i in prange(n):
+            out[i] = fn(data, offsets[i], offsets[i + 1], param)
+
+    dfn = device_fn(fn)
+
+    def cuda_loop(n, out, data, offsets, param):  # type: ignore[no-untyped-def]
+        for i in range(cuda.grid(1), n, cuda.gridsize(1)):
+            out[i] = dfn(data, offsets[i], offsets[i + 1], param)
+
+    return _kernel(name, cpu_loop, cuda_loop, sigs)
+
+
+def strided(name: str, fn: Callable[..., Any], sigs: tuple[str, ...] = ()) -> ElementwiseKernel:
+    """``out[i] = fn(data, i*width, (i+1)*width, param)`` over fixed-size binary values."""
+
+    def cpu_loop(n, out, data, width, param):  # type: ignore[no-untyped-def]
+        for i in prange(n):
+            out[i] = fn(data, i * width, (i + 1) * width, param)
+
+    dfn = device_fn(fn)
+
+    def cuda_loop(n, out, data, width, param):  # type: ignore[no-untyped-def]
+        for i in range(cuda.grid(1), n, cuda.gridsize(1)):
+            out[i] = dfn(data, i * width, (i + 1) * width, param)
+
+    return _kernel(name, cpu_loop, cuda_loop, sigs)
+
+
+def bits(name: str, fn: Callable[..., Any], sigs: tuple[str, ...] = ()) -> ElementwiseKernel:
+    """``out[i] = fn(bit(bitmap, bit_offset + i), param)`` over an LSB-first bitmap (Arrow booleans)."""
+
+    def cpu_loop(n, out, bitmap, bit_offset, param):  # type: ignore[no-untyped-def]
+        for i in prange(n):
+            j = bit_offset + i
+            out[i] = fn((bitmap[j >> 3] >> (j & 7)) & 1, param)
+
+    dfn = device_fn(fn)
+
+    def cuda_loop(n, out, bitmap, bit_offset, param):  # type: ignore[no-untyped-def]
+        for i in range(cuda.grid(1), n, cuda.gridsize(1)):
+            j = bit_offset + i
+            out[i] = dfn((bitmap[j >> 3] >> (j & 7)) & 1, param)
+
+    return _kernel(name, cpu_loop, cuda_loop, sigs)
+
+
+def indexed(name: str, fn: Callable[..., Any], sigs: tuple[str, ...] = ()) -> ElementwiseKernel:
+    """``out[i] = fn(source, p1, p2, i)``: per-output-element gathers (bitmap re-packing)."""
+
+    def cpu_loop(n, out, source, p1, p2):  # type: ignore[no-untyped-def]
+        for i in prange(n):
+            out[i] = fn(source, p1, p2, i)
+
+    dfn = device_fn(fn)
+
+    def cuda_loop(n, out, source, p1, p2):  # type: ignore[no-untyped-def]
+        for i in range(cuda.grid(1), n, cuda.gridsize(1)):
+            out[i] = dfn(source, p1, p2, i)
+
+    return _kernel(name, cpu_loop, cuda_loop, sigs)
+
+
+def as_host(array: Any) -> np.ndarray[Any, Any]:
+    """Copy a device array to the host (tests and host results only)."""
+    if is_device_array(array):
+        return np.asarray(as_device_array(array).copy_to_host())
+    return np.asarray(array)
+
+
+def empty(like: Any, n: int, dtype: Any) -> Any:
+    """An uninitialised array of ``n`` elements on the same side (host or device) as ``like``."""
+    if is_device_array(like):
+        return cuda.device_array(n, dtype=dtype)
+    return np.empty(n, dtype=dtype)
