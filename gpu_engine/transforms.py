@@ -15,12 +15,15 @@ from typing import Any, ClassVar
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ._deps import require
 from .backend import columns as cols
+from .backend import cudf_interop
 from .backend.columns import Column, Layout
 from .backend.select import BackendChoice, choose
 from .errors import InvalidType, UnsupportedTransform
 from .iceberg import types as it
 from .kernels import bucket as kb
+from .kernels.elementwise import is_device_array
 from .kernels import temporal as kt
 from .kernels import truncate as ktr
 
@@ -308,10 +311,34 @@ def _apply_column(t: Transform, src: it.PrimitiveType, values: Any, backend: str
     if isinstance(values, pa.Array):
         choice = choose(backend)
         return cols.to_arrow(_run(t, src, _host_column(values, src), choice))
+    if cudf_interop.is_cudf(values):
+        column = cudf_interop.from_cudf(values)
+        _check_arrow_type(column.type, src)
+        return cudf_interop.to_cudf(_run(t, src, column, choose(backend, data_on_device=True)))
+    if is_device_array(values):
+        return _apply_device_array(t, src, values, backend)
     raise InvalidType(
-        f"values of Python type {type(values).__name__}: expected a pyarrow Array/ChunkedArray "
-        "or a gpu_engine.backend.Column"
+        f"values of Python type {type(values).__name__}: expected a pyarrow Array/ChunkedArray, "
+        "a cudf.Series, a gpu_engine.backend.Column or a 1-D device array (CuPy)"
     )
+
+
+def _apply_device_array(t: Transform, src: it.PrimitiveType, values: Any, backend: str) -> Any:
+    """A bare device array (CuPy, numba) of fixed-width values without nulls; returns one like it."""
+    arrow_type = it.to_arrow(src)
+    if cols.layout_of(arrow_type) is not Layout.FIXED:
+        raise InvalidType(
+            f"a bare device array cannot hold Iceberg {src} values; wrap the buffers in "
+            "gpu_engine.backend.Column.from_cuda (with offsets, words or validity)"
+        )
+    expected = cols.physical_dtype(arrow_type)
+    if values.dtype != expected:
+        raise InvalidType(f"a {values.dtype} device array cannot hold Iceberg {src} values (need {expected})")
+    column = Column.from_cuda(arrow_type, values)
+    out = _run(t, src, column, choose(backend, data_on_device=True)).data
+    if type(values).__module__.startswith("cupy"):
+        return require("cupy", "returning CuPy arrays").asarray(out)
+    return out
 
 
 def apply(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from decimal import Decimal
 
 import pyarrow as pa
 import pytest
@@ -99,3 +100,50 @@ def test_device_columns_stay_on_the_device() -> None:
     hashed = transforms.apply("bucket[16]", "string", col)
     expected = transforms.apply("bucket[16]", "string", host, backend="cpu")
     assert hashed.on_device and columns.to_arrow(hashed).equals(expected)
+
+
+@pytest.mark.gpu
+def test_bare_device_arrays_in_and_out() -> None:
+    import numpy as np
+    from numba import cuda
+
+    from gpu_engine.kernels.elementwise import as_host, is_device_array
+
+    values = np.array([34, -1, 2**40], np.int64)
+    out = transforms.apply("bucket[16]", "long", cuda.to_device(values))
+    assert is_device_array(out)
+    expected = transforms.apply("bucket[16]", "long", pa.array(values), backend="cpu")
+    assert as_host(out).tolist() == expected.to_pylist()
+    with pytest.raises(InvalidType, match="cannot hold Iceberg string values"):
+        transforms.apply("bucket[16]", "string", cuda.to_device(values))
+    with pytest.raises(InvalidType, match=r"int64 device array cannot hold Iceberg int values \(need int32"):
+        transforms.apply("bucket[16]", "int", cuda.to_device(values))
+
+
+@pytest.mark.gpu
+def test_cupy_arrays_come_back_as_cupy() -> None:
+    cupy = pytest.importorskip("cupy", reason="CuPy is not installed")
+    values = cupy.arange(-500, 500, dtype=cupy.int64)
+    out = transforms.apply("truncate[7]", "long", values)
+    assert isinstance(out, cupy.ndarray)
+    expected = transforms.apply("truncate[7]", "long", pa.array(values.get()), backend="cpu")
+    assert out.get().tolist() == expected.to_pylist()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    ("transform", "source_type", "values"),
+    [
+        ("bucket[16]", "long", pa.array([34, None, -7], pa.int64())),
+        ("truncate[3]", "string", pa.array(["iceberg", None, "😀😀😀😀"])),
+        ("day", "timestamp", pa.array([0, None, -1], pa.timestamp("us"))),
+        ("truncate[50]", "decimal(38, 2)", pa.array([Decimal("10.65"), None], pa.decimal128(38, 2))),
+    ],
+)
+def test_cudf_series_in_and_out(transform: str, source_type: str, values: pa.Array) -> None:
+    cudf = pytest.importorskip("cudf", reason="cuDF is not installed")
+    series = cudf.Series.from_arrow(values)
+    out = transforms.apply(transform, source_type, series)
+    assert isinstance(out, cudf.Series)
+    expected = transforms.apply(transform, source_type, values, backend="cpu")
+    assert out.to_arrow().to_pylist() == expected.to_pylist()
