@@ -117,3 +117,12 @@ def test_booleans_from_bitmap_offsets(place: Place, host: Host, values: list[boo
     bitmap = np.packbits(np.array(bits, dtype=bool), bitorder="little") if bits else np.zeros(1, np.uint8)
     got = host(bucket.hash_booleans(place(bitmap), skip, len(values)))
     assert got.tolist() == [ref_long(int(v)) for v in values]
+
+
+@given(st.integers(1, 2**31 - 1), st.integers(0, 2**31 - 1), st.integers(-2, 2))
+def test_reciprocal_modulo_is_exact_near_multiples(n: int, x: int, nudge: int) -> None:
+    from gpu_engine.kernels.scalar.murmur3 import mod_positive
+
+    near = min(max((x // n) * n + nudge, 0), 2**31 - 1)  # around a multiple, where estimates slip
+    for v in (x, near, 2**31 - 1, n - 1 if n > 1 else 0):
+        assert mod_positive(v, n) == v % n
