@@ -1,9 +1,12 @@
-"""Iceberg primitive types, their string forms (``"decimal(9,2)"``, ``"fixed[16]"``) and Arrow mappings."""
+"""Iceberg types: primitives with their string forms (``"decimal(9,2)"``, ``"fixed[16]"``), the v3
+parameterized geospatial types, nested struct/list/map types, their JSON form (Appendix C) and the
+Arrow mapping of primitives."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 
@@ -37,7 +40,25 @@ class FixedType(PrimitiveType):
         return f"fixed[{self.length}]"
 
 
+@dataclass(frozen=True)
+class GeometryType(PrimitiveType):
+    crs: str = "OGC:CRS84"
+
+    def __str__(self) -> str:
+        return f"geometry({self.crs})"
+
+
+@dataclass(frozen=True)
+class GeographyType(PrimitiveType):
+    crs: str = "OGC:CRS84"
+    algorithm: str = "spherical"
+
+    def __str__(self) -> str:
+        return f"geography({self.crs}, {self.algorithm})"
+
+
 UNKNOWN = PrimitiveType("unknown")
+VARIANT = PrimitiveType("variant")
 BOOLEAN = PrimitiveType("boolean")
 INT = PrimitiveType("int")
 LONG = PrimitiveType("long")
@@ -71,10 +92,14 @@ _SIMPLE = {
         STRING,
         UUID,
         BINARY,
+        VARIANT,
     )
 }
+_DEFAULT_GEO = {"geometry": GeometryType("geometry"), "geography": GeographyType("geography")}
 _DECIMAL = re.compile(r"decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)")
 _FIXED = re.compile(r"fixed\[\s*(\d+)\s*\]")
+_GEOMETRY = re.compile(r"geometry\(\s*([^,()]+?)\s*\)")
+_GEOGRAPHY = re.compile(r"geography\(\s*([^,()]+?)\s*(?:,\s*([a-z]+)\s*)?\)")
 MAX_DECIMAL_PRECISION = 38
 
 
@@ -94,18 +119,27 @@ def fixed(length: int) -> FixedType:
 
 def parse_type(text: str) -> PrimitiveType:
     """Parse a primitive type string as Iceberg writes it (``"decimal(9,2)"``, ``"fixed[16]"``)."""
-    s = text.strip().lower()
+    raw = text.strip()
+    s = raw.lower()
     if s in _SIMPLE:
         return _SIMPLE[s]
+    if s in _DEFAULT_GEO:
+        return _DEFAULT_GEO[s]
     if m := _DECIMAL.fullmatch(s):
         return decimal(int(m.group(1)), int(m.group(2)))
     if m := _FIXED.fullmatch(s):
         return fixed(int(m.group(1)))
+    if m := _GEOMETRY.fullmatch(raw):  # a CRS keeps its case
+        return GeometryType("geometry", m.group(1))
+    if m := _GEOGRAPHY.fullmatch(raw):
+        return GeographyType("geography", m.group(1), (m.group(2) or "spherical").lower())
     raise InvalidType(f"unknown Iceberg primitive type {text!r}")
 
 
 def to_arrow(t: PrimitiveType) -> pa.DataType:
-    """The Arrow type Iceberg readers use for ``t`` (Appendix A's Parquet mapping, as Arrow)."""
+    """The Arrow type Iceberg readers use for primitive ``t`` (Appendix A's Parquet mapping, as Arrow)."""
+    if isinstance(t, (GeometryType, GeographyType)) or t == VARIANT:
+        raise InvalidType(f"Iceberg type {t} has no flat Arrow mapping here")
     if isinstance(t, DecimalType):
         return pa.decimal128(t.precision, t.scale)
     if isinstance(t, FixedType):
@@ -130,3 +164,145 @@ _ARROW: dict[str, pa.DataType] = {
     "uuid": pa.binary(16),
     "binary": pa.large_binary(),
 }
+
+
+# -- nested types ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NestedField:
+    """A struct field, list element or map key/value: id, name, type, requiredness, docs and defaults.
+
+    Defaults hold the JSON single-value form (Appendix D) as read, so they serialize back unchanged.
+    """
+
+    field_id: int
+    name: str
+    type: IcebergType
+    required: bool = False
+    doc: str | None = None
+    initial_default: Any = None
+    write_default: Any = None
+    has_initial_default: bool = False
+    has_write_default: bool = False
+    extra: tuple[tuple[str, Any], ...] = field(default=(), compare=False)  # unknown JSON keys, kept
+
+
+@dataclass(frozen=True)
+class StructType:
+    fields: tuple[NestedField, ...]
+
+    def __str__(self) -> str:
+        return "struct<" + ", ".join(f"{f.field_id}: {f.name}: {f.type}" for f in self.fields) + ">"
+
+
+@dataclass(frozen=True)
+class ListType:
+    element_id: int
+    element: IcebergType
+    element_required: bool = False
+
+    def __str__(self) -> str:
+        return f"list<{self.element}>"
+
+
+@dataclass(frozen=True)
+class MapType:
+    key_id: int
+    key: IcebergType
+    value_id: int
+    value: IcebergType
+    value_required: bool = False
+
+    def __str__(self) -> str:
+        return f"map<{self.key}, {self.value}>"
+
+
+IcebergType = PrimitiveType | StructType | ListType | MapType
+_FIELD_KEYS = {"id", "name", "type", "required", "doc", "initial-default", "write-default"}
+
+
+def type_from_json(obj: Any) -> IcebergType:
+    """Parse a type as Appendix C serializes it (a string or a struct/list/map object)."""
+    if isinstance(obj, str):
+        return parse_type(obj)
+    if not isinstance(obj, dict) or "type" not in obj:
+        raise InvalidType(f"malformed Iceberg type JSON: {obj!r}")
+    kind = obj["type"]
+    try:
+        if kind == "struct":
+            return StructType(tuple(field_from_json(f) for f in obj["fields"]))
+        if kind == "list":
+            return ListType(
+                int(obj["element-id"]), type_from_json(obj["element"]), bool(obj["element-required"])
+            )
+        if kind == "map":
+            return MapType(
+                int(obj["key-id"]),
+                type_from_json(obj["key"]),
+                int(obj["value-id"]),
+                type_from_json(obj["value"]),
+                bool(obj["value-required"]),
+            )
+    except KeyError as exc:
+        raise InvalidType(f"Iceberg {kind} type JSON lacks {exc.args[0]!r}: {obj!r}") from None
+    raise InvalidType(f"unknown Iceberg nested type {kind!r}")
+
+
+def field_from_json(obj: dict[str, Any]) -> NestedField:
+    try:
+        return NestedField(
+            field_id=int(obj["id"]),
+            name=str(obj["name"]),
+            type=type_from_json(obj["type"]),
+            required=bool(obj["required"]),
+            doc=obj.get("doc"),
+            initial_default=obj.get("initial-default"),
+            write_default=obj.get("write-default"),
+            has_initial_default="initial-default" in obj,
+            has_write_default="write-default" in obj,
+            extra=tuple((k, v) for k, v in obj.items() if k not in _FIELD_KEYS),
+        )
+    except KeyError as exc:
+        raise InvalidType(f"Iceberg struct field JSON lacks {exc.args[0]!r}: {obj!r}") from None
+
+
+def type_to_json(t: IcebergType) -> Any:
+    if isinstance(t, StructType):
+        return {"type": "struct", "fields": [field_to_json(f) for f in t.fields]}
+    if isinstance(t, ListType):
+        return {
+            "type": "list",
+            "element-id": t.element_id,
+            "element": type_to_json(t.element),
+            "element-required": t.element_required,
+        }
+    if isinstance(t, MapType):
+        return {
+            "type": "map",
+            "key-id": t.key_id,
+            "key": type_to_json(t.key),
+            "value-id": t.value_id,
+            "value": type_to_json(t.value),
+            "value-required": t.value_required,
+        }
+    if isinstance(t, DecimalType):
+        return f"decimal({t.precision},{t.scale})"
+    return str(t)
+
+
+def field_to_json(f: NestedField) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "id": f.field_id,
+        "name": f.name,
+        "required": f.required,
+        "type": type_to_json(f.type),
+    }
+    if f.doc is not None:
+        out["doc"] = f.doc
+    if f.has_initial_default:
+        out["initial-default"] = f.initial_default
+    if f.has_write_default:
+        out["write-default"] = f.write_default
+    out.update(dict(f.extra))
+    return out
