@@ -286,9 +286,7 @@ def type_to_json(t: IcebergType) -> Any:
             "value": type_to_json(t.value),
             "value-required": t.value_required,
         }
-    if isinstance(t, DecimalType):
-        return f"decimal({t.precision},{t.scale})"
-    return str(t)
+    return str(t)  # decimals as "decimal(P, S)", the form Iceberg Java and PyIceberg write
 
 
 def field_to_json(f: NestedField) -> dict[str, Any]:

@@ -1,0 +1,114 @@
+"""Iceberg schemas: a struct with an id, identifier fields, and indexes by field id and by full name."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from ..errors import InvalidType
+from . import types as it
+
+_SCHEMA_KEYS = {"type", "schema-id", "identifier-field-ids", "fields"}
+
+
+@dataclass(frozen=True)
+class Schema:
+    """A table schema (Appendix C): top-level fields, ``schema-id`` and ``identifier-field-ids``."""
+
+    fields: tuple[it.NestedField, ...]
+    schema_id: int = 0
+    identifier_field_ids: tuple[int, ...] = ()
+    extra: tuple[tuple[str, Any], ...] = field(default=(), compare=False)  # unknown JSON keys, kept
+    schema_id_written: bool = field(default=True, compare=False)  # v1 schemas may lack schema-id
+    identifiers_written: bool = field(default=False, compare=False)  # an empty list is kept as written
+
+    @property
+    def as_struct(self) -> it.StructType:
+        return it.StructType(self.fields)
+
+    @cached_property
+    def by_id(self) -> dict[int, it.NestedField]:
+        """Every field at any depth (struct fields, list elements, map keys and values) by id."""
+        return {f.field_id: f for _, f in _walk(self.fields, ())}
+
+    @cached_property
+    def names_by_id(self) -> dict[int, str]:
+        """Dotted full name of every field (list elements as ``a.element``, maps as ``m.key``/``m.value``)."""
+        return {f.field_id: ".".join(path) for path, f in _walk(self.fields, ())}
+
+    @cached_property
+    def ids_by_name(self) -> dict[str, int]:
+        return {name: fid for fid, name in self.names_by_id.items()}
+
+    @property
+    def highest_field_id(self) -> int:
+        return max(self.by_id, default=0)
+
+    def find_field(self, key: int | str, *, case_sensitive: bool = True) -> it.NestedField:
+        """A field by id or dotted name; :class:`InvalidType` naming the key when there is none."""
+        if isinstance(key, int):
+            if key in self.by_id:
+                return self.by_id[key]
+            raise InvalidType(f"schema {self.schema_id} has no field with id {key}")
+        if case_sensitive:
+            fid = self.ids_by_name.get(key)
+        else:
+            fid = next((i for n, i in self.ids_by_name.items() if n.lower() == key.lower()), None)
+        if fid is None:
+            raise InvalidType(f"schema {self.schema_id} has no field named {key!r}")
+        return self.by_id[fid]
+
+    def find_type(self, key: int | str) -> it.IcebergType:
+        return self.find_field(key).type
+
+
+Path = tuple[str, ...]
+
+
+def _walk(fields: tuple[it.NestedField, ...], prefix: Path) -> Iterator[tuple[Path, it.NestedField]]:
+    for f in fields:
+        path = (*prefix, f.name)
+        yield path, f
+        yield from _walk_type(f.type, path)
+
+
+def _walk_type(t: it.IcebergType, path: Path) -> Iterator[tuple[Path, it.NestedField]]:
+    if isinstance(t, it.StructType):
+        yield from _walk(t.fields, path)
+    elif isinstance(t, it.ListType):
+        element = it.NestedField(t.element_id, "element", t.element, t.element_required)
+        yield (*path, "element"), element
+        yield from _walk_type(t.element, (*path, "element"))
+    elif isinstance(t, it.MapType):
+        key = it.NestedField(t.key_id, "key", t.key, True)
+        value = it.NestedField(t.value_id, "value", t.value, t.value_required)
+        yield (*path, "key"), key
+        yield from _walk_type(t.key, (*path, "key"))
+        yield (*path, "value"), value
+        yield from _walk_type(t.value, (*path, "value"))
+
+
+def schema_from_json(obj: dict[str, Any]) -> Schema:
+    if obj.get("type", "struct") != "struct" or "fields" not in obj:
+        raise InvalidType(f"a schema must be a JSON struct with fields: {str(obj)[:200]}")
+    return Schema(
+        fields=tuple(it.field_from_json(f) for f in obj["fields"]),
+        schema_id=int(obj.get("schema-id", 0)),
+        identifier_field_ids=tuple(int(i) for i in obj.get("identifier-field-ids", ())),
+        extra=tuple((k, v) for k, v in obj.items() if k not in _SCHEMA_KEYS),
+        schema_id_written="schema-id" in obj,
+        identifiers_written="identifier-field-ids" in obj,
+    )
+
+
+def schema_to_json(schema: Schema) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": "struct"}
+    if schema.schema_id_written:
+        out["schema-id"] = schema.schema_id
+    if schema.identifier_field_ids or schema.identifiers_written:
+        out["identifier-field-ids"] = list(schema.identifier_field_ids)
+    out["fields"] = [it.field_to_json(f) for f in schema.fields]
+    out.update(dict(schema.extra))
+    return out
