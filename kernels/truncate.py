@@ -43,11 +43,8 @@ def _copy_cuda(n, dst, dst_offsets, src, src_offsets):  # type: ignore[no-untype
 
 
 _OFFSET_SIGS = tuple(f"void(int64, {t}[::1], uint8[::1], {t}[::1], int64)" for t in ("int32", "int64"))
-INTEGER = ew.fixed(
-    "truncate_integer",
-    tr.truncate_integer,
-    tuple(f"void(int64, {t}[::1], {t}[::1], int64)" for t in ("int32", "int64")),
-)
+INT32 = ew.fixed("truncate_int32", tr.truncate_int32, ("void(int64, int32[::1], int32[::1], int64)",))
+INT64 = ew.fixed("truncate_int64", tr.truncate_integer, ("void(int64, int64[::1], int64[::1], int64)",))
 DECIMAL128 = ew.pairs_to_pairs(
     "truncate_decimal128", tr.truncate_decimal128, ("void(int64, int64[::1], int64[::1], int64)",)
 )
@@ -62,14 +59,14 @@ COPY_PREFIXES = ew.ElementwiseKernel(
         f"void(int64, uint8[::1], {t}[::1], uint8[::1], {t}[::1])" for t in ("int32", "int64")
     ),
 )
-KERNELS = (INTEGER, DECIMAL128, UTF8_LENGTHS, BINARY_LENGTHS, COPY_PREFIXES)
+KERNELS = (INT32, INT64, DECIMAL128, UTF8_LENGTHS, BINARY_LENGTHS, COPY_PREFIXES)
 
 
 def truncate_integers(values: Any, width: int) -> Any:
     """int/long values -> ``v - floormod(v, width)`` in the values' own dtype (wrapping like Java)."""
     n = values.shape[0]
     out = ew.empty(values, n, values.dtype)
-    INTEGER(n, out, values, width)
+    (INT32 if values.dtype == np.int32 else INT64)(n, out, values, width)
     return out
 
 

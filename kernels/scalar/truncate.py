@@ -16,6 +16,13 @@ def truncate_integer(v: Int, width: Int) -> Int:
 
 
 @scalar
+def truncate_int32(v: Int, width: Int) -> Int:
+    """:func:`truncate_integer` wrapped to 32 bits, as Java's int arithmetic wraps (INT32_MIN - r)."""
+    r = truncate_integer(v, width)
+    return ((r + 0x80000000) & 0xFFFFFFFF) - 0x80000000
+
+
+@scalar
 def _mod_u128(lo: Int, hi: Int, width: Int) -> Int:
     """(hi:lo as an unsigned 128-bit magnitude) mod width, for 0 < width < 2**31, by 32-bit limbs."""
     rem: Int = 0
