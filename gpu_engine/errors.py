@@ -19,3 +19,62 @@ class InvalidType(GpuEngineError, ValueError):
 
 class BackendUnavailable(GpuEngineError, RuntimeError):
     """The requested backend cannot run here (for example ``backend="cuda"`` without a CUDA device)."""
+
+
+class MetadataError(GpuEngineError, ValueError):
+    """Malformed or inconsistent table metadata; the message names the file and the field at fault."""
+
+
+class SnapshotNotFound(GpuEngineError, LookupError):
+    """A snapshot id, ref name or timestamp that selects no snapshot of the table."""
+
+
+class ManifestError(GpuEngineError, ValueError):
+    """A manifest list or manifest that is missing, unreadable, corrupt or not shaped as the spec requires."""
+
+
+class SingleValueError(GpuEngineError, ValueError):
+    """A value that does not fit its Iceberg type's single-value serialization (spec Appendix D)."""
+
+
+class CatalogError(GpuEngineError):
+    """A catalog that cannot be configured, reached or used; the message names the catalog and what failed."""
+
+
+class NoSuchTable(CatalogError, LookupError):
+    """A table identifier, table directory or metadata file that names no table."""
+
+
+class NoSuchNamespace(CatalogError, LookupError):
+    """A namespace that does not exist in the catalog."""
+
+
+class TableAlreadyExists(CatalogError):
+    """Creating or registering a table whose identifier is already taken."""
+
+
+class NamespaceAlreadyExists(CatalogError):
+    """Creating a namespace that already exists."""
+
+
+class NamespaceNotEmpty(CatalogError):
+    """Dropping a namespace that still holds tables."""
+
+
+class CommitConflict(GpuEngineError):
+    """A commit lost a race: the table's current metadata is no longer the one it was based on. Retryable."""
+
+
+class CommitStateUnknown(GpuEngineError):
+    """The commit may or may not have landed (e.g. the connection dropped after the swap was sent).
+
+    Never clean up the files of such a commit: they may be the table's current state.
+    """
+
+
+class ExpressionError(GpuEngineError, ValueError):
+    """A filter expression that does not parse, bind or convert (names the position, column or literal)."""
+
+
+class NotAuthorized(CatalogError):
+    """A catalog refused the credentials (HTTP 401/403/419) or the OAuth2 token endpoint refused the client."""
