@@ -2,6 +2,7 @@
 
 from . import transforms
 from .backend import BackendChoice, Column, choose
+from .catalog import Catalog, load_catalog
 from .errors import (
     BackendUnavailable,
     GpuEngineError,
@@ -9,18 +10,23 @@ from .errors import (
     UnsupportedFeature,
     UnsupportedTransform,
 )
+from .table import Table, load_table
 
 __version__ = "0.1.0"
 
 __all__ = [
     "BackendChoice",
     "BackendUnavailable",
+    "Catalog",
     "Column",
     "GpuEngineError",
     "InvalidType",
+    "Table",
     "UnsupportedFeature",
     "UnsupportedTransform",
     "__version__",
     "choose",
+    "load_catalog",
+    "load_table",
     "transforms",
 ]

@@ -77,4 +77,8 @@ class ExpressionError(GpuEngineError, ValueError):
 
 
 class NotAuthorized(CatalogError):
-    """A catalog refused the credentials (HTTP 401/403/419) or the OAuth2 token endpoint refused the client."""
+    """The catalog refused the credentials (HTTP 401/403/419), or its OAuth2 token endpoint did."""
+
+
+class PlanningError(GpuEngineError, ValueError):
+    """A scan or rewrite cannot be planned as asked (conflicting options, inconsistent table state)."""

@@ -1,0 +1,141 @@
+"""The catalog interface: where a table's current metadata file is, and the atomic swap of that pointer.
+
+A commit writes a new metadata file, then asks the catalog to move the table's pointer from the
+metadata file it was based on (``expected_metadata_location``) to the new one. The swap is a
+check-and-put: if the pointer moved in the meantime the commit lost a race (:class:`CommitConflict`,
+retry from fresh metadata); if the catalog cannot tell whether the swap landed
+(:class:`CommitStateUnknown`), the caller must not delete the new files.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from ..errors import CatalogError, NoSuchTable, UnsupportedFeature
+from ..io.fileio import FileIO, load_file_io
+from ..io.paths import PathMap
+
+if TYPE_CHECKING:
+    from ..table import Table
+
+Identifier = tuple[str, ...]
+IdentifierLike = str | Sequence[str]
+
+
+def to_identifier(identifier: IdentifierLike) -> Identifier:
+    """``"db.events"`` or ``("db", "events")`` as a tuple (strings split on ``.``, like PyIceberg)."""
+    parts = tuple(identifier.split(".")) if isinstance(identifier, str) else tuple(identifier)
+    if not all(isinstance(p, str) for p in parts):
+        raise CatalogError(f"identifier parts must be strings: {identifier!r}")
+    return parts
+
+
+def table_identifier(identifier: IdentifierLike) -> tuple[Identifier, str]:
+    """(namespace, table name) of a table identifier."""
+    parts = to_identifier(identifier)
+    if not parts or not parts[-1]:
+        raise CatalogError(f"empty table identifier: {identifier!r}")
+    return parts[:-1], parts[-1]
+
+
+def namespace_to_string(namespace: IdentifierLike) -> str:
+    """A namespace as stored by PyIceberg's SqlCatalog and Iceberg's JdbcCatalog: levels joined by ``.``."""
+    parts = to_identifier(namespace)
+    if not parts:
+        raise CatalogError("empty namespace identifier")
+    if any(p.strip() == "" for p in parts):
+        raise CatalogError(f"namespace {namespace!r} has an empty level")
+    return ".".join(p.strip() for p in parts)
+
+
+class Catalog(ABC):
+    """A named catalog; subclasses store the metadata pointer of each table.
+
+    ``io`` reads and writes metadata files; set ``catalog.io = catalog.io.with_path_map(...)`` (or pass
+    ``path_map=`` to :func:`gpu_engine.load_catalog`) when the recorded paths need remapping.
+    """
+
+    def __init__(self, name: str, **properties: str) -> None:
+        self.name = name
+        self.properties: dict[str, str] = dict(properties)
+        self.io: FileIO = load_file_io(self.properties)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r})"
+
+    def with_path_map(self, path_map: PathMap | Mapping[str, str]) -> Catalog:
+        """This catalog, its IO remapping recorded paths through ``path_map`` (merged with any map it had)."""
+        pm = path_map if isinstance(path_map, PathMap) else PathMap.of(path_map)
+        self.io = self.io.with_path_map(self.io.path_map.merged(pm))
+        return self
+
+    # -- tables ----------------------------------------------------------------------------------------
+
+    @abstractmethod
+    def load_table(self, identifier: IdentifierLike) -> Table:
+        """The table's current metadata; :class:`NoSuchTable` if the catalog has no such table."""
+
+    @abstractmethod
+    def list_tables(self, namespace: IdentifierLike) -> list[Identifier]:
+        """Identifiers of the tables directly in ``namespace``."""
+
+    @abstractmethod
+    def drop_table(self, identifier: IdentifierLike) -> None:
+        """Remove the table from the catalog (its files are left alone)."""
+
+    @abstractmethod
+    def register_table(self, identifier: IdentifierLike, metadata_location: str) -> Table:
+        """Add an existing table by its metadata file; :class:`TableAlreadyExists` if the name is taken."""
+
+    @abstractmethod
+    def commit_metadata(
+        self, identifier: IdentifierLike, expected_metadata_location: str | None, new_metadata_location: str
+    ) -> str:
+        """Atomically point the table at ``new_metadata_location`` if it still points at ``expected``.
+
+        ``expected_metadata_location=None`` creates the table (it must not exist yet). Returns the
+        metadata location now current (``new_metadata_location`` for metastore catalogs).
+
+        Raises:
+            CommitConflict: the current pointer is not ``expected_metadata_location`` (retryable).
+            CommitStateUnknown: the outcome cannot be known; never delete the new metadata file.
+            NoSuchTable: ``expected_metadata_location`` is given but the table does not exist.
+        """
+
+    def current_metadata_location(self, identifier: IdentifierLike) -> str:
+        """Where the table's pointer is now (default: through :meth:`load_table`)."""
+        return self.load_table(identifier).metadata_location
+
+    def table_exists(self, identifier: IdentifierLike) -> bool:
+        try:
+            self.load_table(identifier)
+        except NoSuchTable:
+            return False
+        return True
+
+    # -- namespaces ------------------------------------------------------------------------------------
+
+    @abstractmethod
+    def create_namespace(
+        self, namespace: IdentifierLike, properties: Mapping[str, str] | None = None
+    ) -> None:
+        """Create ``namespace``; :class:`NamespaceAlreadyExists` if it exists."""
+
+    @abstractmethod
+    def list_namespaces(self, namespace: IdentifierLike = ()) -> list[Identifier]:
+        """The namespaces directly under ``namespace`` (top level for ``()``)."""
+
+    def namespace_exists(self, namespace: IdentifierLike) -> bool:
+        ns = to_identifier(namespace)
+        return ns in self.list_namespaces(ns[:-1])
+
+    def load_namespace_properties(self, namespace: IdentifierLike) -> dict[str, str]:
+        raise UnsupportedFeature(f"catalog {self.name!r} ({type(self).__name__}) has no namespace properties")
+
+    def drop_namespace(self, namespace: IdentifierLike) -> None:
+        raise UnsupportedFeature(f"catalog {self.name!r} ({type(self).__name__}) cannot drop namespaces")
+
+    def close(self) -> None:  # noqa: B027 - optional hook, deliberately not abstract
+        """Release connections (no-op by default)."""

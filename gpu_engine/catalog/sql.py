@@ -1,0 +1,351 @@
+"""SQL catalog on the tables shared by PyIceberg's SqlCatalog and Iceberg Java's JdbcCatalog.
+
+``iceberg_tables``: catalog_name VARCHAR(255), table_namespace VARCHAR(255), table_name VARCHAR(255)
+(primary key, in that order, all NOT NULL), metadata_location VARCHAR(1000) NULL,
+previous_metadata_location VARCHAR(1000) NULL, and in the "V1" schema iceberg_type VARCHAR(5) NULL
+(``'TABLE'`` or ``'VIEW'``; NULL rows are tables written before views existed).
+``iceberg_namespace_properties``: catalog_name, namespace, property_key VARCHAR(255) (primary key),
+property_value VARCHAR(1000). A namespace is stored as its levels joined by ``.``; a namespace exists if
+it, or a namespace below it, has a property row or a table; an empty one is created with ``exists=true``.
+
+Catalogs without ``iceberg_type`` (PyIceberg < 0.10 / JdbcCatalog V0) are read and written without it;
+``schema_version=v1`` adds the column, as PyIceberg does. New catalogs are created with it. Rows of type
+``VIEW`` are never treated as tables.
+
+Commit is the JdbcCatalog check-and-put: ``UPDATE iceberg_tables SET metadata_location=:new,
+previous_metadata_location=:old WHERE catalog_name=… AND table_namespace=… AND table_name=… AND
+metadata_location=:old``; no row updated means the pointer moved (:class:`CommitConflict`). A failure
+while committing the transaction leaves the outcome unknown (:class:`CommitStateUnknown`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import exc as sa_exc
+
+from ..errors import (
+    CatalogError,
+    CommitConflict,
+    CommitStateUnknown,
+    NamespaceAlreadyExists,
+    NamespaceNotEmpty,
+    NoSuchNamespace,
+    NoSuchTable,
+    TableAlreadyExists,
+)
+from ..table import Table, read_table
+from .base import Catalog, Identifier, IdentifierLike, namespace_to_string, table_identifier, to_identifier
+
+TABLE_RECORD_TYPE = "TABLE"
+_sql_metadata = sa.MetaData()
+ICEBERG_TABLES = sa.Table(
+    "iceberg_tables",
+    _sql_metadata,
+    sa.Column("catalog_name", sa.String(255), primary_key=True, nullable=False),
+    sa.Column("table_namespace", sa.String(255), primary_key=True, nullable=False),
+    sa.Column("table_name", sa.String(255), primary_key=True, nullable=False),
+    sa.Column("metadata_location", sa.String(1000), nullable=True),
+    sa.Column("previous_metadata_location", sa.String(1000), nullable=True),
+    sa.Column("iceberg_type", sa.String(5), nullable=True),
+)
+NAMESPACE_PROPERTIES = sa.Table(
+    "iceberg_namespace_properties",
+    _sql_metadata,
+    sa.Column("catalog_name", sa.String(255), primary_key=True, nullable=False),
+    sa.Column("namespace", sa.String(255), primary_key=True, nullable=False),
+    sa.Column("property_key", sa.String(255), primary_key=True, nullable=False),
+    sa.Column("property_value", sa.String(1000), nullable=False),
+)
+_T = ICEBERG_TABLES.c
+_N = NAMESPACE_PROPERTIES.c
+_DRIVER_PACKAGES = {"psycopg": "'psycopg[binary]'", "psycopg2": "psycopg2-binary"}
+
+
+def _truthy(value: str | None, default: bool) -> bool:
+    return default if value is None else value.strip().lower() in ("1", "true", "yes", "on", "y", "t")
+
+
+def _like_prefix(namespace: str) -> str:
+    """A LIKE pattern for the namespaces below ``namespace`` (escape character ``!``, as PyIceberg/Java)."""
+    return namespace.replace("!", "!!").replace("_", "!_").replace("%", "!%") + ".%"
+
+
+class SqlCatalog(Catalog):
+    """PyIceberg/JDBC-compatible SQL catalog: ``uri="sqlite:///path/catalog.db"`` or a PostgreSQL URL."""
+
+    def __init__(self, name: str, **properties: str) -> None:
+        super().__init__(name, **properties)
+        uri = self.properties.get("uri")
+        if not uri:
+            raise CatalogError(
+                f"SQL catalog {name!r} needs uri= (sqlite:///path/catalog.db or postgresql://...)"
+            )
+        self.uri = uri
+        if uri.startswith("sqlite:///") and uri != "sqlite:///:memory:":
+            directory = os.path.dirname(uri[len("sqlite:///") :])
+            if directory:
+                os.makedirs(directory, exist_ok=True)
+        try:
+            self.engine = sa.create_engine(
+                uri, pool_pre_ping=_truthy(self.properties.get("pool_pre_ping"), False)
+            )
+        except ImportError as e:
+            driver = e.name or "the database driver of this URL"
+            package = _DRIVER_PACKAGES.get(driver, driver)
+            raise CatalogError(
+                f"SQL catalog {name!r}: {uri.split(':', 1)[0]} needs the {driver} driver: "
+                f"pip install {package}"
+            ) from e
+        except sa_exc.ArgumentError as e:
+            raise CatalogError(f"SQL catalog {name!r}: invalid uri: {e}") from e
+        self._v1 = self._init_tables()
+
+    def _where(self) -> str:
+        return self.engine.url.render_as_string(hide_password=True)
+
+    def _connect(self) -> sa.Connection:
+        try:
+            return self.engine.connect()
+        except sa_exc.DBAPIError as e:
+            raise CatalogError(
+                f"SQL catalog {self.name!r}: cannot connect to {self._where()}: {e.orig}"
+            ) from e
+
+    def _init_tables(self) -> bool:
+        """Create the catalog tables if absent; True if ``iceberg_tables`` has the ``iceberg_type`` column."""
+        with self._connect() as conn:
+            inspector = sa.inspect(conn)
+            if not inspector.has_table(ICEBERG_TABLES.name) or not inspector.has_table(
+                NAMESPACE_PROPERTIES.name
+            ):
+                if not _truthy(self.properties.get("init_catalog_tables"), True):
+                    raise CatalogError(
+                        f"SQL catalog {self.name!r}: {self._where()} has no iceberg_tables and "
+                        "init_catalog_tables is false"
+                    )
+                try:
+                    _sql_metadata.create_all(conn, checkfirst=True)
+                    conn.commit()
+                except sa_exc.DBAPIError:  # another process created them first
+                    conn.rollback()
+                    inspector = sa.inspect(conn)
+                    if not inspector.has_table(ICEBERG_TABLES.name):
+                        raise
+            columns = {c["name"].lower() for c in sa.inspect(conn).get_columns(ICEBERG_TABLES.name)}
+            if "iceberg_type" in columns:
+                return True
+            if self.properties.get("schema_version", "v0") == "v1":
+                conn.execute(sa.text("ALTER TABLE iceberg_tables ADD COLUMN iceberg_type VARCHAR(5)"))
+                conn.commit()
+                return True
+            return False
+
+    def _tables_filter(self, namespace: str, name: str | None = None) -> list[sa.ColumnElement[bool]]:
+        conds: list[sa.ColumnElement[bool]] = [_T.catalog_name == self.name, _T.table_namespace == namespace]
+        if name is not None:
+            conds.append(_T.table_name == name)
+        if self._v1:
+            conds.append(sa.or_(_T.iceberg_type == TABLE_RECORD_TYPE, _T.iceberg_type.is_(None)))
+        return conds
+
+    def _fetch(self, stmt: sa.Executable) -> list[tuple[Any, ...]]:
+        with self._connect() as conn:
+            try:
+                return [tuple(row) for row in conn.execute(stmt)]
+            except sa_exc.DBAPIError as e:
+                raise CatalogError(f"SQL catalog {self.name!r} ({self._where()}): {e.orig}") from e
+
+    def _write(self, stmt: sa.Executable) -> int:
+        """Execute and commit ``stmt``; its row count. IntegrityError passes through to the caller."""
+        with self._connect() as conn:
+            try:
+                count = conn.execute(stmt).rowcount
+                conn.commit()
+                return int(count)
+            except sa_exc.IntegrityError:
+                raise
+            except sa_exc.DBAPIError as e:
+                raise CatalogError(f"SQL catalog {self.name!r} ({self._where()}): {e.orig}") from e
+
+    # -- tables ----------------------------------------------------------------------------------------
+
+    def current_metadata_location(self, identifier: IdentifierLike) -> str:
+        namespace, name = table_identifier(identifier)
+        ns = namespace_to_string(namespace)
+        stmt = sa.select(_T.metadata_location).where(*self._tables_filter(ns, name))
+        rows = self._fetch(stmt)
+        location = rows[0][0] if rows else None
+        if not location:
+            raise NoSuchTable(f"table {ns}.{name} does not exist in SQL catalog {self.name!r}")
+        return str(location)
+
+    def load_table(self, identifier: IdentifierLike) -> Table:
+        location = self.current_metadata_location(identifier)
+        return read_table(to_identifier(identifier), location, io=self.io, catalog=self)
+
+    def table_exists(self, identifier: IdentifierLike) -> bool:
+        namespace, name = table_identifier(identifier)
+        stmt = sa.select(sa.literal(1)).where(*self._tables_filter(namespace_to_string(namespace), name))
+        return bool(self._fetch(stmt.limit(1)))
+
+    def list_tables(self, namespace: IdentifierLike) -> list[Identifier]:
+        ns = to_identifier(namespace)
+        if ns and not self.namespace_exists(ns):
+            raise NoSuchNamespace(f"namespace {'.'.join(ns)} does not exist in SQL catalog {self.name!r}")
+        stmt = sa.select(_T.table_namespace, _T.table_name).where(
+            *self._tables_filter(namespace_to_string(ns))
+        )
+        return [(*to_identifier(row[0]), row[1]) for row in self._fetch(stmt)]
+
+    def _row(self, namespace: str, name: str, location: str) -> dict[str, Any]:
+        row = {
+            "catalog_name": self.name,
+            "table_namespace": namespace,
+            "table_name": name,
+            "metadata_location": location,
+            "previous_metadata_location": None,
+        }
+        if self._v1:
+            row["iceberg_type"] = TABLE_RECORD_TYPE
+        return row
+
+    def register_table(self, identifier: IdentifierLike, metadata_location: str) -> Table:
+        namespace, name = table_identifier(identifier)
+        ns = namespace_to_string(namespace)
+        if not self.namespace_exists(namespace):
+            raise NoSuchNamespace(f"namespace {ns} does not exist in SQL catalog {self.name!r}")
+        try:
+            self._write(sa.insert(ICEBERG_TABLES).values(**self._row(ns, name, metadata_location)))
+        except sa_exc.IntegrityError as e:
+            raise TableAlreadyExists(f"table {ns}.{name} already exists in SQL catalog {self.name!r}") from e
+        return self.load_table(identifier)
+
+    def drop_table(self, identifier: IdentifierLike) -> None:
+        namespace, name = table_identifier(identifier)
+        ns = namespace_to_string(namespace)
+        if self._write(sa.delete(ICEBERG_TABLES).where(*self._tables_filter(ns, name))) < 1:
+            raise NoSuchTable(f"table {ns}.{name} does not exist in SQL catalog {self.name!r}")
+
+    def commit_metadata(
+        self, identifier: IdentifierLike, expected_metadata_location: str | None, new_metadata_location: str
+    ) -> str:
+        namespace, name = table_identifier(identifier)
+        ns = namespace_to_string(namespace)
+        what = f"table {ns}.{name} in SQL catalog {self.name!r}"
+        if expected_metadata_location is None:
+            try:
+                self._write(sa.insert(ICEBERG_TABLES).values(**self._row(ns, name, new_metadata_location)))
+            except sa_exc.IntegrityError as e:
+                raise CommitConflict(f"cannot create {what}: it was created concurrently") from e
+            return new_metadata_location
+        conds = [*self._tables_filter(ns, name), _T.metadata_location == expected_metadata_location]
+        update = (
+            sa.update(ICEBERG_TABLES)
+            .where(*conds)
+            .values(
+                metadata_location=new_metadata_location, previous_metadata_location=expected_metadata_location
+            )
+        )
+        with self._connect() as conn:
+            try:
+                if not self.engine.dialect.supports_sane_rowcount:
+                    locked = conn.execute(sa.select(_T.table_name).where(*conds).with_for_update()).first()
+                    updated = 0 if locked is None else max(conn.execute(update).rowcount, 1)
+                else:
+                    updated = conn.execute(update).rowcount
+            except sa_exc.DBAPIError as e:
+                # not committed: the transaction is rolled back with the connection
+                if isinstance(e, sa_exc.OperationalError) and not e.connection_invalidated:
+                    raise CommitConflict(f"commit to {what} could not take its lock: {e.orig}") from e
+                raise CatalogError(f"commit to {what} failed before it was applied: {e.orig}") from e
+            if updated != 1:
+                conn.rollback()
+            else:
+                try:
+                    conn.commit()
+                except sa_exc.DBAPIError as e:
+                    raise CommitStateUnknown(
+                        f"commit to {what} ({expected_metadata_location} -> {new_metadata_location}) "
+                        "was sent,"
+                        f" but committing failed ({e.orig}); whether it landed is unknown"
+                    ) from e
+                return new_metadata_location
+        current = self._current_or_none(ns, name)
+        if current is None:
+            raise NoSuchTable(f"{what} does not exist")
+        raise CommitConflict(
+            f"{what} moved on: current metadata is {current}, "
+            f"the commit expected {expected_metadata_location}"
+        )
+
+    def _current_or_none(self, ns: str, name: str) -> str | None:
+        rows = self._fetch(sa.select(_T.metadata_location).where(*self._tables_filter(ns, name)))
+        return str(rows[0][0]) if rows else None
+
+    # -- namespaces ------------------------------------------------------------------------------------
+
+    def namespace_exists(self, namespace: IdentifierLike) -> bool:
+        ns = namespace_to_string(namespace)
+        below = _like_prefix(ns)
+        in_tables = sa.select(sa.literal(1)).where(
+            _T.catalog_name == self.name,
+            sa.or_(_T.table_namespace == ns, _T.table_namespace.like(below, escape="!")),
+        )
+        in_props = sa.select(sa.literal(1)).where(
+            _N.catalog_name == self.name, sa.or_(_N.namespace == ns, _N.namespace.like(below, escape="!"))
+        )
+        return bool(self._fetch(in_tables.limit(1))) or bool(self._fetch(in_props.limit(1)))
+
+    def create_namespace(
+        self, namespace: IdentifierLike, properties: Mapping[str, str] | None = None
+    ) -> None:
+        ns = namespace_to_string(namespace)
+        if self.namespace_exists(namespace):
+            raise NamespaceAlreadyExists(f"namespace {ns} already exists in SQL catalog {self.name!r}")
+        props = dict(properties) if properties else {"exists": "true"}
+        rows = [
+            {"catalog_name": self.name, "namespace": ns, "property_key": k, "property_value": v}
+            for k, v in props.items()
+        ]
+        try:
+            self._write(sa.insert(NAMESPACE_PROPERTIES).values(rows))
+        except sa_exc.IntegrityError as e:
+            raise NamespaceAlreadyExists(f"namespace {ns} was created concurrently in {self.name!r}") from e
+
+    def list_namespaces(self, namespace: IdentifierLike = ()) -> list[Identifier]:
+        parent = to_identifier(namespace)
+        if parent and not self.namespace_exists(parent):
+            raise NoSuchNamespace(f"namespace {'.'.join(parent)} does not exist in SQL catalog {self.name!r}")
+        tables = sa.select(_T.table_namespace.label("ns")).where(_T.catalog_name == self.name)
+        props = sa.select(_N.namespace.label("ns")).where(_N.catalog_name == self.name)
+        if parent:
+            below = _like_prefix(namespace_to_string(parent))
+            tables = tables.where(_T.table_namespace.like(below, escape="!"))
+            props = props.where(_N.namespace.like(below, escape="!"))
+        level = len(parent) + 1
+        found = {to_identifier(str(row[0])) for row in self._fetch(sa.union(tables, props))}
+        return sorted({ns[:level] for ns in found if len(ns) >= level and ns[: level - 1] == parent})
+
+    def load_namespace_properties(self, namespace: IdentifierLike) -> dict[str, str]:
+        ns = namespace_to_string(namespace)
+        if not self.namespace_exists(namespace):
+            raise NoSuchNamespace(f"namespace {ns} does not exist in SQL catalog {self.name!r}")
+        stmt = sa.select(_N.property_key, _N.property_value).where(
+            _N.catalog_name == self.name, _N.namespace == ns
+        )
+        return {str(k): str(v) for k, v in self._fetch(stmt)}
+
+    def drop_namespace(self, namespace: IdentifierLike) -> None:
+        ns = namespace_to_string(namespace)
+        if not self.namespace_exists(namespace):
+            raise NoSuchNamespace(f"namespace {ns} does not exist in SQL catalog {self.name!r}")
+        if tables := self.list_tables(namespace):
+            raise NamespaceNotEmpty(f"namespace {ns} in {self.name!r} still holds {len(tables)} table(s)")
+        self._write(sa.delete(NAMESPACE_PROPERTIES).where(_N.catalog_name == self.name, _N.namespace == ns))
+
+    def close(self) -> None:
+        self.engine.dispose()

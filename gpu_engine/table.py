@@ -1,0 +1,192 @@
+"""A table handle: identifier, current metadata and where it was read from, the IO (with its path map)
+and the catalog that holds the table's pointer (``None`` for a table read from a metadata file).
+
+Entry point for tables without a catalog: :func:`load_table` on a table directory (Hadoop layout,
+current metadata found as in :mod:`gpu_engine.catalog.filesystem`) or on a metadata JSON file.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from .errors import MetadataError, NoSuchTable
+from .iceberg.metadata import TableMetadata, parse_metadata
+from .iceberg.partitioning import PartitionSpec
+from .iceberg.schema import Schema
+from .io.fileio import FileIO, load_file_io, local_path, scheme_of
+from .io.paths import PathMap
+
+if TYPE_CHECKING:
+    from .catalog.base import Catalog
+
+
+class Table:
+    """A loaded table. Fields are read-only; :meth:`refresh` moves it to the catalog's current metadata."""
+
+    __slots__ = ("_catalog", "_identifier", "_io", "_state")
+
+    def __init__(
+        self,
+        *,
+        identifier: tuple[str, ...],
+        metadata: TableMetadata,
+        metadata_location: str,
+        io: FileIO,
+        catalog: Catalog | None = None,
+    ) -> None:
+        self._identifier = tuple(identifier)
+        self._state = (metadata, metadata_location)
+        self._io = io
+        self._catalog = catalog
+
+    def __repr__(self) -> str:
+        catalog = f", catalog={self._catalog.name!r}" if self._catalog is not None else ""
+        return f"Table({'.'.join(self._identifier)!r}, metadata_location={self.metadata_location!r}{catalog})"
+
+    @property
+    def identifier(self) -> tuple[str, ...]:
+        return self._identifier
+
+    @property
+    def metadata(self) -> TableMetadata:
+        return self._state[0]
+
+    @property
+    def metadata_location(self) -> str:
+        """The current metadata file as the catalog records it (what other readers are pointed at)."""
+        return self._state[1]
+
+    @property
+    def io(self) -> FileIO:
+        """The table's IO; ``io.resolve(path)`` maps a path recorded in metadata to where the file is now."""
+        return self._io
+
+    @property
+    def catalog(self) -> Catalog | None:
+        return self._catalog
+
+    @property
+    def location(self) -> str:
+        """The table location recorded in its metadata (``io.resolve(location)``: where it is now)."""
+        return self.metadata.location
+
+    @property
+    def format_version(self) -> int:
+        return self.metadata.format_version
+
+    @property
+    def properties(self) -> Mapping[str, str]:
+        return self.metadata.properties
+
+    def schema(self) -> Schema:
+        """The current schema."""
+        return self.metadata.schema
+
+    def spec(self) -> PartitionSpec:
+        """The default partition spec."""
+        return self.metadata.spec
+
+    def refresh(self) -> Table:
+        """Reload the current metadata (from the catalog, or re-read a static metadata file); returns self."""
+        if self._catalog is not None:
+            location = self._catalog.current_metadata_location(self._identifier)
+        else:
+            location = self.metadata_location
+        if location != self.metadata_location or self._catalog is None:
+            self._state = (read_metadata(self._io, location), location)
+        return self
+
+    def with_io(self, io: FileIO) -> Table:
+        """A new handle on the same metadata with another IO (e.g. another path map)."""
+        return Table(
+            identifier=self._identifier,
+            metadata=self.metadata,
+            metadata_location=self.metadata_location,
+            io=io,
+            catalog=self._catalog,
+        )
+
+
+def read_metadata(io: FileIO, metadata_location: str) -> TableMetadata:
+    """Parse the metadata file at ``metadata_location`` (a recorded path: resolved through ``io`` first)."""
+    resolved = io.resolve(metadata_location)
+    try:
+        data = io.read_bytes(resolved)
+    except FileNotFoundError as e:
+        moved = f" (resolved to {resolved})" if resolved != metadata_location else ""
+        raise MetadataError(f"metadata file {metadata_location}{moved} does not exist") from e
+    return parse_metadata(data, source=resolved)
+
+
+def read_table(
+    identifier: tuple[str, ...], metadata_location: str, *, io: FileIO, catalog: Catalog | None
+) -> Table:
+    """A :class:`Table` whose current metadata is the file at ``metadata_location``."""
+    return Table(
+        identifier=identifier,
+        metadata=read_metadata(io, metadata_location),
+        metadata_location=metadata_location,
+        io=io,
+        catalog=catalog,
+    )
+
+
+def relocation_map(recorded_location: str, actual_location: str) -> PathMap:
+    """Map a table's recorded ``location`` (and its ``./``-less spelling) onto where the table is now."""
+    mapping = {recorded_location: actual_location}
+    if recorded_location.startswith("./"):  # "./t" locations with "t/..." file paths (DuckDB test tables)
+        mapping[recorded_location[2:]] = actual_location
+    return PathMap.of(mapping)
+
+
+def _parent(path: str) -> str:
+    stripped = path.rstrip("/")
+    return stripped.rsplit("/", 1)[0] if "/" in stripped else "."
+
+
+def load_table(
+    path_or_metadata_json: str | os.PathLike[str],
+    *,
+    relocate: bool = False,
+    path_map: PathMap | Mapping[str, str] | None = None,
+    properties: Mapping[str, str] | None = None,
+) -> Table:
+    """Load a table from its directory (current metadata found there) or from one metadata JSON file.
+
+    ``relocate=True`` maps the metadata's recorded ``location`` onto the table directory actually found
+    (for a metadata file: the directory above ``metadata/``, else the file's directory); ``path_map``
+    maps explicit prefixes and wins over ``relocate`` for the same prefix. ``properties`` configure the
+    IO (``s3.*`` for fsspec). A directory-loaded table commits through a
+    :class:`~gpu_engine.catalog.filesystem.FileSystemCatalog`; a metadata-file table is read-only.
+    """
+    from .catalog.filesystem import METADATA_DIR, FileSystemCatalog, basename, find_current_metadata
+
+    path = os.fspath(path_or_metadata_json)
+    if not scheme_of(path) or scheme_of(path) == "file":
+        path = os.path.abspath(local_path(path))
+    io = load_file_io(properties)
+    catalog: Catalog | None
+    if io.is_dir(path):
+        table_dir = path.rstrip("/") or "/"
+        location = find_current_metadata(io, table_dir)
+        catalog = FileSystemCatalog(
+            "filesystem", **{**dict(properties or {}), "warehouse": _parent(table_dir)}
+        )
+    elif io.exists(path):
+        location, catalog = path, None
+        parent = _parent(path)
+        table_dir = _parent(parent) if basename(parent) == METADATA_DIR else parent
+    else:
+        raise NoSuchTable(f"{path}: no such table directory or metadata file")
+    metadata = read_metadata(io, location)
+    explicit = path_map if isinstance(path_map, PathMap) else PathMap.of(path_map or {})
+    mapping = relocation_map(metadata.location, table_dir).merged(explicit) if relocate else explicit
+    return Table(
+        identifier=(basename(table_dir),),
+        metadata=metadata,
+        metadata_location=location,
+        io=io.with_path_map(mapping),
+        catalog=catalog,
+    )

@@ -1,0 +1,399 @@
+"""A minimal in-memory Iceberg REST catalog on 127.0.0.1 for the client tests (stdlib ``http.server``).
+
+Routes (``/v1/config``, ``/v1/oauth/tokens``, namespaces, tables, register, rename, commit) follow the
+REST OpenAPI; every route but the token endpoint needs a valid bearer token. Tables hold real metadata
+JSON; a commit checks ``assert-create``, ``assert-table-uuid``, ``assert-ref-snapshot-id`` and
+``assert-current-schema-id`` (409 naming the failed requirement), applies ``set-properties`` /
+``remove-properties`` (400 for anything else) and writes the new metadata file under ``root``, so the
+``metadata-location`` it answers is a real file.
+
+Failure injection: ``server.faults`` is a queue of one-shot faults. ``"unauthorized"`` answers the next
+authenticated request 401 whatever its token; ``"plain-500"`` answers it 500 with a text body;
+``"commit-503"``, ``"commit-drop"`` (close the connection without an answer) and ``"commit-slow"``
+(answer after ``slow_s``) act after the next commit was applied.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+Key = tuple[tuple[str, ...], str]
+NS = "/v1/{prefix}/namespaces/{namespace}"
+ENDPOINTS = [
+    "GET /v1/{prefix}/namespaces", "POST /v1/{prefix}/namespaces", f"GET {NS}", f"HEAD {NS}", f"DELETE {NS}",
+    f"POST {NS}/properties", f"GET {NS}/tables", f"POST {NS}/register", f"GET {NS}/tables/{{table}}",
+    f"HEAD {NS}/tables/{{table}}", f"POST {NS}/tables/{{table}}", f"DELETE {NS}/tables/{{table}}",
+    "POST /v1/{prefix}/tables/rename",
+]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: int
+    body: Any = None
+    text: str | None = None  # a non-JSON body
+    drop: bool = False  # close the connection without answering
+    delay_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Seen:
+    method: str
+    path: str  # raw (still percent-encoded)
+    query: dict[str, list[str]]
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def error(code: int, kind: str, message: str) -> Reply:
+    return Reply(code, {"error": {"message": message, "type": kind, "code": code}})
+
+
+class RestCatalogServer:
+    """The catalog state and its HTTP server; ``start()`` serves on a free port, ``stop()`` ends it."""
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        static_tokens: tuple[str, ...] = (),
+        token_ttl_s: int | None = 3600,
+        endpoints: list[str] | None = ENDPOINTS,
+        defaults: dict[str, str] | None = None,
+        overrides: dict[str, str] | None = None,
+        slow_s: float = 2.0,
+    ) -> None:
+        self.root = root
+        self.prefix = "ws1"
+        self.clients = {"client": "secret"}
+        self.token_ttl_s = token_ttl_s
+        self.endpoints = endpoints
+        self.defaults = dict(defaults or {})
+        self.overrides = {"prefix": self.prefix, **(overrides or {})}
+        self.separator = unquote(self.overrides.get("namespace-separator", "%1F"))
+        self.slow_s = slow_s
+        self.tokens: dict[str, float | None] = dict.fromkeys(static_tokens)
+        self.token_forms: list[dict[str, str]] = []
+        self.namespaces: dict[tuple[str, ...], dict[str, str]] = {}
+        self.tables: dict[Key, dict[str, Any]] = {}
+        self.table_config: dict[str, str] = {}
+        self.read_restrictions: dict[str, Any] | None = None
+        self.faults: list[str] = []
+        self.seen: list[Seen] = []
+        self.errors: list[BaseException] = []
+        self.release = threading.Event()
+        self.lock = threading.Lock()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        assert self._httpd is not None
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    def start(self) -> RestCatalogServer:
+        app = self
+
+        class Handler(_Handler):
+            server_app = app
+
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+
+            def handle_error(self, request: Any, client_address: Any) -> None:
+                app.errors.append(sys.exc_info()[1] or RuntimeError("unknown server error"))
+
+        self._httpd = Server(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05})
+        self._thread.daemon = True
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.release.set()
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self._httpd = self._thread = None
+
+    # -- requests --------------------------------------------------------------------------------------
+
+    def handle(self, method: str, target: str, headers: dict[str, str], body: bytes) -> Reply:
+        parts = urlsplit(target)
+        query = parse_qs(parts.query, keep_blank_values=True)
+        with self.lock:
+            self.seen.append(Seen(method, parts.path, query, headers))
+            if parts.path == "/v1/oauth/tokens" and method == "POST":
+                return self._token(body)
+            token = headers.get("authorization", "").removeprefix("Bearer ")
+            expiry = self.tokens.get(token, -1.0)
+            if expiry is not None and expiry < time.monotonic():
+                return error(
+                    401, "NotAuthorizedException", "Not authorized: missing, invalid or expired token"
+                )
+            if self.faults and self.faults[0] in ("unauthorized", "plain-500"):
+                if self.faults.pop(0) == "unauthorized":
+                    return error(401, "NotAuthorizedException", "Not authorized: token revoked")
+                return Reply(500, text="upstream proxy exploded")
+            if parts.path == "/v1/config" and method == "GET":
+                config = {"defaults": self.defaults, "overrides": self.overrides}
+                return Reply(
+                    200, config if self.endpoints is None else {**config, "endpoints": self.endpoints}
+                )
+            return self._route(method, parts.path, query, json.loads(body) if body else None)
+
+    def _token(self, body: bytes) -> Reply:
+        form = {k: v[0] for k, v in parse_qs(body.decode(), keep_blank_values=True).items()}
+        self.token_forms.append(form)
+        if form.get("grant_type") != "client_credentials":
+            return Reply(
+                400, {"error": "unsupported_grant_type", "error_description": "only client_credentials"}
+            )
+        if self.clients.get(form.get("client_id", "")) != form.get("client_secret"):
+            return Reply(
+                401, {"error": "invalid_client", "error_description": "unknown client or bad secret"}
+            )
+        token, ttl = uuid.uuid4().hex, self.token_ttl_s
+        self.tokens[token] = None if ttl is None else time.monotonic() + ttl
+        out = {"access_token": token, "token_type": "bearer", "scope": form.get("scope"), "expires_in": ttl}
+        return Reply(200, {k: v for k, v in out.items() if v is not None})
+
+    def _namespace(self, segment: str) -> tuple[str, ...]:
+        seps = {re.escape("%1F"), re.escape(self.overrides.get("namespace-separator", "%1F"))}
+        return tuple(unquote(p) for p in re.split("|".join(seps), segment, flags=re.IGNORECASE))
+
+    def _route(self, method: str, path: str, query: dict[str, list[str]], body: Any) -> Reply:
+        seg = path.split("/")[2:]  # after "/v1/"
+        if not seg or seg[0] != self.prefix:
+            return error(404, "NotFoundException", f"no route {path} (prefix is {self.prefix!r})")
+        seg = seg[1:]
+        if seg == ["namespaces"]:
+            return self._list_namespaces(query) if method == "GET" else self._create_namespace(body)
+        if seg == ["tables", "rename"] and method == "POST":
+            return self._rename(body)
+        if len(seg) < 2 or seg[0] != "namespaces":
+            return error(404, "NotFoundException", f"no route {path}")
+        ns = self._namespace(seg[1])
+        if ns not in self.namespaces:
+            return error(404, "NoSuchNamespaceException", f"Namespace does not exist: {'.'.join(ns)}")
+        rest = seg[2:]
+        if not rest:
+            return self._namespace_op(method, ns)
+        if rest == ["properties"] and method == "POST":
+            return self._update_namespace(ns, body)
+        if rest == ["tables"] and method == "GET":
+            names = sorted(n for (tns, n) in self.tables if tns == ns)
+            found, token = self._page([{"namespace": list(ns), "name": n} for n in names], query)
+            return Reply(200, {"identifiers": found, **token})
+        if rest == ["register"] and method == "POST":
+            return self._register((ns, body["name"]), body["metadata-location"])
+        if len(rest) == 2 and rest[0] == "tables":
+            return self._table_op(method, (ns, unquote(rest[1])), body)
+        return error(406, "UnsupportedOperationException", f"{method} {path} is not supported here")
+
+    def _page(self, items: list[Any], query: dict[str, list[str]]) -> tuple[list[Any], dict[str, Any]]:
+        if "pageToken" not in query:
+            return items, {}
+        start = int(query["pageToken"][0] or 0)
+        size = int(query.get("pageSize", ["100"])[0])
+        more = start + size < len(items)
+        return items[start : start + size], {"next-page-token": str(start + size) if more else None}
+
+    # -- namespaces ------------------------------------------------------------------------------------
+
+    def _list_namespaces(self, query: dict[str, list[str]]) -> Reply:
+        parent = tuple(query["parent"][0].split(self.separator)) if query.get("parent", [""])[0] else ()
+        if parent and parent not in self.namespaces:
+            return error(404, "NoSuchNamespaceException", f"Namespace does not exist: {'.'.join(parent)}")
+        level = len(parent) + 1
+        found = sorted(
+            {ns[:level] for ns in self.namespaces if len(ns) >= level and ns[: level - 1] == parent}
+        )
+        page, token = self._page([list(ns) for ns in found], query)
+        return Reply(200, {"namespaces": page, **token})
+
+    def _create_namespace(self, body: dict[str, Any]) -> Reply:
+        ns = tuple(body["namespace"])
+        if ns in self.namespaces:
+            return error(409, "AlreadyExistsException", f"Namespace already exists: {'.'.join(ns)}")
+        self.namespaces[ns] = dict(body.get("properties") or {})
+        return Reply(200, {"namespace": list(ns), "properties": self.namespaces[ns]})
+
+    def _namespace_op(self, method: str, ns: tuple[str, ...]) -> Reply:
+        if method == "HEAD":
+            return Reply(204)
+        if method == "GET":
+            return Reply(200, {"namespace": list(ns), "properties": self.namespaces[ns]})
+        if method == "DELETE":
+            if any(tns == ns for tns, _ in self.tables) or any(
+                o[: len(ns)] == ns != o for o in self.namespaces
+            ):
+                return error(409, "NamespaceNotEmptyException", f"Namespace {'.'.join(ns)} is not empty")
+            del self.namespaces[ns]
+            return Reply(204)
+        return error(406, "UnsupportedOperationException", f"{method} on a namespace")
+
+    def _update_namespace(self, ns: tuple[str, ...], body: dict[str, Any]) -> Reply:
+        props = self.namespaces[ns]
+        removals, updates = body.get("removals") or [], body.get("updates") or {}
+        missing = [k for k in removals if k not in props]
+        removed = [k for k in removals if props.pop(k, None) is not None]
+        props.update(updates)
+        return Reply(200, {"updated": sorted(updates), "removed": removed, "missing": missing})
+
+    # -- tables ----------------------------------------------------------------------------------------
+
+    def _load_result(self, entry: dict[str, Any]) -> dict[str, Any]:
+        out = {"metadata-location": entry["metadata-location"], "metadata": entry["metadata"]}
+        out["config"] = self.table_config
+        if self.read_restrictions is not None:
+            out["read-restrictions"] = self.read_restrictions
+        return out
+
+    def _register(self, key: Key, location: str) -> Reply:
+        if key in self.tables:
+            return error(
+                409, "AlreadyExistsException", f"Table already exists: {'.'.join((*key[0], key[1]))}"
+            )
+        metadata = json.loads(Path(location).read_text())
+        self.tables[key] = {"metadata-location": location, "metadata": metadata}
+        return Reply(200, self._load_result(self.tables[key]))
+
+    def _rename(self, body: dict[str, Any]) -> Reply:
+        src = (tuple(body["source"]["namespace"]), body["source"]["name"])
+        dst = (tuple(body["destination"]["namespace"]), body["destination"]["name"])
+        if src not in self.tables:
+            return error(404, "NoSuchTableException", f"Table does not exist: {src}")
+        if dst in self.tables:
+            return error(409, "AlreadyExistsException", f"Table already exists: {dst}")
+        self.tables[dst] = self.tables.pop(src)
+        return Reply(204)
+
+    def _table_op(self, method: str, key: Key, body: Any) -> Reply:
+        entry = self.tables.get(key)
+        if entry is None:
+            return error(404, "NoSuchTableException", f"Table does not exist: {'.'.join((*key[0], key[1]))}")
+        if method == "HEAD":
+            return Reply(204)
+        if method == "GET":
+            return Reply(200, self._load_result(entry))
+        if method == "DELETE":
+            del self.tables[key]
+            return Reply(204)
+        return self._commit(key, entry, body)
+
+    def _commit(self, key: Key, entry: dict[str, Any], body: dict[str, Any]) -> Reply:
+        md = entry["metadata"]
+        for req in body["requirements"]:
+            kind = req.get("type")
+            if kind not in CHECKED:
+                return error(400, "BadRequestException", f"unknown requirement type {kind!r}")
+            if failure := _check(req, md):
+                return error(409, "CommitFailedException", f"Requirement failed: {kind}: {failure}")
+        new = copy.deepcopy(md)
+        for upd in body["updates"]:
+            action = upd.get("action")
+            if action == "set-properties":
+                new.setdefault("properties", {}).update(upd["updates"])
+            elif action == "remove-properties":
+                for k in upd["removals"]:
+                    new.get("properties", {}).pop(k, None)
+            else:
+                return error(400, "BadRequestException", f"unsupported update action {action!r}")
+        new["metadata-log"] = [
+            *md.get("metadata-log", []),
+            {"metadata-file": entry["metadata-location"], "timestamp-ms": md["last-updated-ms"]},
+        ]
+        new["last-updated-ms"] = max(int(time.time() * 1000), md["last-updated-ms"] + 1)
+        directory = self.root / ".".join((*key[0], key[1])) / "metadata"
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / f"{len(new['metadata-log']):05d}-{uuid.uuid4()}.metadata.json"
+        path.write_text(json.dumps(new))
+        self.tables[key] = {"metadata-location": str(path), "metadata": new}
+        result = {"metadata-location": str(path), "metadata": new}
+        fault = self.faults.pop(0) if self.faults and self.faults[0].startswith("commit-") else None
+        if fault == "commit-503":
+            return error(503, "SlowDownException", "Slow down")
+        if fault == "commit-drop":
+            return Reply(0, drop=True)
+        return Reply(200, result, delay_s=self.slow_s if fault == "commit-slow" else 0.0)
+
+
+def _ref_snapshot(md: dict[str, Any], ref: str) -> int | None:
+    if md.get("refs") is None and ref == "main":  # no refs: main is the current snapshot
+        current = md.get("current-snapshot-id")
+        return None if current in (None, -1) else int(current)
+    entry = (md.get("refs") or {}).get(ref)
+    return None if entry is None else int(entry["snapshot-id"])
+
+
+def _check(req: dict[str, Any], md: dict[str, Any]) -> str | None:
+    """Why requirement ``req`` fails on metadata ``md`` (None: it holds)."""
+    kind = req["type"]
+    if kind == "assert-create":
+        return "table already exists"
+    if kind == "assert-table-uuid" and req["uuid"] != md.get("table-uuid"):
+        return f"table UUID does not match: expected {req['uuid']} != {md.get('table-uuid')}"
+    if kind == "assert-current-schema-id" and req["current-schema-id"] != md.get("current-schema-id"):
+        return f"current schema changed: expected id {req['current-schema-id']} != {md['current-schema-id']}"
+    if kind == "assert-ref-snapshot-id":
+        current, expected = _ref_snapshot(md, req["ref"]), req.get("snapshot-id")
+        if current != expected and expected is None:
+            return f"branch or tag {req['ref']} was created concurrently"
+        if current != expected:
+            return f"branch {req['ref']} has changed: expected id {expected} != {current}"
+    return None
+
+
+CHECKED = ("assert-create", "assert-table-uuid", "assert-ref-snapshot-id", "assert-current-schema-id")
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server_app: RestCatalogServer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _serve(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        try:
+            reply = self.server_app.handle(self.command, self.path, headers, body)
+        except Exception as e:  # a server bug: recorded, the test fails at teardown
+            self.server_app.errors.append(e)
+            reply = error(500, "InternalServerError", f"test server bug: {e!r}")
+        if reply.drop:
+            self.close_connection = True
+            return
+        if reply.delay_s:
+            self.server_app.release.wait(reply.delay_s)
+        if reply.text is not None:
+            data, ctype = reply.text.encode(), "text/plain"
+        else:
+            data, ctype = (b"" if reply.body is None else json.dumps(reply.body).encode()), "application/json"
+        try:
+            self.send_response(reply.status)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(data)
+        except OSError:  # the client gave up (timeout test)
+            self.close_connection = True
+
+    do_GET = do_POST = do_DELETE = do_HEAD = _serve  # noqa: N815

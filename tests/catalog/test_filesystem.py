@@ -1,0 +1,325 @@
+"""File-system tables: current-metadata selection on every fixture table, relocation, and commits."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import gpu_engine as ge
+from gpu_engine.catalog.filesystem import FileSystemCatalog, find_current_metadata, metadata_version
+from gpu_engine.errors import (
+    CommitConflict,
+    MetadataError,
+    NamespaceAlreadyExists,
+    NoSuchTable,
+    UnsupportedFeature,
+)
+from gpu_engine.iceberg.metadata import metadata_to_json
+from gpu_engine.io.fileio import load_file_io
+
+SHARED = Path(__file__).resolve().parents[2].parent / "shared"
+FIXTURES = SHARED / "fixtures"
+if not (FIXTURES / "INVENTORY.json").is_file():  # a missing fixture tree fails the run, never skips it
+    raise RuntimeError(
+        f"fixture tables not found at {FIXTURES} (expected ../shared/fixtures next to the repo)"
+    )
+INVENTORY: list[dict[str, Any]] = json.loads((FIXTURES / "INVENTORY.json").read_text())["tables"]
+
+# The metadata file each rule of SOURCES.md selects, for the tables that exercise a rule.
+EXPECTED_CURRENT = {
+    # DuckDB hints holding a file name (without the .metadata.json suffix)
+    "duckdb-iceberg/data/persistent/uuid": "00001-43fda1f4-1c96-4376-ad16-91beb71d0759.metadata.json",
+    "duckdb-iceberg/data/persistent/is_null_is_not_null": (
+        "00001-43ceeb9a-cd0d-4556-b1e2-513b5bf88ff8.metadata.json"
+    ),
+    # Impala: empty version-hint.text -> highest version
+    "impala/iceberg_test/iceberg_v3/iceberg_v3_deletion_vectors": "v3.metadata.json",
+    # numeric order, not string order: v16 > v9
+    "pg_lake/sample_tables_v3/public/v3_evolution_full": "v16.metadata.json",
+    # gzip-compressed metadata named by a numeric hint
+    "duckdb-iceberg/data/persistent/iceberg/lineitem_iceberg_gz": "v2.gz.metadata.json",
+    # no hint, only v1/v2
+    "impala/iceberg_test/hadoop_catalog/ice/iceberg_alltypes_part": "v2.metadata.json",
+    # no hint, catalog-style names 00000..00013
+    "pg_lake/sample_tables/public/spark_generated_iceberg_ddl_test": (
+        "00013-0cfc30af-a802-4a38-9355-4ef102c0fe77.metadata.json"
+    ),
+    # no hint; an unnumbered vfinal written after 00000/00001 (greatest last-updated-ms)
+    "duckdb-iceberg/data/persistent/equality_delete_extra_column/warehouse/ns/t": "vfinal.metadata.json",
+    # hint 7; hand-made v3.1/v3.2/v4.1 beside it are newer by last-updated-ms but are not current
+    "duckdb-iceberg/data/persistent/name_mapping/warehouse_1/mydb/t1": "v7.metadata.json",
+    # .txt hint with a trailing newline
+    "impala/iceberg_test/hadoop_catalog/ice/airports_parquet": "v2.metadata.json",
+}
+# INVENTORY.json's counts for name_mapping/t1 describe v4.1.metadata.json (the newest by last-updated-ms);
+# the table's version-hint.text says 7, and v7 lists v1..v6 in its metadata-log.
+INVENTORY_COUNTS_FROM_OTHER_FILE = {"duckdb-iceberg/data/persistent/name_mapping/warehouse_1/mydb/t1": (2, 3)}
+
+
+def rel(entry: dict[str, Any]) -> str:
+    return str(entry["path"]).removeprefix("fixtures/")
+
+
+@pytest.mark.parametrize("entry", INVENTORY, ids=rel)
+def test_every_fixture_table_loads_relocated(entry: dict[str, Any]) -> None:
+    table_dir = SHARED / entry["path"]
+    tbl = ge.load_table(table_dir, relocate=True)
+    md = tbl.metadata
+    assert Path(tbl.metadata_location).parent == table_dir / "metadata"
+    if rel(entry) in EXPECTED_CURRENT:
+        assert Path(tbl.metadata_location).name == EXPECTED_CURRENT[rel(entry)]
+    snapshots, schemas = INVENTORY_COUNTS_FROM_OTHER_FILE.get(
+        rel(entry), (entry["snapshots"], entry["schemas"])
+    )
+    assert (md.format_version, len(md.snapshots), len(md.schemas)) == (
+        entry["format_version"],
+        snapshots,
+        schemas,
+    )
+    assert md.location == entry["location_in_metadata"]
+    # relocation: the recorded location and the current snapshot's manifest list land in the fixture
+    assert os.path.normpath(tbl.io.resolve(tbl.location)) == str(table_dir)
+    snapshot = md.current_snapshot()
+    if snapshot is not None and snapshot.manifest_list:
+        assert Path(tbl.io.resolve(snapshot.manifest_list)).is_file()
+    assert tbl.identifier == (table_dir.name,)
+    assert isinstance(tbl.catalog, FileSystemCatalog)
+    assert tbl.schema() == md.schema and tbl.spec() == md.spec and tbl.properties == md.properties
+
+
+@pytest.mark.parametrize("entry", INVENTORY, ids=rel)
+def test_listing_without_hint_agrees_with_the_hint(entry: dict[str, Any], tmp_path: Path) -> None:
+    source = SHARED / entry["path"] / "metadata"
+    (tmp_path / "metadata").mkdir()
+    for f in source.iterdir():
+        if ".metadata.json" in f.name:
+            shutil.copy(f, tmp_path / "metadata" / f.name)
+    io = load_file_io()
+    assert (
+        Path(find_current_metadata(io, str(tmp_path))).name
+        == Path(find_current_metadata(io, str(source.parent))).name
+    )
+
+
+def test_load_from_metadata_file_relocates_to_the_directory_above_metadata() -> None:
+    table_dir = FIXTURES / "dremio-oss/iceberg/v2/products_with_eq_deletes"
+    path = table_dir / "metadata" / "v5.metadata.json"
+    tbl = ge.load_table(str(path), relocate=True)
+    assert tbl.metadata_location == str(path) and tbl.catalog is None
+    assert tbl.io.resolve("file:/tmp/iceberg-test-tables/v2/products_with_eq_deletes/data/x.parquet") == str(
+        table_dir / "data/x.parquet"
+    )
+    assert tbl.refresh() is tbl and tbl.metadata_location == str(path)  # static: stays on its file
+
+
+def test_path_map_alone_and_merged_with_relocate() -> None:
+    table_dir = FIXTURES / "pg_lake/data_iceberg/test_types"
+    plain = ge.load_table(table_dir)
+    assert plain.io.resolve("s3://testbucketcdw/iceberg/public/test_types/data/a") == (
+        "s3://testbucketcdw/iceberg/public/test_types/data/a"
+    )
+    mapped = ge.load_table(table_dir, path_map={"s3://testbucketcdw/iceberg": "/mnt/x"})
+    assert (
+        mapped.io.resolve("s3://testbucketcdw/iceberg/public/test_types/data/a")
+        == "/mnt/x/public/test_types/data/a"
+    )
+    both = ge.load_table(table_dir, relocate=True, path_map={"s3://other/bucket": "/mnt/y"})
+    assert both.io.resolve("s3://testbucketcdw/iceberg/public/test_types/data/a") == f"{table_dir}/data/a"
+    assert both.io.resolve("s3://other/bucket/f") == "/mnt/y/f"
+
+
+def test_missing_directory_and_non_tables_are_named(tmp_path: Path) -> None:
+    missing = tmp_path / "no_such_table"
+    with pytest.raises(NoSuchTable, match="no_such_table"):
+        ge.load_table(missing)
+    (tmp_path / "plain").mkdir()
+    with pytest.raises(NoSuchTable, match=r"plain is not an Iceberg table directory"):
+        ge.load_table(tmp_path / "plain")
+    (tmp_path / "empty" / "metadata").mkdir(parents=True)
+    with pytest.raises(NoSuchTable, match=r"no metadata file .* in .*empty/metadata"):
+        ge.load_table(tmp_path / "empty")
+
+
+# -- synthetic directories for each selection rule --------------------------------------------------------
+
+
+def make_table(
+    root: Path, files: dict[str, int], hint: str | None = None, hint_name: str = "version-hint.text"
+) -> Path:
+    """A table directory with metadata files {name: last-updated-ms} (minimal JSON) and an optional hint."""
+    meta = root / "metadata"
+    meta.mkdir(parents=True)
+    for name, ts in files.items():
+        (meta / name).write_text(json.dumps({"format-version": 2, "last-updated-ms": ts}))
+    if hint is not None:
+        (meta / hint_name).write_text(hint)
+    return root
+
+
+def current(root: Path) -> str:
+    return Path(find_current_metadata(load_file_io(), str(root))).name
+
+
+@pytest.mark.parametrize(
+    ("files", "hint", "expected"),
+    [
+        ({"v9.metadata.json": 9, "v16.metadata.json": 1}, None, "v16.metadata.json"),
+        ({"v9.metadata.json": 9, "v16.metadata.json": 1}, "", "v16.metadata.json"),
+        ({"v1.metadata.json": 1, "v2.metadata.json": 2}, "1", "v2.metadata.json"),  # stale hint: walk forward
+        ({"v1.metadata.json": 1, "v2.metadata.json": 2, "v4.metadata.json": 4}, "1", "v2.metadata.json"),
+        ({"v1.metadata.json": 1, "v2.metadata.json.gz": 2}, "2\n", "v2.metadata.json.gz"),
+        ({"00001-a.metadata.json": 1, "00002-b.metadata.json": 2}, "00001-a", "00001-a.metadata.json"),
+        ({"00001-a.metadata.json": 1}, "00001-a.metadata.json", "00001-a.metadata.json"),
+        (
+            {"00002-a.metadata.json": 5, "00002-b.metadata.json": 7, "00001-c.metadata.json": 9},
+            None,
+            "00002-b.metadata.json",
+        ),
+        ({"00010-a.metadata.json": 1, "00009-b.metadata.json": 2}, None, "00010-a.metadata.json"),
+        ({"v2.metadata.json": 2, "vfinal.metadata.json": 3}, None, "vfinal.metadata.json"),
+        ({"v2.metadata.json": 5, "vold.metadata.json": 3}, None, "v2.metadata.json"),
+        (
+            {"v2.metadata.json": 2, "v2.1.metadata.json": 1, "v10.gz.metadata.json": 0},
+            None,
+            "v10.gz.metadata.json",
+        ),
+    ],
+)
+def test_selection_rules(tmp_path: Path, files: dict[str, int], hint: str | None, expected: str) -> None:
+    assert current(make_table(tmp_path / "t", files, hint)) == expected
+
+
+def test_txt_hint(tmp_path: Path) -> None:
+    root = make_table(
+        tmp_path / "t",
+        {"v1.metadata.json": 1, "v3.metadata.json": 3, "v2.metadata.json": 2},
+        "2",
+        "version-hint.txt",
+    )
+    assert current(root) == "v3.metadata.json"  # v2 by the hint, then v3 exists
+
+
+def test_hint_naming_a_missing_file_is_an_error(tmp_path: Path) -> None:
+    root = make_table(tmp_path / "t", {"v1.metadata.json": 1}, "5")
+    with pytest.raises(MetadataError, match=r"version-hint.text names version 5"):
+        current(root)
+    root = make_table(tmp_path / "u", {"v1.metadata.json": 1}, "00003-gone")
+    with pytest.raises(MetadataError, match=r"'00003-gone'"):
+        current(root)
+
+
+def test_metadata_version() -> None:
+    assert metadata_version("v16.metadata.json") == 16
+    assert metadata_version("v2.gz.metadata.json") == 2
+    assert metadata_version("v3.1.metadata.json") == 3
+    assert metadata_version("00012-0cfc30af-a802.metadata.json") == 12
+    assert metadata_version("vfinal.metadata.json") is None
+    assert metadata_version("v1.avro") is None
+
+
+# -- commits -----------------------------------------------------------------------------------------------
+
+
+def copy_table(name: str, tmp_path: Path) -> Path:
+    target = tmp_path / Path(name).name
+    shutil.copytree(FIXTURES / name, target)
+    for p in [target, *target.rglob("*")]:
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    return target
+
+
+def write_next_metadata(tbl: ge.Table, directory: Path, bump_ms: int = 1000) -> str:
+    obj = metadata_to_json(tbl.metadata)
+    obj["last-updated-ms"] = tbl.metadata.last_updated_ms + bump_ms
+    path = directory / f"{uuid.uuid4()}.metadata.json"
+    path.write_text(json.dumps(obj))
+    return str(path)
+
+
+def test_commit_writes_the_next_version_and_moves_the_hint(tmp_path: Path) -> None:
+    table_dir = copy_table("pg_lake/sample_tables_v3/public/v3_evolution_full", tmp_path)
+    tbl = ge.load_table(table_dir, relocate=True)
+    assert Path(tbl.metadata_location).name == "v16.metadata.json"
+    assert tbl.catalog is not None
+    new = write_next_metadata(tbl, table_dir / "metadata")
+    committed = tbl.catalog.commit_metadata(tbl.identifier, tbl.metadata_location, new)
+    assert Path(committed).name == "v17.metadata.json"
+    assert not Path(new).exists()  # renamed into place
+    assert (table_dir / "metadata" / "version-hint.text").read_text() == "17"
+    before = tbl.metadata.last_updated_ms
+    assert tbl.refresh().metadata_location == committed
+    assert tbl.metadata.last_updated_ms == before + 1000
+    assert tbl.io.resolve(tbl.location) == str(table_dir)  # the handle keeps its relocation
+    # a writer still based on v16 loses
+    stale = write_next_metadata(ge.load_table(table_dir / "metadata" / "v16.metadata.json"), tmp_path)
+    with pytest.raises(CommitConflict, match=r"v17\.metadata\.json"):
+        tbl.catalog.commit_metadata(tbl.identifier, str(table_dir / "metadata" / "v16.metadata.json"), stale)
+    assert Path(stale).exists()  # a failed commit leaves the new file to its writer
+
+
+def test_concurrent_commits_from_one_base_exactly_one_wins(tmp_path: Path) -> None:
+    table_dir = copy_table("dremio-oss/iceberg/v2/orders", tmp_path)
+    base = ge.load_table(table_dir)
+    assert base.catalog is not None
+    news = [write_next_metadata(base, tmp_path, bump_ms=i + 1) for i in range(6)]
+    outcomes: list[str] = []
+    barrier = threading.Barrier(len(news))
+
+    def commit(new: str) -> None:
+        barrier.wait()
+        catalog = FileSystemCatalog("fs", warehouse=str(tmp_path))
+        try:
+            outcomes.append(catalog.commit_metadata(("orders",), base.metadata_location, new))
+        except CommitConflict:
+            outcomes.append("conflict")
+
+    threads = [threading.Thread(target=commit, args=(n,)) for n in news]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    winners = [o for o in outcomes if o != "conflict"]
+    assert len(winners) == 1 and Path(winners[0]).name == "v4.metadata.json"
+    assert current(table_dir) == "v4.metadata.json"
+
+
+def test_create_through_commit_and_catalog_listing(tmp_path: Path) -> None:
+    cat = FileSystemCatalog("fs", warehouse=str(tmp_path / "wh"))
+    cat.create_namespace("db")
+    with pytest.raises(NamespaceAlreadyExists):
+        cat.create_namespace("db")
+    assert cat.list_namespaces() == [("db",)] and cat.list_tables("db") == []
+    source = ge.load_table(FIXTURES / "pg_lake/sample_tables_v3/public/v3_minimal")
+    (tmp_path / "wh" / "db" / "t" / "metadata").mkdir(parents=True)
+    new = write_next_metadata(source, tmp_path)
+    assert Path(cat.commit_metadata("db.t", None, new)).name == "v1.metadata.json"
+    assert cat.list_tables("db") == [("db", "t")] and cat.list_namespaces() == [("db",)]
+    assert cat.table_exists("db.t") and not cat.table_exists("db.u")
+    assert cat.load_table("db.t").metadata.table_uuid == source.metadata.table_uuid
+    with pytest.raises(CommitConflict):
+        cat.commit_metadata("db.t", None, write_next_metadata(source, tmp_path))
+    with pytest.raises(UnsupportedFeature):
+        cat.drop_table("db.t")
+
+
+def test_commit_to_a_table_without_hint(tmp_path: Path) -> None:
+    table_dir = copy_table("pg_lake/sample_tables/public/spark_generated_iceberg_test", tmp_path)
+    tbl = ge.load_table(table_dir, relocate=True)
+    assert tbl.catalog is not None and Path(tbl.metadata_location).name.startswith("00009-")
+    # a writer's uncommitted <uuid>.metadata.json is never current, even when newer
+    pending = write_next_metadata(tbl, table_dir / "metadata", bump_ms=10**6)
+    assert current(table_dir) == Path(tbl.metadata_location).name
+    # a numbered new file inside metadata/ does not count as current while committing it
+    numbered = str(table_dir / "metadata" / f"00010-{uuid.uuid4()}.metadata.json")
+    Path(pending).rename(numbered)
+    committed = tbl.catalog.commit_metadata(tbl.identifier, tbl.metadata_location, numbered)
+    assert Path(committed).name == "v10.metadata.json" and not Path(numbered).exists()
+    assert current(table_dir) == "v10.metadata.json"
+    assert (table_dir / "metadata" / "version-hint.text").read_text() == "10"

@@ -1,0 +1,329 @@
+"""SQL catalog on SQLite and PostgreSQL: interop both ways with PyIceberg's SqlCatalog, the commit pointer
+swap (conflicts, races, lost connections), namespaces, views and the catalog tables' columns."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import threading
+import uuid
+from collections.abc import Iterator
+from datetime import datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+import sqlalchemy as sa
+
+import gpu_engine as ge
+from gpu_engine.catalog.sql import SqlCatalog
+from gpu_engine.errors import (
+    CatalogError,
+    CommitConflict,
+    CommitStateUnknown,
+    NamespaceAlreadyExists,
+    NamespaceNotEmpty,
+    NoSuchNamespace,
+    NoSuchTable,
+    TableAlreadyExists,
+)
+from gpu_engine.iceberg.metadata import metadata_to_json
+from gpu_engine.iceberg.schema import schema_to_json
+
+from . import postgres_server
+from .postgres_server import PostgresServer
+
+pyiceberg_sql = importlib.import_module("pyiceberg.catalog.sql")
+
+ARROW_SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.int64(), nullable=False),
+        pa.field("name", pa.string()),
+        pa.field("ts", pa.timestamp("us")),
+        pa.field("price", pa.decimal128(10, 2)),
+        pa.field("tags", pa.list_(pa.string())),
+        pa.field("attrs", pa.map_(pa.string(), pa.int64())),
+        pa.field("point", pa.struct([pa.field("x", pa.float64()), pa.field("y", pa.float64())])),
+    ]
+)
+ROWS = pa.Table.from_pylist(
+    [
+        {
+            "id": 1,
+            "name": "a",
+            "ts": datetime(2024, 1, 1),
+            "price": Decimal("1.50"),
+            "tags": ["x"],
+            "attrs": [("k", 1)],
+            "point": {"x": 1.0, "y": 2.0},
+        },
+        {"id": 2, "name": None, "ts": None, "price": None, "tags": [], "attrs": [], "point": None},
+    ],
+    schema=ARROW_SCHEMA,
+)
+
+
+@pytest.fixture(scope="module")
+def postgres() -> Iterator[PostgresServer]:
+    server = postgres_server.start()
+    if isinstance(server, str):
+        pytest.skip(f"no PostgreSQL server for the catalog tests: {server}")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def uri(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh, empty catalog database: a SQLite file, or a new database on a throwaway PostgreSQL server."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'catalog.db'}"
+    server: PostgresServer = request.getfixturevalue("postgres")
+    return server.new_database()
+
+
+@pytest.fixture
+def warehouse(tmp_path: Path) -> str:
+    return f"file://{tmp_path / 'warehouse'}"
+
+
+@pytest.fixture
+def py_catalog(uri: str, warehouse: str) -> Any:
+    cat = pyiceberg_sql.SqlCatalog("default", uri=uri, warehouse=warehouse)
+    yield cat
+    cat.close()
+
+
+@pytest.fixture
+def catalog(py_catalog: Any, uri: str, warehouse: str) -> Any:
+    cat = ge.load_catalog("default", uri=uri, warehouse=warehouse)
+    yield cat
+    cat.close()
+
+
+def pyiceberg_table(py_catalog: Any, name: str = "db.events") -> Any:
+    if not py_catalog.namespace_exists(name.split(".")[0]):
+        py_catalog.create_namespace(name.split(".")[0])
+    tbl = py_catalog.create_table(name, schema=ARROW_SCHEMA)
+    tbl.append(ROWS)
+    return py_catalog.load_table(name)
+
+
+def next_metadata_file(tbl: ge.Table) -> str:
+    """A new metadata file beside the current one: the same metadata, last-updated-ms bumped."""
+    obj = metadata_to_json(tbl.metadata)
+    obj["last-updated-ms"] = tbl.metadata.last_updated_ms + 1
+    current = tbl.io.resolve(tbl.metadata_location)
+    path = (
+        Path(current.removeprefix("file://").removeprefix("file:")).parent
+        / f"00099-{uuid.uuid4()}.metadata.json"
+    )
+    path.write_text(json.dumps(obj))
+    return f"file://{path}"
+
+
+def test_pyiceberg_table_loads_here(py_catalog: Any, catalog: SqlCatalog) -> None:
+    py_tbl = pyiceberg_table(py_catalog)
+    tbl = catalog.load_table("db.events")
+    assert tbl.metadata_location == py_tbl.metadata_location
+    assert tbl.identifier == ("db", "events") and tbl.catalog is catalog
+    assert schema_to_json(tbl.schema())["fields"] == json.loads(py_tbl.schema().model_dump_json())["fields"]
+    assert tbl.metadata.current_snapshot_id == py_tbl.metadata.current_snapshot_id
+    assert tbl.metadata.table_uuid == str(py_tbl.metadata.table_uuid)
+    assert tbl.location == py_tbl.location()
+    assert catalog.list_tables("db") == [("db", "events")] and catalog.table_exists("db.events")
+    assert not catalog.table_exists("db.nope")
+
+
+def test_commit_here_is_seen_by_pyiceberg(py_catalog: Any, catalog: SqlCatalog, uri: str) -> None:
+    py_tbl = pyiceberg_table(py_catalog)
+    tbl = catalog.load_table(("db", "events"))
+    new = next_metadata_file(tbl)
+    assert catalog.commit_metadata("db.events", tbl.metadata_location, new) == new
+    seen = py_catalog.load_table("db.events")
+    assert seen.metadata_location == new
+    assert seen.metadata.last_updated_ms == py_tbl.metadata.last_updated_ms + 1
+    with catalog.engine.connect() as conn:
+        row = conn.execute(
+            sa.text("SELECT metadata_location, previous_metadata_location, iceberg_type FROM iceberg_tables")
+        ).one()
+    assert tuple(row) == (new, py_tbl.metadata_location, "TABLE")
+    assert tbl.refresh().metadata_location == new
+    # PyIceberg commits on top of ours, and we see that too
+    seen.append(ROWS)
+    assert tbl.refresh().metadata_location == py_catalog.load_table("db.events").metadata_location
+    assert len(tbl.metadata.snapshots) == 2
+
+
+def test_stale_expected_location_is_a_conflict(py_catalog: Any, catalog: SqlCatalog) -> None:
+    pyiceberg_table(py_catalog)
+    tbl = catalog.load_table("db.events")
+    base = tbl.metadata_location
+    first, second = next_metadata_file(tbl), next_metadata_file(tbl)
+    catalog.commit_metadata("db.events", base, first)
+    with pytest.raises(CommitConflict, match="current metadata is"):
+        catalog.commit_metadata("db.events", base, second)
+    assert catalog.load_table("db.events").metadata_location == first
+    with pytest.raises(NoSuchTable, match=r"db\.missing"):
+        catalog.commit_metadata("db.missing", base, second)
+
+
+def test_concurrent_commits_exactly_one_wins(py_catalog: Any, catalog: SqlCatalog, uri: str) -> None:
+    pyiceberg_table(py_catalog)
+    base = catalog.load_table("db.events")
+    news = [next_metadata_file(base) for _ in range(6)]
+    outcomes: list[str] = []
+    barrier = threading.Barrier(len(news))
+
+    def commit(new: str) -> None:
+        own = SqlCatalog("default", uri=uri)  # one engine (and connection pool) per writer
+        barrier.wait()
+        try:
+            outcomes.append(own.commit_metadata("db.events", base.metadata_location, new))
+        except CommitConflict:
+            outcomes.append("conflict")
+        finally:
+            own.close()
+
+    threads = [threading.Thread(target=commit, args=(n,)) for n in news]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    winners = [o for o in outcomes if o != "conflict"]
+    assert len(outcomes) == len(news) and len(winners) == 1
+    assert py_catalog.load_table("db.events").metadata_location == winners[0]
+
+
+def test_create_through_commit_and_register(py_catalog: Any, catalog: SqlCatalog) -> None:
+    py_tbl = pyiceberg_table(py_catalog)
+    location = py_tbl.metadata_location
+    assert catalog.commit_metadata("db.copy", None, location) == location
+    assert py_catalog.load_table("db.copy").metadata_location == location
+    with pytest.raises(CommitConflict, match="created concurrently"):
+        catalog.commit_metadata("db.copy", None, location)
+    registered = catalog.register_table("db.registered", location)
+    assert registered.metadata_location == location
+    assert py_catalog.load_table("db.registered").metadata_location == location
+    with pytest.raises(TableAlreadyExists):
+        catalog.register_table("db.registered", location)
+    with pytest.raises(NoSuchNamespace):
+        catalog.register_table("nope.t", location)
+    catalog.drop_table("db.registered")
+    assert not py_catalog.table_exists("db.registered")
+    with pytest.raises(NoSuchTable):
+        catalog.drop_table("db.registered")
+
+
+def test_lost_connection_while_committing_is_unknown(
+    py_catalog: Any, catalog: SqlCatalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pyiceberg_table(py_catalog)
+    tbl = catalog.load_table("db.events")
+    new = next_metadata_file(tbl)
+
+    def dropped(self: sa.Connection) -> None:
+        raise sa.exc.OperationalError(
+            "COMMIT", {}, Exception("server closed the connection"), connection_invalidated=True
+        )
+
+    monkeypatch.setattr(sa.Connection, "commit", dropped)
+    with pytest.raises(CommitStateUnknown, match="whether it landed is unknown"):
+        catalog.commit_metadata("db.events", tbl.metadata_location, new)
+    assert Path(new.removeprefix("file://")).exists()
+
+
+def test_lost_connection_before_the_swap_is_a_plain_failure(
+    py_catalog: Any, catalog: SqlCatalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pyiceberg_table(py_catalog)
+    tbl = catalog.load_table("db.events")
+    real_execute = sa.Connection.execute
+
+    def dropped(self: sa.Connection, stmt: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(stmt, sa.Update):
+            raise sa.exc.OperationalError(
+                "UPDATE", {}, Exception("connection reset"), connection_invalidated=True
+            )
+        return real_execute(self, stmt, *args, **kwargs)
+
+    monkeypatch.setattr(sa.Connection, "execute", dropped)
+    with pytest.raises(CatalogError, match="failed before it was applied"):
+        catalog.commit_metadata("db.events", tbl.metadata_location, next_metadata_file(tbl))
+
+
+def test_namespaces_both_ways(py_catalog: Any, catalog: SqlCatalog) -> None:
+    catalog.create_namespace("ours", {"owner": "me"})
+    catalog.create_namespace(("ours", "nested"))
+    py_catalog.create_namespace("theirs")
+    py_catalog.create_namespace(("theirs", "deep", "er"))
+    assert sorted(py_catalog.list_namespaces()) == [("ours",), ("theirs",)]
+    assert py_catalog.list_namespaces("ours") == [("ours", "nested")]
+    assert py_catalog.load_namespace_properties("ours") == {"owner": "me"}
+    assert py_catalog.load_namespace_properties("ours.nested") == {"exists": "true"}
+    assert catalog.list_namespaces() == [("ours",), ("theirs",)]
+    assert catalog.list_namespaces("theirs") == [("theirs", "deep")]
+    assert catalog.list_namespaces(("theirs", "deep")) == [("theirs", "deep", "er")]
+    assert catalog.namespace_exists("theirs.deep") and not catalog.namespace_exists("the")
+    assert catalog.load_namespace_properties("theirs") == {"exists": "true"}
+    with pytest.raises(NamespaceAlreadyExists):
+        catalog.create_namespace("theirs")
+    with pytest.raises(NoSuchNamespace):
+        catalog.list_tables("nowhere")
+    pyiceberg_table(py_catalog, "ours.events")
+    with pytest.raises(NamespaceNotEmpty):
+        catalog.drop_namespace("ours")
+    catalog.drop_namespace(("ours", "nested"))
+    assert py_catalog.list_namespaces("ours") == []
+
+
+def test_like_wildcards_in_namespace_names_are_literal(catalog: SqlCatalog) -> None:
+    catalog.create_namespace("a_b")
+    assert not catalog.namespace_exists("axb")
+    catalog.create_namespace("a%")
+    assert catalog.list_namespaces() == [("a%",), ("a_b",)]
+
+
+def test_views_are_not_tables(catalog: SqlCatalog) -> None:
+    catalog.create_namespace("db")
+    with catalog.engine.begin() as conn:
+        conn.execute(
+            sa.text(
+                "INSERT INTO iceberg_tables VALUES "
+                "('default', 'db', 'v', 'file:///x/v.metadata.json', NULL, 'VIEW')"
+            )
+        )
+    assert catalog.list_tables("db") == []
+    assert not catalog.table_exists("db.v")
+    with pytest.raises(NoSuchTable):
+        catalog.load_table("db.v")
+
+
+def test_new_catalog_has_pyiceberg_columns(catalog: SqlCatalog) -> None:
+    inspector = sa.inspect(catalog.engine)
+
+    def shape(table: str) -> tuple[list[tuple[str, str, bool]], list[str]]:
+        columns = [(c["name"], str(c["type"]), bool(c["nullable"])) for c in inspector.get_columns(table)]
+        return columns, list(inspector.get_pk_constraint(table)["constrained_columns"])
+
+    assert shape("iceberg_tables") == (
+        [
+            ("catalog_name", "VARCHAR(255)", False),
+            ("table_namespace", "VARCHAR(255)", False),
+            ("table_name", "VARCHAR(255)", False),
+            ("metadata_location", "VARCHAR(1000)", True),
+            ("previous_metadata_location", "VARCHAR(1000)", True),
+            ("iceberg_type", "VARCHAR(5)", True),
+        ],
+        ["catalog_name", "table_namespace", "table_name"],
+    )
+    assert shape("iceberg_namespace_properties") == (
+        [
+            ("catalog_name", "VARCHAR(255)", False),
+            ("namespace", "VARCHAR(255)", False),
+            ("property_key", "VARCHAR(255)", False),
+            ("property_value", "VARCHAR(1000)", False),
+        ],
+        ["catalog_name", "namespace", "property_key"],
+    )
