@@ -8,10 +8,11 @@ current metadata found as in :mod:`gpu_engine.catalog.filesystem`) or on a metad
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from .errors import MetadataError, NoSuchTable
+from .expressions import TRUE
 from .iceberg.metadata import TableMetadata, parse_metadata
 from .iceberg.partitioning import PartitionSpec
 from .iceberg.schema import Schema
@@ -20,6 +21,8 @@ from .io.paths import PathMap
 
 if TYPE_CHECKING:
     from .catalog.base import Catalog
+    from .expressions import Expression
+    from .scan import TableScan
 
 
 class Table:
@@ -87,6 +90,32 @@ class Table:
     def spec(self) -> PartitionSpec:
         """The default partition spec."""
         return self.metadata.spec
+
+    def scan(
+        self,
+        *,
+        filter: str | Expression = TRUE,
+        columns: Sequence[str] | None = None,
+        snapshot_id: int | None = None,
+        as_of: int | None = None,
+        ref: str | None = None,
+        case_sensitive: bool = True,
+        backend: str = "auto",
+    ) -> TableScan:
+        """A scan of this table: ``filter`` as a string (``"ts >= '2024-01-01' and id in (1, 2)"``) or an
+        expression; at most one of ``snapshot_id``, ``as_of`` (ms since the epoch) and ``ref``."""
+        from .scan import new_scan
+
+        return new_scan(
+            self,
+            filter=filter,
+            columns=columns,
+            snapshot_id=snapshot_id,
+            as_of=as_of,
+            ref=ref,
+            case_sensitive=case_sensitive,
+            backend=backend,
+        )
 
     def refresh(self) -> Table:
         """Reload the current metadata (from the catalog, or re-read a static metadata file); returns self."""

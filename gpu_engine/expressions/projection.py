@@ -1,0 +1,220 @@
+"""Inclusive and strict projection of a bound row filter onto a partition spec ("Scan Planning").
+
+- Inclusive: if a row matches the row filter, its partition tuple matches the projection (used to prune
+  files). A predicate a transform cannot project becomes true; several partition fields on one source
+  column combine with and.
+- Strict: if a partition tuple matches the projection, every row with that tuple matches the row filter
+  (used for residuals, deletes and compaction). A predicate that cannot be projected becomes false;
+  several fields on one source combine with or.
+
+Both first push every Not down to the predicates (:func:`~.tree.rewrite_not`). The result is bound to the
+partition struct: references carry the partition field's id, name and result type, literals are the
+transformed physical values (computed by :func:`gpu_engine.transforms.apply` on the CPU, so the kernels
+stay the one implementation of every transform).
+
+Per transform, as Iceberg Java's ``ProjectionUtil``: identity keeps the predicate; bucket projects
+``=``/``in`` (inclusive) and ``!=``/``not in`` (strict); truncate and year/month/day/hour project
+comparisons with the closed-bound adjustments (inclusive ``x < v`` is ``p <= f(v - 1)``, strict ``x <= v``
+is ``p < f(v + 1)``) and truncated strings project ``starts_with`` by prefix length; void and unknown
+transforms project nothing. Temporal projections of dates and timestamps (but not ``day`` of a date) are
+widened for partition values written by Iceberg 0.10 and earlier, which put pre-1970 values one unit
+too high (Java's ``fixInclusiveTimeProjection`` / ``fixStrictTimeProjection``).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..errors import ExpressionError
+from ..iceberg import types as it
+from ..iceberg.partitioning import PartitionField, PartitionSpec
+from ..transforms import spec as ts
+from . import _arrow
+from . import _literals as lit
+from .tree import (
+    FALSE,
+    TRUE,
+    BoundPredicate,
+    BoundReference,
+    Expression,
+    Kind,
+    Op,
+    Predicate,
+    and_,
+    bound_set,
+    map_predicates,
+    or_,
+    rewrite_not,
+)
+
+Values = Callable[[Sequence[Any]], list[Any]]
+
+
+def project_inclusive(expr: Expression, spec: PartitionSpec) -> Expression:
+    """The inclusive projection of a bound row filter: matches the partition of every matching row."""
+    return _project(expr, spec, strict=False)
+
+
+def project_strict(expr: Expression, spec: PartitionSpec) -> Expression:
+    """The strict projection of a bound row filter: a matching partition holds only matching rows."""
+    return _project(expr, spec, strict=True)
+
+
+def partition_reference(field: PartitionField, source: BoundReference) -> BoundReference | None:
+    """The partition struct's reference for ``field`` over ``source``; None where it cannot project."""
+    transform = field.parsed
+    if len(field.source_ids) != 1 or field.source_id != source.field_id:
+        return None
+    if isinstance(transform, (ts.Void, ts.UnknownTransform)) or not transform.can_transform(source.type):
+        return None
+    return BoundReference(field.field_id, field.name, transform.result_type(source.type))
+
+
+def _project(expr: Expression, spec: PartitionSpec, *, strict: bool) -> Expression:
+    def project_one(pred: Predicate) -> Expression:
+        if not isinstance(pred, BoundPredicate):
+            raise ExpressionError(f"cannot project unbound predicate {pred}: bind the filter first")
+        parts = [_project_field(pred, f, strict) for f in spec.fields]
+        if strict:
+            return or_(*(FALSE if p is None else p for p in parts))
+        return and_(*(TRUE if p is None else p for p in parts))
+
+    return map_predicates(rewrite_not(expr), project_one)
+
+
+def _project_field(pred: BoundPredicate, field: PartitionField, strict: bool) -> Expression | None:
+    ref = partition_reference(field, pred.ref)
+    if ref is None:
+        return None
+    transform, source = field.parsed, pred.ref.type
+    if isinstance(transform, ts.Identity):
+        return BoundPredicate(pred.op, ref, pred.literals)
+    if pred.op in (Op.IS_NULL, Op.NOT_NULL):
+        return BoundPredicate(pred.op, ref)  # every transform maps null, and only null, to null
+    if pred.op.kind is Kind.UNARY:
+        return None
+    values = _transformer(transform, source, ref.type)
+    if isinstance(transform, ts.Bucket):
+        return _bucket(pred, ref, values, strict)
+    if isinstance(transform, ts.Truncate) and source.name in ("string", "binary"):
+        return _truncate_array(pred, ref, values, transform.width, strict)
+    projected = _ordered(pred, ref, values, strict)
+    if isinstance(transform, ts.Temporal) and not (isinstance(transform, ts.Day) and source.name == "date"):
+        return _fix_strict(projected) if strict else _fix_inclusive(projected)
+    return projected
+
+
+def _transformer(transform: ts.Transform, source: it.PrimitiveType, result: it.PrimitiveType) -> Values:
+    """Physical source values -> physical transformed values, computed by the transform kernels (CPU)."""
+
+    def run(values: Sequence[Any]) -> list[Any]:
+        return list(_transform_values(transform, source, result, tuple(values)))
+
+    return run
+
+
+@functools.lru_cache(maxsize=4096)
+def _transform_values(
+    transform: ts.Transform, source: it.PrimitiveType, result: it.PrimitiveType, values: tuple[Any, ...]
+) -> tuple[Any, ...]:
+    """Cached: a planner projects one filter through the same spec for every manifest."""
+    from ..transforms.api import apply  # the one implementation of every transform
+
+    out = apply(transform, source, _arrow.array(values, source), backend="cpu")
+    return tuple(_arrow.physical(out, result))
+
+
+def _one(values: Values, value: Any) -> Any:
+    return values([value])[0]
+
+
+def _bucket(pred: BoundPredicate, ref: BoundReference, values: Values, strict: bool) -> Expression | None:
+    op = pred.op
+    if op is (Op.NOT_EQ if strict else Op.EQ):
+        return BoundPredicate(op, ref, (_one(values, pred.literal),))
+    if op is (Op.NOT_IN if strict else Op.IN):
+        return bound_set(op, ref, values(pred.literals))
+    return None  # ranges and the other (in)equality cannot be projected through a hash
+
+
+def _ordered(pred: BoundPredicate, ref: BoundReference, values: Values, strict: bool) -> Expression | None:
+    """An order-preserving transform of a discrete domain (truncate of numbers, dates and times)."""
+    op, t = pred.op, pred.ref.type
+    if op.kind is Kind.SET:
+        return bound_set(op, ref, values(pred.literals)) if (op is Op.NOT_IN) == strict else None
+    v = pred.literal
+    if not strict:
+        if op is Op.EQ:
+            return BoundPredicate(Op.EQ, ref, (_one(values, v),))
+        if op in (Op.LT_EQ, Op.GT_EQ):
+            return BoundPredicate(op, ref, (_one(values, v),))
+        if op in (Op.LT, Op.GT):  # close the bound, then project it: x < v is x <= v - 1
+            closed = lit.step(v, t, -1 if op is Op.LT else 1)
+            if closed is None:
+                return FALSE  # nothing lies beyond the type's limit
+            return BoundPredicate(Op.LT_EQ if op is Op.LT else Op.GT_EQ, ref, (_one(values, closed),))
+        return None
+    if op in (Op.LT, Op.GT, Op.NOT_EQ):
+        return BoundPredicate(op, ref, (_one(values, v),))
+    if op in (Op.LT_EQ, Op.GT_EQ):  # open the bound: x <= v is x < v + 1
+        opened = lit.step(v, t, 1 if op is Op.LT_EQ else -1)
+        if opened is None:
+            return BoundPredicate(Op.NOT_NULL, ref)  # every non-null value is within the limit
+        return BoundPredicate(Op.LT if op is Op.LT_EQ else Op.GT, ref, (_one(values, opened),))
+    return None  # =: neighbouring values share a partition
+
+
+def _truncate_array(
+    pred: BoundPredicate, ref: BoundReference, values: Values, width: int, strict: bool
+) -> Expression | None:
+    """truncate[W] of strings (W code points) and binaries (W bytes)."""
+    op = pred.op
+    if op.kind is Kind.SET:
+        return bound_set(op, ref, values(pred.literals)) if (op is Op.NOT_IN) == strict else None
+    v = pred.literal
+    if op in (Op.STARTS_WITH, Op.NOT_STARTS_WITH):
+        if len(v) < width:
+            return BoundPredicate(op, ref, (v,))
+        if len(v) == width:
+            return BoundPredicate(Op.EQ if op is Op.STARTS_WITH else Op.NOT_EQ, ref, (v,))
+        if (op is Op.STARTS_WITH) != strict:  # inclusive starts_with, strict not_starts_with
+            return BoundPredicate(op, ref, (_one(values, v),))
+        return None
+    if strict:
+        if op is Op.EQ:
+            return None
+        closed = {Op.LT_EQ: Op.LT, Op.GT_EQ: Op.GT}.get(op, op)
+        return BoundPredicate(closed, ref, (_one(values, v),))
+    if op is Op.NOT_EQ:
+        return None
+    widened = {Op.LT: Op.LT_EQ, Op.GT: Op.GT_EQ}.get(op, op)
+    return BoundPredicate(widened, ref, (_one(values, v),))
+
+
+def _with_next(values: Sequence[int]) -> list[int]:
+    """``values`` plus ``v + 1`` for every negative ``v`` (the value a pre-0.11 writer produced)."""
+    return sorted({*values, *(v + 1 for v in values if v < 0)})
+
+
+def _fix_inclusive(projected: Expression | None) -> Expression | None:
+    if not isinstance(projected, BoundPredicate) or projected.op.kind is Kind.UNARY:
+        return projected
+    op, ref = projected.op, projected.ref
+    if op in (Op.LT, Op.LT_EQ) and projected.literal < 0:
+        return BoundPredicate(op, ref, (projected.literal + 1,))
+    if op in (Op.EQ, Op.IN):
+        return bound_set(Op.IN, ref, _with_next(projected.literals))
+    return projected
+
+
+def _fix_strict(projected: Expression | None) -> Expression | None:
+    if not isinstance(projected, BoundPredicate) or projected.op.kind is Kind.UNARY:
+        return projected
+    op, ref = projected.op, projected.ref
+    if op in (Op.GT, Op.GT_EQ) and projected.literal <= 0:
+        return BoundPredicate(op, ref, (projected.literal + 1,))
+    if op in (Op.NOT_EQ, Op.NOT_IN):
+        return bound_set(Op.NOT_IN, ref, _with_next(projected.literals))
+    return projected

@@ -1,0 +1,95 @@
+"""The delete index: which delete files apply to which data file, per the spec's "Scan Planning" rules.
+
+- A deletion vector applies to the data file named by its ``referenced_data_file`` when the data file's
+  data sequence number is <= the vector's and both have the same partition (spec id and values).
+- A position delete file applies when its ``referenced_data_file`` (if set) names the data file, the data
+  sequence number is <= the delete's, partitions are equal, and no deletion vector applies to the file.
+- An equality delete file applies when the data sequence number is strictly < the delete's, and the
+  partitions are equal or the delete's spec is unpartitioned (a global delete).
+
+File paths are compared after normalising scheme and authority (writers spell one file several ways).
+Partition values compare by their bits for floats (NaN canonical, -0.0 != 0.0), as the spec's note 3 says.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..io.paths import normalize
+from ..tasks import EQUALITY_DELETES, DataFile, DeleteFile
+
+PartitionKey = tuple[int, tuple[Any, ...]]
+
+
+def partition_key(spec_id: int, values: tuple[Any, ...]) -> PartitionKey:
+    """A hashable key equal exactly when spec ids and partition values are equal per the spec."""
+    return spec_id, tuple(_value_key(v) for v in values)
+
+
+def _value_key(value: Any) -> Any:
+    if isinstance(value, float):
+        return ("f64", struct.pack("<d", math.nan if value != value else value))
+    return value
+
+
+def _groups() -> defaultdict[Any, list[DeleteFile]]:
+    return defaultdict(list)
+
+
+@dataclass
+class DeleteIndex:
+    unpartitioned_specs: frozenset[int]
+    dvs: dict[str, list[DeleteFile]] = field(default_factory=lambda: defaultdict(list))
+    positions_by_file: dict[str, list[DeleteFile]] = field(default_factory=lambda: defaultdict(list))
+    positions_by_partition: dict[PartitionKey, list[DeleteFile]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
+    equality_by_partition: dict[PartitionKey, list[DeleteFile]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
+    global_equality: list[DeleteFile] = field(default_factory=list)
+
+    @staticmethod
+    def build(deletes: Iterable[DeleteFile], unpartitioned_specs: frozenset[int]) -> DeleteIndex:
+        index = DeleteIndex(unpartitioned_specs)
+        for d in deletes:
+            key = partition_key(d.spec_id, d.partition)
+            if d.content == EQUALITY_DELETES:
+                if d.spec_id in unpartitioned_specs:
+                    index.global_equality.append(d)
+                else:
+                    index.equality_by_partition[key].append(d)
+            elif d.is_deletion_vector:
+                index.dvs[normalize(d.referenced_data_file or "")].append(d)
+            elif d.referenced_data_file is not None:
+                index.positions_by_file[normalize(d.referenced_data_file)].append(d)
+            else:
+                index.positions_by_partition[key].append(d)
+        return index
+
+    def for_data_file(self, data: DataFile) -> tuple[DeleteFile, ...]:
+        """Every delete file that applies to ``data``: DVs or position deletes, then equality deletes."""
+        seq = data.data_sequence_number if data.data_sequence_number is not None else 0
+        key = partition_key(data.spec_id, data.partition)
+        path = normalize(data.path)
+        dvs = [d for d in self.dvs.get(path, ()) if seq <= d.data_sequence_number and _same(key, d)]
+        if dvs:
+            positional = dvs
+        else:
+            candidates = [*self.positions_by_file.get(path, ()), *self.positions_by_partition.get(key, ())]
+            positional = [d for d in candidates if seq <= d.data_sequence_number and _same(key, d)]
+        equality = [
+            d
+            for d in (*self.equality_by_partition.get(key, ()), *self.global_equality)
+            if seq < d.data_sequence_number
+        ]
+        return tuple(positional) + tuple(equality)
+
+
+def _same(key: PartitionKey, d: DeleteFile) -> bool:
+    return partition_key(d.spec_id, d.partition) == key

@@ -1,0 +1,46 @@
+"""The gpu-engine command line: plan, its options and its errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gpu_engine.cli import main
+
+FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
+BUCKET = FIXTURES / "pg_lake" / "sample_tables_v3" / "public" / "v3_partitioned_bucket"
+
+
+def test_fixtures_are_present() -> None:
+    assert BUCKET.is_dir(), f"fixtures missing at {FIXTURES}: CI needs shared/ beside the repository"
+
+
+def test_plan_json_prunes_bucket_partitions(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", str(BUCKET), "--relocate", "--filter", "id = 5", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    summary = out["summary"]
+    assert summary["data_files_total"] == 7
+    assert summary["data_files_pruned_by_partition"] == 6
+    assert len(out["tasks"]) == 1 and "id_bucket=" in out["tasks"][0]["file"]
+
+
+def test_plan_table_output(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", str(BUCKET), "--relocate"]) == 0
+    text = capsys.readouterr().out
+    assert "data files total" in text and "tasks" in text
+
+
+def test_errors_name_the_cause(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["plan", str(tmp_path / "nope")]) == 2
+    assert "nope" in capsys.readouterr().err
+    assert main(["plan", str(BUCKET), "--relocate", "--filter", "no_such_column = 1"]) == 2
+    assert "no_such_column" in capsys.readouterr().err
+    assert main(["plan", str(BUCKET), "--path-map", "missing-equals"]) == 2
+    assert "OLD=NEW" in capsys.readouterr().err
+
+
+def test_exclusive_snapshot_options() -> None:
+    with pytest.raises(SystemExit):
+        main(["plan", str(BUCKET), "--snapshot", "1", "--ref", "main"])
