@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 from numba import config, cuda, njit, prange
 
 THREADS_PER_BLOCK = 256
+PARALLEL_FROM = 1 << 15  # fewer elements run serially on the CPU
 _SIM_THREADS = 32  # the simulator runs a Python thread per CUDA thread: keep launches tiny
 
 
@@ -66,13 +68,31 @@ def launch_config(n: int) -> tuple[int, int]:
 
 @dataclass(frozen=True)
 class ElementwiseKernel:
-    """Both compiled targets of one scalar function in one loop shape."""
+    """The compiled targets of one scalar function in one loop shape: a parallel CPU loop, the same loop
+    serial (small inputs: waking the thread pool costs milliseconds), and a CUDA kernel."""
 
     name: str
-    cpu: Any
+    cpu_py: Callable[..., None]  # the undecorated CPU loop (prange)
     cuda_py: Callable[..., None]  # the undecorated CUDA kernel body (for PTX compile checks)
-    cuda: Any
     ptx_signatures: tuple[str, ...] = field(default=())
+
+    @staticmethod
+    def build(
+        name: str, cpu_py: Callable[..., None], cuda_py: Callable[..., None], sigs: tuple[str, ...] = ()
+    ) -> ElementwiseKernel:
+        return ElementwiseKernel(name, cpu_py, cuda_py, sigs)
+
+    @cached_property
+    def cpu(self) -> Any:
+        return njit(parallel=True)(self.cpu_py)
+
+    @cached_property
+    def cpu_serial(self) -> Any:
+        return njit(self.cpu_py)  # prange runs as range
+
+    @cached_property
+    def cuda(self) -> Any:
+        return cuda.jit(self.cuda_py)
 
     def __call__(self, n: int, *args: Any) -> None:
         """Run over ``n`` elements; args are buffers then scalar parameters, output buffer(s) first."""
@@ -81,20 +101,13 @@ class ElementwiseKernel:
         if is_device_array(args[0]):
             blocks, threads = launch_config(n)
             self.cuda[blocks, threads](n, *args)
+        elif n < PARALLEL_FROM:
+            self.cpu_serial(n, *args)
         else:
             self.cpu(n, *args)
 
 
-def _kernel(
-    name: str, cpu_py: Callable[..., None], cuda_py: Callable[..., None], sigs: tuple[str, ...]
-) -> ElementwiseKernel:
-    return ElementwiseKernel(
-        name=name,
-        cpu=njit(parallel=True, cache=False)(cpu_py),
-        cuda_py=cuda_py,
-        cuda=cuda.jit(cuda_py),
-        ptx_signatures=sigs,
-    )
+_kernel = ElementwiseKernel.build
 
 
 def fixed(name: str, fn: Callable[..., Any], sigs: tuple[str, ...] = ()) -> ElementwiseKernel:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from numba import cuda, njit, prange
+from numba import cuda, prange
 
 from . import elementwise as ew
 from ._jit import Int, scalar
@@ -50,14 +50,11 @@ DECIMAL128 = ew.pairs_to_pairs(
 )
 UTF8_LENGTHS = ew.ranges("truncate_utf8_lengths", _utf8_len, _OFFSET_SIGS)
 BINARY_LENGTHS = ew.ranges("truncate_binary_lengths", _binary_len, _OFFSET_SIGS)
-COPY_PREFIXES = ew.ElementwiseKernel(
-    name="copy_prefixes",
-    cpu=njit(parallel=True)(_copy_cpu),
-    cuda_py=_copy_cuda,
-    cuda=cuda.jit(_copy_cuda),
-    ptx_signatures=tuple(
-        f"void(int64, uint8[::1], {t}[::1], uint8[::1], {t}[::1])" for t in ("int32", "int64")
-    ),
+COPY_PREFIXES = ew.ElementwiseKernel.build(
+    "copy_prefixes",
+    _copy_cpu,
+    _copy_cuda,
+    tuple(f"void(int64, uint8[::1], {t}[::1], uint8[::1], {t}[::1])" for t in ("int32", "int64")),
 )
 KERNELS = (INT32, INT64, DECIMAL128, UTF8_LENGTHS, BINARY_LENGTHS, COPY_PREFIXES)
 
