@@ -12,16 +12,19 @@ DELETED entries (status 2) are kept: the planner filters them. ``file_path`` and
 are remapped; ``file_format`` is upper-cased. ``partition`` holds Iceberg physical values typed by the
 manifest's own partition record (its Avro schema, refined by the ``partition-spec``/``schema`` metadata),
 children tagged with ``field_id``/``iceberg_type`` metadata. Bounds stay raw bytes: decode them per column
-type with :func:`gpu_engine.iceberg.serde.decode_array`.
+type with :func:`gpu_engine.iceberg.serde.decode_array`. The decoder: :mod:`.avro_fast`, or fastavro when
+asked or for schemas the former rejects; the schema metadata ``decoder`` names it (and why, on a fallback).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+import logging
+from collections.abc import Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from typing import Any, Literal, cast
 
 import numpy as np
 import pyarrow as pa
@@ -29,8 +32,9 @@ import pyarrow.compute as pc
 
 from ..errors import GpuEngineError, ManifestError
 from ..io.paths import PathMap
-from . import serde
+from . import avro_fast, serde
 from . import types as it
+from .avro_schema import avro_names, field_type, iceberg_type, record_type
 from .manifest_list import AvroContents, ManifestFile, OpenInput, open_local, read_avro, resolve
 from .partitioning import spec_from_json
 from .schema import schema_from_json
@@ -67,7 +71,12 @@ ENTRY_COLUMNS: tuple[str, ...] = (
     "equality_ids", "sort_order_id", "first_row_id", "referenced_data_file", "content_offset",
     "content_size_in_bytes", "manifest_path",
 )
+STATS_COLUMNS = ("column_sizes", "value_counts", "null_value_counts", "nan_value_counts", "lower_bounds",
+                 "upper_bounds")
+OPTIONAL_COLUMNS = (*STATS_COLUMNS, "key_metadata", "split_offsets", "equality_ids", "sort_order_id")
 # fmt: on
+Decoder = Literal["auto", "fast", "fastavro"]
+_log = logging.getLogger("gpu_engine.iceberg.manifests")
 _TYPES: dict[str, pa.DataType] = {
     **{_ENTRY_FIELDS[fid][0]: t for fid, t in _ENTRY_TYPES.items()},
     **{name: t for name, t in _FILE_FIELDS.values()},
@@ -103,12 +112,28 @@ def entries_schema(partition_fields: Sequence[PartitionField] = ()) -> pa.Schema
 
 
 def read_manifest(
-    manifest: ManifestFile, *, path_map: PathMap | None = None, open_input: OpenInput = open_local
+    manifest: ManifestFile,
+    *,
+    path_map: PathMap | None = None,
+    open_input: OpenInput = open_local,
+    decoder: Decoder = "auto",
+    stats_columns: Collection[int] | None = None,
+    columns: Collection[str] | None = None,
 ) -> pa.Table:
-    """The entries of one manifest as an Arrow table (see the module doc), inheritance applied."""
-    avro = read_avro(manifest.manifest_path, open_input)
+    """The entries of one manifest as an Arrow table (see the module doc), inheritance applied.
+
+    ``decoder``: "fast", "fastavro", or "auto" (fast unless it rejects the schema). ``stats_columns``: keep
+    the entries of the :data:`STATS_COLUMNS` maps only for these field ids. ``columns``: which of
+    :data:`OPTIONAL_COLUMNS` to materialise, the others read null (None: all).
+    """
+    if decoder not in ("auto", "fast", "fastavro"):
+        raise ValueError(f"decoder must be 'auto', 'fast' or 'fastavro', not {decoder!r}")
+    if columns is not None and not set(columns) <= set(OPTIONAL_COLUMNS):
+        raise ValueError(f"columns {sorted(set(columns) - set(OPTIONAL_COLUMNS))} are not optional columns")
+    keep = None if columns is None else frozenset(columns)
+    stats = None if stats_columns is None else frozenset(stats_columns)
     try:
-        return _entries_table(manifest, avro, path_map)
+        return _entries_table(manifest, path_map, open_input, decoder, stats, keep)
     except ManifestError:
         raise
     except (pa.ArrowException, KeyError, TypeError, ValueError, OverflowError) as exc:
@@ -123,16 +148,23 @@ def read_manifests(
     path_map: PathMap | None = None,
     open_input: OpenInput = open_local,
     max_workers: int | None = None,
+    decoder: Decoder = "auto",
+    stats_columns: Collection[int] | None = None,
+    columns: Collection[str] | None = None,
 ) -> list[pa.Table]:
     """:func:`read_manifest` for each manifest, concurrently; tables in input order.
 
     If any manifest fails, the first failure (in input order) is raised: never a partial list.
     """
+    read = partial(
+        read_manifest, path_map=path_map, open_input=open_input, decoder=decoder,
+        stats_columns=stats_columns, columns=columns,
+    )  # fmt: skip
     if len(manifests) <= 1 or max_workers == 1:
-        return [read_manifest(m, path_map=path_map, open_input=open_input) for m in manifests]
+        return [read(m) for m in manifests]
     pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="manifest-read")
     try:
-        futures = [pool.submit(read_manifest, m, path_map=path_map, open_input=open_input) for m in manifests]
+        futures = [pool.submit(read, m) for m in manifests]
         return [f.result() for f in futures]
     finally:
         pool.shutdown(wait=True, cancel_futures=True)  # after a failure, pending reads are dropped
@@ -158,12 +190,12 @@ def _layout(avro: AvroContents, spec_id: int) -> _Layout:
     if found is not None:
         return found
     path = avro.path
-    named = dict(_avro_names(avro.schema))
+    named = dict(avro_names(avro.schema))
     names = resolve(path, avro.schema, _ENTRY_FIELDS, {0, 2}, "manifest_entry")
-    df_schema = _record_type(path, _field_type(avro.schema, names[2]), named, "data_file")
+    df_schema = record_type(path, field_type(avro.schema, names[2]), named, "data_file")
     wanted: dict[int, tuple[str, ...]] = {fid: (name,) for fid, (name, _) in _FILE_FIELDS.items()}
     file_names = resolve(path, df_schema, wanted, _FILE_REQUIRED, "data_file")
-    partition_schema = _record_type(path, _field_type(df_schema, file_names[102]), named, "partition")
+    partition_schema = record_type(path, field_type(df_schema, file_names[102]), named, "partition")
     pfields = partition_fields(path, partition_schema, named, avro.metadata, spec_id)
     file_struct = pa.struct(
         [
@@ -182,12 +214,51 @@ def _layout(avro: AvroContents, spec_id: int) -> _Layout:
     return layout
 
 
-def _entries_table(manifest: ManifestFile, avro: AvroContents, path_map: PathMap | None) -> pa.Table:
-    path, spec_id = avro.path, manifest.partition_spec_id
-    spec_id = int(avro.metadata.get("partition-spec-id", 0)) if spec_id is None else spec_id
-    layout = _layout(avro, spec_id)
+def _wanted(column: str, keep: frozenset[str] | None) -> bool:
+    return keep is None or column in keep or column not in OPTIONAL_COLUMNS
+
+
+def _spec_id(manifest: ManifestFile, avro: AvroContents) -> int:
+    spec_id = manifest.partition_spec_id
+    return int(avro.metadata.get("partition-spec-id", 0)) if spec_id is None else spec_id
+
+
+def _decode(
+    manifest: ManifestFile, open_input: OpenInput, decoder: Decoder, stats: frozenset[int] | None,
+    keep: frozenset[str] | None,
+) -> tuple[AvroContents, _Layout, pa.StructArray, str]:  # fmt: skip
+    """(contents without records, layout, the entries as decoded, the decoder tag)."""
+    path, tag = manifest.manifest_path, "fastavro"
+    if decoder != "fastavro":
+        container = avro_fast.read_container(path, open_input)
+        layout = _layout(container.avro, _spec_id(manifest, container.avro))
+        df_name, entry, avro_name = layout.names[2], layout.entry_struct, layout.file_names.get
+        drop = {avro_name(f) for f, (name, _) in _FILE_FIELDS.items() if not _wanted(name, keep)}
+        df = pa.struct([f for f in entry.field(df_name).type if f.name not in drop])  # the columns kept
+        target = pa.struct([f.with_type(df) if f.name == df_name else f for f in entry])
+        maps = [(df_name, avro_name(f)) for f, (name, _) in _FILE_FIELDS.items() if name in STATS_COLUMNS]
+        filters = {cast(tuple[str, ...], m): stats for m in maps if m[1] and stats is not None}
+        try:
+            program = avro_fast.program_for(container.avro, target, filters)
+        except avro_fast.UnsupportedSchema as exc:
+            if decoder == "fast":
+                raise ManifestError(f"{path}: the fast Avro decoder cannot read this schema: {exc}") from None
+            _log.debug("%s: decoding with fastavro: the fast decoder rejects the schema: %s", path, exc)
+            tag = f"fastavro (the fast decoder rejects the schema: {exc})"
+        else:
+            return container.avro, layout, avro_fast.decode(container, program), "fast"
+    avro = read_avro(path, open_input)
+    layout = _layout(avro, _spec_id(manifest, avro))
+    return avro, layout, pa.array(avro.records, type=layout.entry_struct), tag
+
+
+def _entries_table(
+    manifest: ManifestFile, path_map: PathMap | None, open_input: OpenInput, decoder: Decoder,
+    stats: frozenset[int] | None, keep: frozenset[str] | None,
+) -> pa.Table:  # fmt: skip
+    avro, layout, decoded, tag = _decode(manifest, open_input, decoder, stats, keep)
+    path, spec_id = avro.path, _spec_id(manifest, avro)
     names, file_names, pfields = layout.names, layout.file_names, layout.partition
-    decoded = pa.array(avro.records, type=layout.entry_struct)
     n = len(decoded)
     if n < (manifest.entry_count or 0):
         raise ManifestError(
@@ -195,8 +266,12 @@ def _entries_table(manifest: ManifestFile, avro: AvroContents, path_map: PathMap
         )
     data_file = decoded.field(names[2])
     cols: dict[str, pa.Array] = {"data_file": data_file}
+    present = set(data_file.type.names)
     for fid, (name, t) in _FILE_FIELDS.items():
-        cols[name] = data_file.field(file_names[fid]) if fid in file_names else pa.nulls(n, t)
+        found = _wanted(name, keep) and file_names.get(fid) in present
+        cols[name] = data_file.field(file_names[fid]) if found else pa.nulls(n, t)
+        if stats is not None and name in STATS_COLUMNS and tag != "fast":
+            cols[name] = avro_fast.filter_map_keys(cols[name], stats)
     for fid, t in _ENTRY_TYPES.items():
         cols[_ENTRY_FIELDS[fid][0]] = decoded.field(names[fid]) if fid in names else pa.nulls(n, t)
     if 134 not in file_names:  # v1: every file is data
@@ -214,7 +289,7 @@ def _entries_table(manifest: ManifestFile, avro: AvroContents, path_map: PathMap
         cols["file_path"] = path_map.apply_array(cols["file_path"])
         cols["referenced_data_file"] = path_map.apply_array(cols["referenced_data_file"])
     cols["manifest_path"] = pa.array([manifest.manifest_path] * n, type=pa.string())
-    schema = entries_schema(pfields).with_metadata(_table_metadata(manifest, avro))
+    schema = entries_schema(pfields).with_metadata(_table_metadata(manifest, avro) | {"decoder": tag})
     return pa.Table.from_arrays([cols[name] for name in ENTRY_COLUMNS], schema=schema)
 
 
@@ -255,80 +330,6 @@ def _table_metadata(manifest: ManifestFile, avro: AvroContents) -> dict[str, str
 # -- the partition tuple -------------------------------------------------------------------------------------
 
 
-def _avro_names(schema: Any) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Every named Avro type (record, fixed, enum) in ``schema``, by short and full name."""
-    if isinstance(schema, list):
-        for s in schema:
-            yield from _avro_names(s)
-    elif isinstance(schema, dict):
-        kind = schema.get("type")
-        if kind in ("record", "fixed", "enum") and "name" in schema:
-            yield str(schema["name"]), schema
-            if schema.get("namespace"):
-                yield f"{schema['namespace']}.{schema['name']}", schema
-        children = [f.get("type") for f in schema.get("fields", [])] if kind == "record" else []
-        children += [schema.get("items"), schema.get("values")] + (
-            [kind] if not isinstance(kind, str) else []
-        )
-        for child in children:
-            yield from _avro_names(child)
-
-
-def _field_type(record: dict[str, Any], name: str) -> Any:
-    return next(f["type"] for f in record["fields"] if f["name"] == name)
-
-
-def _resolve_named(avro_type: Any, named: dict[str, dict[str, Any]]) -> Any:
-    if isinstance(avro_type, list):
-        branches = [b for b in avro_type if b != "null"]
-        if len(branches) != 1:
-            return avro_type
-        avro_type = branches[0]
-    if isinstance(avro_type, str) and avro_type in named:
-        return named[avro_type]
-    if isinstance(avro_type, dict) and isinstance(avro_type.get("type"), (dict, list)):
-        return _resolve_named(avro_type["type"], named)
-    return avro_type
-
-
-def _record_type(path: str, avro_type: Any, named: dict[str, dict[str, Any]], what: str) -> dict[str, Any]:
-    resolved = _resolve_named(avro_type, named)
-    if not isinstance(resolved, dict) or resolved.get("type") != "record":
-        raise ManifestError(f"{path}: {what} is not an Avro record: {str(avro_type)[:200]}")
-    return resolved
-
-
-# (Avro type, logicalType, adjust-to-utc) -> Iceberg type; decimal, fixed and uuid are handled apart
-_AVRO_TYPES: dict[tuple[str, str | None, bool], it.PrimitiveType] = {
-    ("boolean", None, False): it.BOOLEAN, ("int", None, False): it.INT, ("int", "date", False): it.DATE,
-    ("long", None, False): it.LONG, ("long", "time-micros", False): it.TIME,
-    ("long", "timestamp-micros", False): it.TIMESTAMP, ("long", "timestamp-micros", True): it.TIMESTAMPTZ,
-    ("long", "local-timestamp-micros", False): it.TIMESTAMP,
-    ("long", "timestamp-nanos", False): it.TIMESTAMP_NS, ("long", "timestamp-nanos", True): it.TIMESTAMPTZ_NS,
-    ("long", "local-timestamp-nanos", False): it.TIMESTAMP_NS, ("float", None, False): it.FLOAT,
-    ("double", None, False): it.DOUBLE, ("string", None, False): it.STRING, ("bytes", None, False): it.BINARY,
-    ("null", None, False): it.UNKNOWN,
-}  # fmt: skip
-
-
-def _iceberg_type(path: str, name: str, avro_type: Any, named: dict[str, dict[str, Any]]) -> it.PrimitiveType:
-    t = _resolve_named(avro_type, named)
-    t = {"type": t} if isinstance(t, str) else t
-    if isinstance(t, dict) and isinstance(t.get("type"), str):
-        kind, logical = t["type"], t.get("logicalType")
-        if kind in ("fixed", "bytes") and logical == "decimal":
-            return it.decimal(int(t["precision"]), int(t.get("scale", 0)))
-        if kind == "fixed":
-            return it.UUID if logical == "uuid" and int(t["size"]) == 16 else it.fixed(int(t["size"]))
-        utc = bool(t.get("adjust-to-utc", False)) and logical in ("timestamp-micros", "timestamp-nanos")
-        found = _AVRO_TYPES.get((kind, logical, utc)) or _AVRO_TYPES.get((kind, None, False))
-        if found is not None:
-            return found
-    raise ManifestError(
-        f"{path}: partition field {name!r} has a non-primitive Avro type {str(avro_type)[:200]}"
-    )
-
-
 def partition_fields(
     path: str,
     record: dict[str, Any],
@@ -342,7 +343,7 @@ def partition_fields(
     out = []
     for i, f in enumerate(record.get("fields", [])):
         fid = int(f.get("field-id", 1000 + i))
-        t = _iceberg_type(path, f["name"], f["type"], named)
+        t = iceberg_type(path, f["name"], f["type"], named)
         name = str(f["name"])
         spec_field = from_spec.get(fid)
         if spec_field is not None:
