@@ -91,6 +91,7 @@ class PlanSummary:
     delete_manifests_total: int = 0
     delete_manifests_pruned: int = 0
     data_files_total: int = 0
+    data_files_pruned_by_manifest: int = 0  # live files in manifests pruned by partition summaries
     data_files_pruned_by_partition: int = 0
     data_files_pruned_by_metrics: int = 0
     delete_files_total: int = 0
@@ -101,7 +102,8 @@ class PlanSummary:
 
     @property
     def data_files_kept(self) -> int:
-        return self.data_files_total - self.data_files_pruned_by_partition - self.data_files_pruned_by_metrics
+        pruned = self.data_files_pruned_by_manifest + self.data_files_pruned_by_partition
+        return self.data_files_total - pruned - self.data_files_pruned_by_metrics
 
 
 @dataclass(frozen=True)

@@ -89,9 +89,11 @@ def prune_entries(
     tables: Sequence[pa.Table],
     *,
     use_metrics: bool,
+    into: PrunedEntries | None = None,
 ) -> PrunedEntries:
-    """Live entries of each manifest table that may match ``row_filter``; counts of what was pruned."""
-    out = PrunedEntries()
+    """Live entries of each manifest table that may match ``row_filter``; counts of what was pruned
+    (added to ``into`` when given)."""
+    out = into if into is not None else PrunedEntries()
     for table in tables:
         table = table.filter(pc.not_equal(table.column("status"), DELETED))
         n = table.num_rows

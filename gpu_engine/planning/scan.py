@@ -7,13 +7,19 @@ Only the files kept are turned into Python values, so memory follows the files k
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+import os
+from collections import deque
+from collections.abc import Collection, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 
 import pyarrow as pa
 
 from ..errors import PlanningError
-from ..expressions import TRUE, Expression, bind, parse
+from ..expressions import TRUE, BoundPredicate, Expression, bind, parse
+from ..expressions.tree import predicates
 from ..iceberg import manifests as mf
 from ..iceberg.manifest_list import ManifestFile, manifest_files_from_paths, read_manifest_list
 from ..iceberg.metadata import TableMetadata
@@ -81,18 +87,23 @@ def plan_scan(md: TableMetadata, io: FileIO, options: ScanOptions) -> ScanPlan:
     delete_manifests = [m for m in manifests if m.is_delete_manifest]
     kept_data = pruning.prune_manifests(md, schema, row_filter, data_manifests)
     kept_deletes = pruning.prune_manifests(md, schema, row_filter, delete_manifests)
-    tables = _read(io, [*kept_data, *kept_deletes], options.max_workers)
-    data_tables, delete_tables = tables[: len(kept_data)], tables[len(kept_data) :]
-
-    files = pruning.prune_entries(md, schema, row_filter, data_tables, use_metrics=True)
-    deletes = pruning.prune_entries(md, schema, row_filter, delete_tables, use_metrics=False)
+    # manifests are read and pruned one at a time: memory follows the files kept, not the table
+    filter_ids = {p.ref.field_id for p in predicates(row_filter) if isinstance(p, BoundPredicate)}
+    files = pruning.PrunedEntries()
+    data_stream = _stream(io, kept_data, options.max_workers, stats=filter_ids, columns=_DATA_COLUMNS)
+    for batch in _batches(data_stream):
+        pruning.prune_entries(md, schema, row_filter, [batch], use_metrics=True, into=files)
+    deletes = pruning.PrunedEntries()
+    delete_stream = _stream(io, kept_deletes, options.max_workers, stats=(), columns=_DELETE_COLUMNS)
+    for batch in _batches(delete_stream):
+        pruning.prune_entries(md, schema, row_filter, [batch], use_metrics=False, into=deletes)
     delete_files = [d for table in deletes.kept for d in _delete_files(table)]
     unpartitioned = frozenset(sid for sid, spec in md.specs.items() if spec.is_unpartitioned)
     index = DeleteIndex.build(delete_files, unpartitioned)
 
     tasks: list[ScanTask] = []
     applied: set[str] = set()
-    target = int(md.properties.get("read.split.target-size", 128 * 1024 * 1024))
+    target = _split_target(md)
     for table in files.kept:
         data_files = _data_files(table, md.format_version)
         for data, residual in zip(data_files, residuals(md, row_filter, table), strict=True):
@@ -109,7 +120,8 @@ def plan_scan(md: TableMetadata, io: FileIO, options: ScanOptions) -> ScanPlan:
         manifests_pruned=len(data_manifests) - len(kept_data),
         delete_manifests_total=len(delete_manifests),
         delete_manifests_pruned=len(delete_manifests) - len(kept_deletes),
-        data_files_total=files.total,
+        data_files_total=files.total + _live_files(data_manifests, kept_data),
+        data_files_pruned_by_manifest=_live_files(data_manifests, kept_data),
         data_files_pruned_by_partition=files.pruned_by_partition,
         data_files_pruned_by_metrics=files.pruned_by_metrics,
         delete_files_total=deletes.total,
@@ -124,7 +136,9 @@ def plan_scan(md: TableMetadata, io: FileIO, options: ScanOptions) -> ScanPlan:
 def _manifest_files(md: TableMetadata, io: FileIO, snapshot: Snapshot) -> tuple[ManifestFile, ...]:
     if snapshot.manifest_list is not None:
         path = io.resolve(snapshot.manifest_list)
-        return read_manifest_list(path, path_map=io.path_map, open_input=io.open_input)
+        manifests = read_manifest_list(path, path_map=io.path_map, open_input=io.open_input)
+        _check_totals(path, snapshot, manifests)
+        return manifests
     if snapshot.manifests is not None:
         return manifest_files_from_paths(
             snapshot.manifests, snapshot_id=snapshot.snapshot_id, path_map=io.path_map
@@ -132,12 +146,116 @@ def _manifest_files(md: TableMetadata, io: FileIO, snapshot: Snapshot) -> tuple[
     raise PlanningError(f"snapshot {snapshot.snapshot_id} has neither a manifest list nor manifests")
 
 
-def _read(io: FileIO, manifests: Sequence[ManifestFile], max_workers: int | None) -> list[pa.Table]:
-    if not manifests:
-        return []
-    return mf.read_manifests(
-        manifests, path_map=io.path_map, open_input=io.open_input, max_workers=max_workers
+def _check_totals(path: str, snapshot: Snapshot, manifests: Sequence[ManifestFile]) -> None:
+    """The live file counts of the manifests listed must add up to the snapshot summary's totals, where both
+    are known: an Avro file cut at a block boundary still parses, and would silently lose manifests."""
+    summary = snapshot.summary or {}
+    for content, key in ((0, "total-data-files"), (1, "total-delete-files")):
+        listed = [m for m in manifests if m.content == content]
+        counts = [(m.added_files_count, m.existing_files_count) for m in listed]
+        if key not in summary or any(a is None or e is None for a, e in counts):
+            continue
+        live = sum((a or 0) + (e or 0) for a, e in counts)
+        try:
+            expected = int(summary[key])
+        except ValueError:
+            continue
+        if live != expected:
+            raise PlanningError(
+                f"manifest list {path} lists {live} live {key[6:]} but snapshot {snapshot.snapshot_id}'s "
+                f"summary records {key}={expected}: the manifest list is truncated or inconsistent"
+            )
+
+
+def _live_files(manifests: Sequence[ManifestFile], kept: Sequence[ManifestFile]) -> int:
+    """Live (added + existing) files of the manifests not kept, as the manifest list counts them."""
+    kept_paths = {m.manifest_path for m in kept}
+    return sum(
+        (m.added_files_count or 0) + (m.existing_files_count or 0)
+        for m in manifests
+        if m.manifest_path not in kept_paths
     )
+
+
+def _split_target(md: TableMetadata) -> int:
+    raw = md.properties.get("read.split.target-size", str(128 * 1024 * 1024))
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise PlanningError(
+            f"table {md.location}: read.split.target-size={raw!r} is not a positive byte count"
+        )
+    return value
+
+
+_METRICS = ("value_counts", "null_value_counts", "nan_value_counts", "lower_bounds", "upper_bounds")
+_DATA_COLUMNS = (*_METRICS, "split_offsets", "sort_order_id")
+_DELETE_COLUMNS = ("equality_ids",)
+
+
+_BATCH_ROWS = 1 << 16
+
+
+def _batches(tables: Iterator[pa.Table]) -> Iterator[pa.Table]:
+    """Consecutive manifest tables of one spec (same Arrow schema) joined into batches of up to
+    ``_BATCH_ROWS`` entries, so pruning runs a few vectorised calls per batch instead of per manifest."""
+    pending: list[pa.Table] = []
+    rows = 0
+    for table in tables:
+        if table.num_rows == 0:
+            continue
+        table = table.replace_schema_metadata(None)
+        same = pending and table.schema.equals(pending[0].schema, check_metadata=True)
+        if pending and (rows + table.num_rows > _BATCH_ROWS or not same or _spec(table) != _spec(pending[0])):
+            yield pa.concat_tables(pending)
+            pending, rows = [], 0
+        pending.append(table)
+        rows += table.num_rows
+    if pending:
+        yield pa.concat_tables(pending)
+
+
+def _spec(table: pa.Table) -> int:
+    return int(table.column("spec_id")[0].as_py())
+
+
+def _stream(
+    io: FileIO,
+    manifests: Sequence[ManifestFile],
+    max_workers: int | None,
+    *,
+    stats: Collection[int],
+    columns: Collection[str],
+) -> Iterator[pa.Table]:
+    """Manifest tables in order, read a few ahead on a thread pool (at most ``2 * workers`` in memory).
+
+    Only the metrics of the filter's columns are decoded. The first failure is raised, never a partial
+    stream presented as whole.
+    """
+    read = partial(
+        mf.read_manifest, path_map=io.path_map, open_input=io.open_input, stats_columns=stats, columns=columns
+    )
+    workers = max_workers or min(8, (os.cpu_count() or 1) + 2)
+    if workers <= 1 or len(manifests) <= 1:
+        yield from (read(m) for m in manifests)
+        return
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="plan-manifests") as pool:
+        pending: deque[Future[pa.Table]] = deque()
+        todo = iter(manifests)
+        try:
+            for m in itertools.islice(todo, 2 * workers):
+                pending.append(pool.submit(read, m))
+            while pending:
+                table = pending.popleft().result()
+                nxt = next(todo, None)
+                if nxt is not None:
+                    pending.append(pool.submit(read, nxt))
+                yield table
+        finally:
+            for f in pending:
+                f.cancel()
 
 
 def _estimate(data: DataFile, length: int) -> int:
@@ -215,6 +333,8 @@ def _delete_files(table: pa.Table) -> list[DeleteFile]:
         seq = cols["sequence_number"][i]
         if seq is None:
             raise PlanningError(f"delete file {path} has no data sequence number")
+        if cols["file_format"][i] == "PUFFIN" and cols["referenced_data_file"][i] is None:
+            raise PlanningError(f"deletion vector {path} has no referenced_data_file (required for DVs)")
         out.append(
             DeleteFile(
                 path=path,
