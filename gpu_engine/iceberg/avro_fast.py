@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 from ..errors import ManifestError
 from . import avro_program as ap
 from . import avro_vm as vm
+from .avro_blocks import block_layout
 from .avro_program import Node, Program, UnsupportedSchema
 from .manifest_list import _MAGIC, _SYNC_SIZE, AvroContents, OpenInput, _parse_header, _parse_schema
 
@@ -84,60 +85,24 @@ def read_container(path: str, open_input: OpenInput) -> Container:
     return Container(avro, codec, data, starts, ends, counts)
 
 
-def _long(buf: bytes, pos: int) -> tuple[int, int]:
-    shift = acc = 0
-    while True:
-        if pos >= len(buf):
-            raise ValueError("file ends inside a block header")
-        b = buf[pos]
-        pos += 1
-        acc |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return (acc >> 1) ^ -(acc & 1), pos
-        shift += 7
-        if shift > 63:
-            raise ValueError("malformed variable-length number in a block header")
-
-
 def _blocks(
     raw: bytes, header_end: int, decompress: Callable[[bytes], bytes] | None
 ) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    sync = raw[header_end : header_end + _SYNC_SIZE]
-    pos = header_end + _SYNC_SIZE
-    starts: list[int] = []
-    ends: list[int] = []
-    counts: list[int] = []
+    """Decompressed payload bytes and each block's (start, end, record count) within them."""
+    buf = np.frombuffer(raw, dtype=np.uint8)
+    starts, sizes, counts = block_layout(buf, header_end + _SYNC_SIZE)
+    if decompress is None:
+        return buf, starts, starts + sizes, counts
     parts: list[bytes] = []
-    at = 0
-    while pos < len(raw):
-        block = len(counts)
-        count, pos = _long(raw, pos)
-        size, pos = _long(raw, pos)
-        if count < 0 or size < 0:
-            raise ValueError(f"block {block} has a negative record count or size ({count}, {size})")
-        if pos + size + _SYNC_SIZE > len(raw):
-            raise ValueError(
-                f"block {block} (byte {pos}, {size} bytes + sync marker) runs past the end of file"
-            )
-        if raw[pos + size : pos + size + _SYNC_SIZE] != sync:
-            raise ValueError(f"block {block} is not followed by the file's sync marker")
-        if decompress is None:
-            starts.append(pos)
-            ends.append(pos + size)
-        else:
-            try:
-                part = decompress(raw[pos : pos + size])
-            except Exception as exc:  # zlib.error, lzma.LZMAError, OSError, the codec packages' own errors
-                raise ValueError(f"block {block} does not decompress: {type(exc).__name__}: {exc}") from None
-            parts.append(part)
-            starts.append(at)
-            at += len(part)
-            ends.append(at)
-        counts.append(count)
-        pos += size + _SYNC_SIZE
-    data = raw if decompress is None else b"".join(parts)
-    as_i64 = [np.array(x, dtype=np.int64) for x in (starts, ends, counts)]
-    return np.frombuffer(data, dtype=np.uint8), as_i64[0], as_i64[1], as_i64[2]
+    for block, (start, size) in enumerate(zip(starts.tolist(), sizes.tolist(), strict=True)):
+        try:
+            parts.append(decompress(raw[start : start + size]))
+        except Exception as exc:  # zlib.error, lzma.LZMAError, OSError, the codec packages' own errors
+            raise ValueError(f"block {block} does not decompress: {type(exc).__name__}: {exc}") from None
+    lengths = np.fromiter((len(p) for p in parts), dtype=np.int64, count=len(parts))
+    ends = np.cumsum(lengths)
+    data = np.frombuffer(b"".join(parts), dtype=np.uint8) if parts else np.empty(0, np.uint8)
+    return data, ends - lengths, ends, counts
 
 
 # -- codecs --------------------------------------------------------------------------------------------

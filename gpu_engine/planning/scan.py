@@ -8,7 +8,6 @@ Only the files kept are turned into Python values, so memory follows the files k
 from __future__ import annotations
 
 import itertools
-import os
 from collections import deque
 from collections.abc import Collection, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -25,7 +24,7 @@ from ..iceberg.manifest_list import ManifestFile, manifest_files_from_paths, rea
 from ..iceberg.metadata import TableMetadata
 from ..iceberg.schema import Schema
 from ..iceberg.snapshots import Snapshot
-from ..io.fileio import FileIO
+from ..io.fileio import FileIO, scheme_of
 from ..tasks import DataFile, DeleteFile, PlanSummary, ScanPlan, ScanTask
 from . import pruning
 from .deletes import DeleteIndex
@@ -221,6 +220,13 @@ def _spec(table: pa.Table) -> int:
     return int(table.column("spec_id")[0].as_py())
 
 
+def _default_workers(manifests: Sequence[ManifestFile]) -> int:
+    """Local manifests decode fastest on one thread (the work holds the GIL; measured: 2 threads are ~25%
+    slower than 1 on the planning bench); remote ones overlap their request latency on a pool."""
+    local = all(scheme_of(m.manifest_path) in ("", "file") for m in manifests[:1])
+    return 1 if local else 8
+
+
 def _stream(
     io: FileIO,
     manifests: Sequence[ManifestFile],
@@ -237,7 +243,7 @@ def _stream(
     read = partial(
         mf.read_manifest, path_map=io.path_map, open_input=io.open_input, stats_columns=stats, columns=columns
     )
-    workers = max_workers or min(8, (os.cpu_count() or 1) + 2)
+    workers = max_workers or _default_workers(manifests)
     if workers <= 1 or len(manifests) <= 1:
         yield from (read(m) for m in manifests)
         return
