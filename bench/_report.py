@@ -137,6 +137,38 @@ def cpu_slug() -> str:
 # -- timing ---------------------------------------------------------------------------------------------
 
 
+def _busy_cpu_seconds() -> float | None:
+    """CPU seconds the whole machine has spent busy (not idle or iowait) since boot, from /proc/stat."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    except OSError:
+        return None
+    ticks = [int(f) for f in fields]
+    busy = sum(ticks[:8]) - ticks[3] - ticks[4]  # user nice system [idle iowait] irq softirq steal
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class CpuWatch:
+    """How busy the machine's other processes kept the cores while a measurement ran."""
+
+    wall: float
+    busy: float | None
+    own: float
+
+    @staticmethod
+    def start() -> CpuWatch:
+        t = os.times()
+        return CpuWatch(time.perf_counter(), _busy_cpu_seconds(), t.user + t.system)
+
+    def others_busy_cores(self) -> float | None:
+        """Average cores used by other processes since ``start`` (0 on a quiet machine)."""
+        now = CpuWatch.start()
+        if self.busy is None or now.busy is None:
+            return None
+        return max(0.0, ((now.busy - self.busy) - (now.own - self.own)) / (now.wall - self.wall))
+
+
 @dataclass(frozen=True)
 class Timing:
     """Wall-clock seconds of repeated runs of one measured call."""
@@ -188,6 +220,20 @@ def once(fn: Callable[[], R], sync: Callable[[], object] | None = None) -> tuple
     return time.perf_counter() - start, result
 
 
+def wait_for_quiet(max_wait_s: float, *, below_cores: float = 0.2, window_s: float = 2.0) -> float:
+    """Wait (at most ``max_wait_s``) until other processes use fewer than ``below_cores`` cores over a
+    ``window_s`` window; returns the seconds waited. For shared machines, where contention from other
+    work would otherwise land in the timings."""
+    start = time.perf_counter()
+    while True:
+        watch = CpuWatch.start()
+        time.sleep(window_s)
+        busy = watch.others_busy_cores()
+        waited = time.perf_counter() - start
+        if busy is None or busy < below_cores or waited >= max_wait_s:
+            return waited
+
+
 # -- output ---------------------------------------------------------------------------------------------
 
 
@@ -237,7 +283,8 @@ def grouped_barh(
     present = [v for s in series for v in s.values if v is not None and v > 0]
     log_x = bool(present) and max(present) / min(present) > 20
     height = 0.8 / max(1, len(series))
-    fig, ax = plt.subplots(figsize=(11, 0.9 + 0.32 * len(categories) * max(1, len(series)) + 0.3 * len(notes)))
+    rows = len(categories) * max(1, len(series))
+    fig, ax = plt.subplots(figsize=(11, 1.6 + 0.3 * rows + 0.16 * len(notes)))
     for k, s in enumerate(series):
         ys = [i + (k - (len(series) - 1) / 2) * height for i in range(len(categories))]
         widths = [v if v is not None else 0.0 for v in s.values]
@@ -250,14 +297,17 @@ def grouped_barh(
     ax.invert_yaxis()
     if log_x:
         ax.set_xscale("log")
+    if present:
+        ax.set_xlim(right=max(present) * (1.8 if log_x else 1.12))
     ax.set_xlabel(xlabel + (" (log scale)" if log_x else ""))
     ax.grid(axis="x", which="both", alpha=0.3)
-    ax.set_title(title, fontsize=10)
-    ax.legend(loc="lower right", fontsize=8)
+    ax.legend(loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=2, fontsize=8, frameon=False)
+    ax.set_title(title, fontsize=10, pad=8 + 14 * ((len(series) + 1) // 2))  # room for the legend rows
     if notes:
-        fig.text(0.01, 0.005, "\n".join(notes), fontsize=7, va="bottom", ha="left")
-    fig.tight_layout(rect=(0.0, 0.02 * len(notes), 1.0, 1.0))
+        ax.text(
+            0.0, -0.08 - 0.3 / max(1, rows), "\n".join(notes), transform=ax.transAxes, fontsize=7, va="top"
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=130)
+    fig.savefig(path, dpi=130, bbox_inches="tight")
     plt.close(fig)
     return path
