@@ -6,7 +6,7 @@ applies to it and the residual filter; a :class:`ScanPlan` is the tasks plus a :
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from .expressions import Expression
@@ -112,4 +112,3 @@ class ScanPlan:
     filter: Expression
     tasks: tuple[ScanTask, ...]
     summary: PlanSummary
-    dangling_deletes: tuple[DeleteFile, ...] = field(default=(), repr=False)
