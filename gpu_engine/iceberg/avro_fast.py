@@ -31,7 +31,7 @@ from . import avro_program as ap
 from . import avro_vm as vm
 from .avro_blocks import block_layout
 from .avro_program import Node, Program, UnsupportedSchema
-from .manifest_list import _MAGIC, _SYNC_SIZE, AvroContents, OpenInput, _parse_header, _parse_schema
+from .manifest_list import _SYNC_SIZE, AvroContents, OpenInput, read_header
 
 __all__ = ["Container", "UnsupportedSchema", "decode", "filter_map_keys", "program_for", "read_container"]
 
@@ -54,35 +54,14 @@ class Container:
 
 def read_container(path: str, open_input: OpenInput) -> Container:
     """Read and check an Avro object container file, or raise :class:`ManifestError` naming ``path``."""
+    header = read_header(path, open_input)
+    decompress = _decompressor(path, header.codec)
+    avro = AvroContents(path, header.schema_json, header.schema, header.user_metadata, [])
     try:
-        with open_input(path) as f:
-            raw = f.read()
-    except FileNotFoundError:
-        raise ManifestError(f"{path}: file not found") from None
-    except OSError as exc:
-        raise ManifestError(f"{path}: cannot read: {exc}") from None
-    raw = bytes(raw)
-    if raw[:4] != _MAGIC:
-        what = "empty file" if not raw else f"starts with {raw[:4]!r}, not the Avro magic 'Obj\\x01'"
-        raise ManifestError(f"{path}: not an Avro object container file ({what})")
-    try:
-        raw_meta, header_end = _parse_header(raw)
-        metadata = {k: v.decode("utf-8") for k, v in raw_meta.items()}
-        schema_json = metadata["avro.schema"]
-        schema, _ = _parse_schema(schema_json)
-    except (ValueError, KeyError, UnicodeDecodeError) as exc:
-        raise ManifestError(f"{path}: corrupt Avro header: {type(exc).__name__}: {exc}") from None
-    if not isinstance(schema, dict) or schema.get("type") != "record":
-        raise ManifestError(f"{path}: Avro schema is not a record: {schema_json[:200]}")
-    codec = metadata.get("avro.codec", "null") or "null"
-    decompress = _decompressor(path, codec)
-    user_meta = {k: v for k, v in metadata.items() if not k.startswith("avro.")}
-    avro = AvroContents(path, schema_json, schema, user_meta, [])
-    try:
-        data, starts, ends, counts = _blocks(raw, header_end, decompress)
+        data, starts, ends, counts = _blocks(header.data, header.header_end, decompress)
     except ValueError as exc:
         raise ManifestError(f"{path}: corrupt or truncated Avro data: {exc}") from None
-    return Container(avro, codec, data, starts, ends, counts)
+    return Container(avro, header.codec, data, starts, ends, counts)
 
 
 def _blocks(

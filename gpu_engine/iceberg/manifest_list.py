@@ -59,11 +59,33 @@ class AvroContents:
     records: list[dict[str, Any]]
 
 
-def read_avro(path: str, open_input: OpenInput = open_local) -> AvroContents:
-    """Read an Avro object container file completely, or raise :class:`ManifestError` naming ``path``."""
+@dataclass(frozen=True)
+class AvroHeader:
+    """A checked Avro object container header, with the whole file's bytes."""
+
+    path: str
+    data: bytes
+    raw_meta: dict[str, bytes]
+    header_end: int  # where the header's sync marker ends and the first block begins, minus 16
+    schema_json: str
+    schema: dict[str, Any]
+    schema_without_logical_types: bytes
+
+    @property
+    def user_metadata(self) -> dict[str, str]:
+        return {k: v.decode("utf-8") for k, v in self.raw_meta.items() if not k.startswith("avro.")}
+
+    @property
+    def codec(self) -> str:
+        return self.raw_meta.get("avro.codec", b"null").decode("utf-8") or "null"
+
+
+def read_header(path: str, open_input: OpenInput = open_local) -> AvroHeader:
+    """Read an Avro object container file and check its header (magic, metadata, a record schema), or
+    raise :class:`ManifestError` naming ``path``."""
     try:
         with open_input(path) as f:
-            data = f.read()
+            data = bytes(f.read())
     except FileNotFoundError:
         raise ManifestError(f"{path}: file not found") from None
     except OSError as exc:
@@ -80,14 +102,20 @@ def read_avro(path: str, open_input: OpenInput = open_local) -> AvroContents:
         raise ManifestError(f"{path}: corrupt Avro header: {type(exc).__name__}: {exc}") from None
     if not isinstance(schema, dict) or schema.get("type") != "record":
         raise ManifestError(f"{path}: Avro schema is not a record: {schema_json[:200]}")
-    raw_meta["avro.schema"] = stripped
-    rewritten = _encode_header(raw_meta) + data[header_end:]
+    return AvroHeader(path, data, raw_meta, header_end, schema_json, schema, stripped)
+
+
+def read_avro(path: str, open_input: OpenInput = open_local) -> AvroContents:
+    """Read an Avro object container file completely, or raise :class:`ManifestError` naming ``path``."""
+    header = read_header(path, open_input)
+    raw_meta = dict(header.raw_meta)
+    raw_meta["avro.schema"] = header.schema_without_logical_types
+    rewritten = _encode_header(raw_meta) + header.data[header.header_end :]
     try:
         records = cast(list[dict[str, Any]], list(fastavro.reader(io.BytesIO(rewritten))))
     except Exception as exc:  # fastavro raises EOFError, ValueError, struct/zlib errors, ...
         raise ManifestError(f"{path}: corrupt or truncated Avro data: {type(exc).__name__}: {exc}") from None
-    user_meta = {k: v for k, v in metadata.items() if not k.startswith("avro.")}
-    return AvroContents(path, schema_json, schema, user_meta, records)
+    return AvroContents(path, header.schema_json, header.schema, header.user_metadata, records)
 
 
 @lru_cache(maxsize=256)
