@@ -12,6 +12,7 @@ of the file or none) and fails if the target exists. Only pointer files that are
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import uuid
@@ -198,9 +199,8 @@ def _fsync_dir(directory: str) -> None:
     except OSError:
         return
     try:
-        os.fsync(fd)
-    except OSError:
-        pass
+        with contextlib.suppress(OSError):  # some file systems cannot sync a directory: best effort
+            os.fsync(fd)
     finally:
         os.close(fd)
 
