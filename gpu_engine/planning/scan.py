@@ -13,6 +13,7 @@ from collections.abc import Collection, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 import pyarrow as pa
 
@@ -275,29 +276,28 @@ def _tuples(struct: pa.Array) -> list[tuple[object, ...]]:
     return list(zip(*columns, strict=True))
 
 
+def _columns(
+    table: pa.Table, names: tuple[str, ...]
+) -> tuple[dict[str, list[Any]], list[tuple[object, ...]]]:
+    """The named columns of kept manifest entries as Python lists, and their partition tuples."""
+    cols = {name: table.column(name).to_pylist() for name in (*names, "file_path", "sequence_number")}
+    return cols, _tuples(table.column("partition").combine_chunks())
+
+
+_DATA_FIELDS = ("file_format", "spec_id", "record_count", "file_size_in_bytes", "first_row_id",
+                "split_offsets", "sort_order_id", "manifest_path")  # fmt: skip
+_DELETE_FIELDS = ("file_format", "content", "spec_id", "record_count", "file_size_in_bytes", "equality_ids",
+                  "referenced_data_file", "content_offset", "content_size_in_bytes")  # fmt: skip
+
+
 def _data_files(table: pa.Table, format_version: int) -> list[DataFile]:
-    cols = {
-        name: table.column(name).to_pylist()
-        for name in (
-            "file_path",
-            "file_format",
-            "spec_id",
-            "record_count",
-            "file_size_in_bytes",
-            "sequence_number",
-            "first_row_id",
-            "split_offsets",
-            "sort_order_id",
-        )
-    }
-    partitions = _tuples(table.column("partition").combine_chunks())
+    cols, partitions = _columns(table, _DATA_FIELDS)
     out = []
     for i, path in enumerate(cols["file_path"]):
         seq = cols["sequence_number"][i]
         if seq is None and format_version >= 2:
-            raise PlanningError(
-                f"data file {path} has no data sequence number (manifest {table.schema.metadata})"
-            )
+            manifest = cols["manifest_path"][i]
+            raise PlanningError(f"data file {path} in manifest {manifest} has no data sequence number")
         offsets = cols["split_offsets"][i]
         out.append(
             DataFile(
@@ -317,23 +317,7 @@ def _data_files(table: pa.Table, format_version: int) -> list[DataFile]:
 
 
 def _delete_files(table: pa.Table) -> list[DeleteFile]:
-    cols = {
-        name: table.column(name).to_pylist()
-        for name in (
-            "file_path",
-            "file_format",
-            "content",
-            "spec_id",
-            "record_count",
-            "file_size_in_bytes",
-            "sequence_number",
-            "equality_ids",
-            "referenced_data_file",
-            "content_offset",
-            "content_size_in_bytes",
-        )
-    }
-    partitions = _tuples(table.column("partition").combine_chunks())
+    cols, partitions = _columns(table, _DELETE_FIELDS)
     out = []
     for i, path in enumerate(cols["file_path"]):
         seq = cols["sequence_number"][i]
