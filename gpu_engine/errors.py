@@ -82,3 +82,12 @@ class NotAuthorized(CatalogError):
 
 class PlanningError(GpuEngineError, ValueError):
     """A scan or rewrite cannot be planned as asked (conflicting options, inconsistent table state)."""
+
+
+class DataFileError(GpuEngineError, ValueError):
+    """A data file, delete file or Puffin file that is missing, truncated, corrupt or inconsistent with its
+    manifest entry (a deleted position beyond the file's rows, a NULL ``file_path``, a bad CRC)."""
+
+
+class SchemaMismatch(GpuEngineError, ValueError):
+    """A file column that cannot be read as the table's type for its field id (not an allowed promotion)."""
