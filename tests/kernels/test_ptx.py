@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 from numba import config
 
-from gpu_engine.kernels import bucket, scan, temporal, truncate, validity
+from gpu_engine.kernels import bucket, deletes, scan, temporal, truncate, validity
 
 pytestmark = pytest.mark.skipif(config.ENABLE_CUDASIM, reason="the simulator has no PTX compiler")
 
 
 def kernels() -> Iterator[tuple[str, Callable[..., Any], str]]:
-    for module in (bucket, truncate, temporal, validity):
+    for module in (bucket, deletes, truncate, temporal, validity):
         for k in module.KERNELS:
             assert k.ptx_signatures, f"{k.name} declares no PTX signature"
             for sig in k.ptx_signatures:
