@@ -1,17 +1,23 @@
-"""``Table.scan(...)``: what to read (filter, columns, snapshot); :meth:`TableScan.plan`: which files.
+"""``Table.scan(...)``: what to read (filter, columns, snapshot); :meth:`TableScan.plan`: which files;
+``to_batches`` / ``to_arrow`` / ``to_pandas`` / ``to_cudf``: the rows, every delete applied.
 
-Execution (``to_arrow``, ``to_batches``, ``to_cudf``) arrives with the scan-execution work; planning is the
-CPU stage that feeds it and never touches the device.
+Planning is the CPU stage and never touches the device; execution (:mod:`gpu_engine.execute`) chooses
+the backend once per scan and records why (:attr:`TableScan.last_run`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+
+from ._deps import require
 from .backend.select import BACKENDS
 from .errors import UnsupportedFeature
+from .execute.projection import Projection, project
+from .execute.scan import ScanProgress, ScanRun, execute
 from .expressions import TRUE, Expression
 from .planning.scan import ScanOptions, plan_scan
 from .tasks import ScanPlan
@@ -26,17 +32,69 @@ class TableScan:
     options: ScanOptions
     columns: tuple[str, ...] | None = None
     backend: str = "auto"
+    limit: int | None = None
+    workers: int | None = None
+    runs: list[ScanRun] = field(default_factory=list, compare=False, repr=False)
 
     def plan(self) -> ScanPlan:
         """The files to read, each with its deletes and residual filter, and a summary of what was pruned."""
         plan = plan_scan(self.table.metadata, self.table.io, self.options)
-        if self.columns is not None:
-            for name in self.columns:
-                plan.schema.find_field(name, case_sensitive=self.options.case_sensitive)
+        self.projection(plan)
         return plan
 
+    def projection(self, plan: ScanPlan) -> Projection:
+        """The scan's output columns (the requested ones, metadata columns included) for ``plan``."""
+        md = self.table.metadata
+        return project(md, plan.schema, self.columns, case_sensitive=self.options.case_sensitive)
+
+    @property
+    def last_run(self) -> ScanRun | None:
+        """The last execution's plan, output projection and backend choice (with its reason)."""
+        return self.runs[-1] if self.runs else None
+
+    def to_batches(self, *, progress: ScanProgress | None = None) -> Iterator[pa.RecordBatch]:
+        """Stream the rows as RecordBatches of :meth:`schema`, in task order, with bounded memory."""
+        return self._execute(progress)[1]
+
+    def schema(self) -> pa.Schema:
+        """The Arrow schema of the rows this scan returns."""
+        return self.projection(self.plan()).arrow_schema
+
+    def to_arrow(self) -> pa.Table:
+        projection, batches = self._execute(None)
+        return pa.Table.from_batches(list(batches), schema=projection.arrow_schema)
+
+    def _execute(self, progress: ScanProgress | None) -> tuple[Projection, Iterator[pa.RecordBatch]]:
+        plan = self.plan()
+        projection = self.projection(plan)
+        run, batches = execute(
+            self.table.metadata,
+            self.table.io,
+            plan,
+            projection,
+            backend=self.backend,
+            case_sensitive=self.options.case_sensitive,
+            workers=self.workers,
+            limit=self.limit,
+            progress=progress,
+        )
+        self.runs.append(run)
+        return projection, batches
+
+    def to_pandas(self, **kwargs: Any) -> Any:
+        """:meth:`to_arrow` as a pandas DataFrame (``kwargs`` go to ``pyarrow.Table.to_pandas``)."""
+        return self.to_arrow().to_pandas(**kwargs)
+
+    def to_cudf(self) -> Any:
+        """The rows as a cuDF DataFrame in device memory (needs cuDF; BackendUnavailable otherwise)."""
+        cudf = require("cudf", "TableScan.to_cudf")
+        return cudf.DataFrame.from_arrow(self.to_arrow())
+
+    def with_limit(self, limit: int | None) -> TableScan:
+        return replace(self, limit=limit, runs=[])
+
     def filter(self, expr: str | Expression) -> TableScan:
-        return replace(self, options=replace(self.options, filter=expr))
+        return replace(self, options=replace(self.options, filter=expr), runs=[])
 
 
 def new_scan(
@@ -49,8 +107,11 @@ def new_scan(
     ref: str | None = None,
     case_sensitive: bool = True,
     backend: str = "auto",
+    limit: int | None = None,
 ) -> TableScan:
     if backend not in BACKENDS:
         raise UnsupportedFeature(f"backend={backend!r}: expected one of {', '.join(map(repr, BACKENDS))}")
     options = ScanOptions(filter, snapshot_id, as_of, ref, case_sensitive)
-    return TableScan(table, options, tuple(columns) if columns is not None else None, backend)
+    if limit is not None and limit < 0:
+        raise UnsupportedFeature(f"limit={limit}: must be >= 0")
+    return TableScan(table, options, tuple(columns) if columns is not None else None, backend, limit)

@@ -101,9 +101,12 @@ class Table:
         ref: str | None = None,
         case_sensitive: bool = True,
         backend: str = "auto",
+        limit: int | None = None,
     ) -> TableScan:
         """A scan of this table: ``filter`` as a string (``"ts >= '2024-01-01' and id in (1, 2)"``) or an
-        expression; at most one of ``snapshot_id``, ``as_of`` (ms since the epoch) and ``ref``."""
+        expression; ``columns`` by name (dotted for nested fields; metadata columns such as ``_file``,
+        ``_pos``, ``_row_id`` too); at most one of ``snapshot_id``, ``as_of`` (ms since the epoch) and
+        ``ref``; ``backend`` "auto", "cpu" or "cuda"; at most ``limit`` rows."""
         from .scan import new_scan
 
         return new_scan(
@@ -115,6 +118,7 @@ class Table:
             ref=ref,
             case_sensitive=case_sensitive,
             backend=backend,
+            limit=limit,
         )
 
     def refresh(self) -> Table:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
@@ -37,6 +37,11 @@ class Schema:
     def names_by_id(self) -> dict[int, str]:
         """Dotted full name of every field (list elements as ``a.element``, maps as ``m.key``/``m.value``)."""
         return {f.field_id: ".".join(path) for path, f in _walk(self.fields, ())}
+
+    @cached_property
+    def paths_by_id(self) -> dict[int, tuple[str, ...]]:
+        """Name path of every field (names may contain dots, so paths are tuples)."""
+        return {f.field_id: path for path, f in _walk(self.fields, ())}
 
     @cached_property
     def ids_by_name(self) -> dict[str, int]:
@@ -112,3 +117,28 @@ def schema_to_json(schema: Schema) -> dict[str, Any]:
     out["fields"] = [it.field_to_json(f) for f in schema.fields]
     out.update(dict(schema.extra))
     return out
+
+
+def prune(schema: Schema, ids: set[int] | frozenset[int]) -> Schema:
+    """``schema`` keeping the fields in ``ids`` (whole subtrees) and the structs leading to them.
+
+    A struct with only some children selected keeps those children; a list or map with any selected
+    descendant is kept whole (its element, key and value are not pruned).
+    """
+    return Schema(_prune_fields(schema.fields, ids), schema.schema_id, schema.identifier_field_ids)
+
+
+def _prune_fields(
+    fields: tuple[it.NestedField, ...], ids: set[int] | frozenset[int]
+) -> tuple[it.NestedField, ...]:
+    out = []
+    for f in fields:
+        if f.field_id in ids:
+            out.append(f)
+        elif isinstance(f.type, it.StructType):
+            children = _prune_fields(f.type.fields, ids)
+            if children:
+                out.append(replace(f, type=it.StructType(children)))
+        elif any(sub.field_id in ids for _, sub in _walk_type(f.type, ())):
+            out.append(f)
+    return tuple(out)

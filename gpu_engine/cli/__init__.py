@@ -1,0 +1,37 @@
+"""The ``gpu-engine`` command: ``plan`` and ``scan`` (compact, delete, append, inspect as they land)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from rich.console import Console
+
+from ..errors import GpuEngineError
+from . import plan, scan
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gpu-engine", description="GPU-accelerated Iceberg scans and compaction"
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    plan.add_parser(sub)
+    scan.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    console = Console(stderr=False)
+    try:
+        code: int = args.run(args, console)
+    except GpuEngineError as exc:
+        Console(stderr=True).print(f"[red]error:[/red] {exc}")
+        return 2
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,45 @@
+"""Options and table opening shared by the ``gpu-engine`` subcommands."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+from ..catalog import load_catalog
+from ..errors import GpuEngineError
+from ..table import Table, load_table
+
+
+def _path_map(pairs: Sequence[str]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        old, sep, new = pair.partition("=")
+        if not sep or not old or not new:
+            raise GpuEngineError(f"--path-map {pair!r}: expected OLD=NEW")
+        out[old] = new
+    return out
+
+
+def open_table(args: argparse.Namespace) -> Table:
+    """TABLE is a catalog identifier with --catalog, else a table directory or metadata JSON file."""
+    path_map = _path_map(args.path_map)
+    if args.catalog:
+        catalog = load_catalog(args.catalog, path_map=path_map or None)
+        return catalog.load_table(args.table)
+    return load_table(args.table, relocate=args.relocate, path_map=path_map)
+
+
+def table_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("table", help="table directory, metadata JSON file, or identifier with --catalog")
+    p.add_argument("--catalog", help="catalog name from ~/.pyiceberg.yaml / PYICEBERG_CATALOG__* variables")
+    p.add_argument("--relocate", action="store_true", help="map the table's recorded location to where it is")
+    p.add_argument("--path-map", action="append", default=[], metavar="OLD=NEW", help="remap a path prefix")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def snapshot_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--filter", default=None, help="row filter, e.g. \"ts >= '2024-01-01' and id in (1, 2)\"")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--snapshot", type=int, help="snapshot id")
+    group.add_argument("--as-of", type=int, help="timestamp in ms since the epoch")
+    group.add_argument("--ref", help="branch or tag name")

@@ -1,0 +1,131 @@
+"""``gpu-engine scan``: read a table's rows (every delete applied) to a Parquet file, stdout, or the screen.
+
+A progress bar counts files, rows and bytes while the scan streams; a summary follows. With
+``-o -`` the Parquet bytes go to stdout and everything else to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table as RichTable
+
+from ..errors import GpuEngineError
+from ..execute.scan import ScanProgress
+from .common import open_table, snapshot_options, table_options
+
+_PREVIEW_ROWS = 20
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("scan", help="read rows with every delete applied (to Parquet, stdout or the screen)")
+    table_options(p)
+    snapshot_options(p)
+    p.add_argument("--columns", help="comma-separated column names (dotted for nested; _file, _pos, ...)")
+    p.add_argument("--limit", type=int, help="at most N rows")
+    p.add_argument("--backend", default="auto", choices=["auto", "cpu", "cuda"], help="where kernels run")
+    p.add_argument("-o", "--output", help="write Parquet to this file, or '-' for stdout")
+    p.set_defaults(run=cmd_scan)
+
+
+def cmd_scan(args: argparse.Namespace, console: Console) -> int:
+    table = open_table(args)
+    columns = [c.strip() for c in args.columns.split(",") if c.strip()] if args.columns else None
+    scan = table.scan(
+        filter=args.filter or "true",
+        columns=columns,
+        snapshot_id=args.snapshot,
+        as_of=args.as_of,
+        ref=args.ref,
+        backend=args.backend,
+        limit=args.limit,
+    )
+    err = Console(stderr=True)
+    to_stdout = args.output == "-"
+    shown = err if to_stdout or args.json else console
+    plan = scan.plan()
+    counts = ScanProgress()
+    started = time.perf_counter()
+    schema = scan.projection(plan).arrow_schema
+    preview: list[pa.RecordBatch] = []
+    sink = _sink(args.output, schema)
+    with Progress(
+        TextColumn("[bold]scan"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn(
+            "tasks · {task.fields[files]} files · {task.fields[rows]:,} rows · {task.fields[mb]:.1f} MB"
+        ),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal,
+    ) as bar:
+        job = bar.add_task("scan", total=len(plan.tasks), files=0, rows=0, mb=0.0)
+        for batch in scan.to_batches(progress=counts):
+            if sink is not None:
+                sink.write_batch(batch)
+            elif sum(b.num_rows for b in preview) < _PREVIEW_ROWS:
+                preview.append(batch)
+            bar.update(
+                job,
+                completed=counts.tasks_done,
+                files=len(counts.files),
+                rows=counts.rows,
+                mb=counts.bytes / 1e6,
+            )
+    if sink is not None:
+        sink.close()
+    run = scan.last_run
+    assert run is not None
+    summary = {
+        "rows": counts.rows,
+        "files": len(counts.files),
+        "tasks": len(plan.tasks),
+        "bytes_read": counts.bytes,
+        "delete_files_applied": plan.summary.delete_files_applied,
+        "seconds": round(time.perf_counter() - started, 3),
+        "backend": run.backend.name,
+        "backend_reason": run.backend.reason,
+        "output": args.output,
+    }
+    if args.json:
+        print(json.dumps(summary, indent=2), file=sys.stderr if to_stdout else sys.stdout)
+        return 0
+    if sink is None:
+        _print_preview(shown, preview, schema)
+    out = RichTable(title="scan summary")
+    out.add_column("what")
+    out.add_column("value", justify="right")
+    for key, value in summary.items():
+        out.add_row(key.replace("_", " "), f"{value:,}" if isinstance(value, int) else str(value))
+    shown.print(out)
+    return 0
+
+
+def _sink(output: str | None, schema: pa.Schema) -> pq.ParquetWriter | None:
+    if output is None:
+        return None
+    target: Any = sys.stdout.buffer if output == "-" else output
+    try:
+        return pq.ParquetWriter(target, schema, compression="zstd")
+    except OSError as e:
+        raise GpuEngineError(f"-o {output}: cannot write there ({e})") from None
+
+
+def _print_preview(console: Console, batches: list[pa.RecordBatch], schema: pa.Schema) -> None:
+    rows = pa.Table.from_batches(batches, schema=schema).slice(0, _PREVIEW_ROWS).to_pylist()
+    out = RichTable(title=f"first {len(rows)} rows")
+    for name in schema.names:
+        out.add_column(name)
+    for row in rows:
+        out.add_row(*(str(row[n]) for n in schema.names))
+    console.print(out)

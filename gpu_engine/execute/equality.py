@@ -1,0 +1,117 @@
+"""Equality deletes as an anti-join: a row is deleted when its key equals a key of a delete file.
+
+Keys are the equality columns (by field id) read with the table's types, so a key written as ``int``
+matches a column promoted to ``long``. Null equals null; floats compare by value bits with every NaN
+equal (-0.0 and 0.0 differ), as Iceberg Java's struct comparison does.
+
+The kernels hash each key to 64 bits (:func:`gpu_engine.kernels.deletes.hash_rows`) and look data
+hashes up in the sorted delete hashes (:func:`~gpu_engine.kernels.deletes.member_sorted`); every hash
+hit is then confirmed by comparing the key values themselves, so a hash collision never deletes a row.
+Which delete files apply to which data file (the data sequence number must be lower than the delete's)
+is the planner's decision: an :class:`EqualitySet` holds the files of one task with one set of ids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from ..errors import UnsupportedFeature
+from ..iceberg.name_mapping import NameMapping
+from ..iceberg.schema import Schema
+from ..io.fileio import FileIO
+from ..io.parquet_read import ParquetSource
+from ..tasks import DeleteFile
+from . import keys
+
+
+@dataclass(frozen=True)
+class EqualitySet:
+    """The distinct delete keys of some equality delete files, sorted by hash."""
+
+    ids: tuple[int, ...]
+    hashes: np.ndarray  # uint64, sorted, one per distinct key
+    keys: tuple[pa.Array, ...]  # key columns (in ``ids`` order), rows in ``hashes`` order
+    sources: tuple[str, ...]
+
+    def __len__(self) -> int:
+        return len(self.hashes)
+
+    def deleted(self, batch: pa.RecordBatch, schema: Schema, backend: str) -> np.ndarray:
+        """Bool mask of the rows of ``batch`` (read with ``schema``) whose key is in the set."""
+        n = batch.num_rows
+        if not len(self.hashes) or not n:
+            return np.zeros(n, dtype=bool)
+        columns = keys.key_columns(batch, schema, self.ids)
+        hashes = keys.row_hashes(columns, n, backend)
+        hit = keys.members(self.hashes, hashes, backend)
+        candidates = np.flatnonzero(hit)
+        out = np.zeros(n, dtype=bool)
+        if len(candidates):
+            out[candidates] = self._confirm(columns, hashes[candidates], candidates)
+        return out
+
+    def _confirm(self, columns: Sequence[pa.Array], hashes: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """Which candidate ``rows`` (hash hits) equal a delete key with the same hash."""
+        lo = np.searchsorted(self.hashes, hashes, side="left")
+        hi = np.searchsorted(self.hashes, hashes, side="right")
+        found = np.zeros(len(rows), dtype=bool)
+        data = [c.take(pa.array(rows)) for c in columns]
+        for step in range(int((hi - lo).max())):
+            todo = np.flatnonzero(~found & (lo + step < hi))
+            if not len(todo):
+                break
+            against = pa.array(lo[todo] + step)
+            same = keys.rows_equal(
+                [d.take(pa.array(todo)) for d in data], [k.take(against) for k in self.keys]
+            )
+            found[todo[same]] = True
+        return found
+
+
+def load_equality_set(
+    io: FileIO,
+    files: Sequence[DeleteFile],
+    schema: Schema,
+    ids: tuple[int, ...],
+    backend: str,
+    name_mapping: NameMapping | None,
+) -> EqualitySet:
+    """Read the key columns ``ids`` of every file (with ``schema``) into one deduplicated set."""
+    parts: list[list[pa.Array]] = []
+    for f in files:
+        if f.file_format.upper() != "PARQUET":
+            raise UnsupportedFeature(f"{f.path}: {f.file_format} equality delete files are not supported")
+        with ParquetSource.open(io, f.path) as source:
+            for fb in source.batches(schema, name_mapping=name_mapping):
+                parts.append(keys.key_columns(fb.batch, schema, ids))
+    if not parts:
+        empty = tuple(pa.array([], type=keys.arrow_type_of(schema, i)) for i in ids)
+        return EqualitySet(ids, np.empty(0, np.uint64), empty, tuple(f.path for f in files))
+    columns = [pa.concat_arrays([p[j] for p in parts]) for j in range(len(ids))]
+    n = len(columns[0])
+    hashes = keys.row_hashes(columns, n, "cpu" if backend != "cuda" else backend)
+    order = np.argsort(hashes, kind="stable")
+    hashes = hashes[order]
+    taken = [c.take(pa.array(order)) for c in columns]
+    unique = _first_of_equal_runs(hashes, taken)
+    kept = [c.filter(pa.array(unique)) for c in taken]
+    return EqualitySet(ids, hashes[unique], tuple(kept), tuple(f.path for f in files))
+
+
+def _first_of_equal_runs(hashes: np.ndarray, columns: list[pa.Array]) -> np.ndarray:
+    """Mask keeping one row of each run of equal keys (rows sorted by hash, so equal keys are adjacent
+    unless another key with the same hash sits between them, which only costs a duplicate)."""
+    keep = np.ones(len(hashes), dtype=bool)
+    if len(hashes) < 2:
+        return keep
+    same_hash = np.flatnonzero(hashes[1:] == hashes[:-1]) + 1
+    if len(same_hash):
+        prev = pa.array(same_hash - 1)
+        cur = pa.array(same_hash)
+        equal = keys.rows_equal([c.take(cur) for c in columns], [c.take(prev) for c in columns])
+        keep[same_hash[equal]] = False
+    return keep

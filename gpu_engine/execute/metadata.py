@@ -1,0 +1,73 @@
+"""Metadata columns of a task's rows: ``_file``, ``_pos``, ``_spec_id``, ``_partition`` and row lineage.
+
+``_row_id`` and ``_last_updated_sequence_number`` are inherited where the file stores null (or does not
+store them): ``first_row_id + _pos`` and the file's data sequence number (spec "Row Lineage"). A file
+without a ``first_row_id`` (written before the table was upgraded to v3) has null row ids.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..iceberg import metadata_columns as mc
+from ..iceberg import types as it
+from ..iceberg.schema import Schema
+from ..io.arrow_schema import to_arrow_schema
+from ..tasks import DataFile
+
+
+def positions(first_pos: int, n: int) -> np.ndarray:
+    return np.arange(first_pos, first_pos + n, dtype=np.int64)
+
+
+def metadata_column(
+    field: it.NestedField,
+    data: DataFile,
+    pos: np.ndarray,
+    *,
+    partition_ids: tuple[int, ...] = (),
+    stored: pa.Array | None = None,
+) -> pa.Array:
+    """``field``'s values for rows at file positions ``pos`` of ``data``. ``partition_ids``: the partition
+    field ids of the file's spec, in the order of ``data.partition``; ``stored``: the file's own column
+    for a row-lineage field, when it has one."""
+    n = len(pos)
+    if field.field_id == mc.FILE.field_id:
+        return pa.repeat(pa.scalar(data.path, pa.large_string()), n)
+    if field.field_id == mc.POS.field_id:
+        return pa.array(pos, pa.int64())
+    if field.field_id == mc.SPEC_ID.field_id:
+        return pa.repeat(pa.scalar(data.spec_id, pa.int32()), n)
+    if field.field_id == mc.PARTITION_ID:
+        return _partition(field, dict(zip(partition_ids, data.partition, strict=True)), n)
+    if field.field_id == mc.ROW_ID.field_id:
+        inherited = None if data.first_row_id is None else pa.array(pos + data.first_row_id, pa.int64())
+        return _inherit(stored, inherited, n)
+    if field.field_id == mc.LAST_UPDATED_SEQUENCE_NUMBER.field_id:
+        seq = data.data_sequence_number
+        return _inherit(stored, None if seq is None else pa.repeat(pa.scalar(seq, pa.int64()), n), n)
+    raise KeyError(f"{field.name} is not a metadata column")
+
+
+def _inherit(stored: pa.Array | None, inherited: pa.Array | None, n: int) -> pa.Array:
+    if inherited is None:
+        return stored if stored is not None else pa.nulls(n, pa.int64())
+    if stored is None or stored.null_count == len(stored):
+        return inherited
+    out = pc.coalesce(stored, inherited)
+    assert isinstance(out, pa.Array)
+    return out
+
+
+def _partition(field: it.NestedField, by_id: dict[int, Any], n: int) -> pa.Array:
+    """The file's partition tuple in the table-wide ``_partition`` struct (fields of other specs null)."""
+    struct = field.type
+    assert isinstance(struct, it.StructType)
+    arrow_type = to_arrow_schema(Schema((field,))).field(0).type
+    values = {f.name: by_id.get(f.field_id) for f in struct.fields}
+    row = pa.array([values], type=arrow_type)
+    return row.take(pa.array(np.zeros(n, dtype=np.int32)))

@@ -1,0 +1,126 @@
+"""One scan task, executed: read its row groups by field id, drop deleted rows, filter by the residual,
+add metadata columns and return exactly the scan's output columns.
+
+A pure function of the task and a :class:`TaskContext` (the scan-wide values: metadata, IO, output
+projection, delete loader, backend); it streams one RecordBatch per row-group batch, so memory follows
+the largest row group, not the file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from ..errors import DataFileError, UnsupportedFeature
+from ..expressions import AlwaysTrue
+from ..expressions.evaluator import evaluate
+from ..iceberg import metadata_columns as mc
+from ..iceberg.metadata import TableMetadata
+from ..iceberg.name_mapping import NameMapping
+from ..iceberg.schema import Schema
+from ..io.fileio import FileIO
+from ..io.parquet_projection import identity_constants
+from ..io.parquet_read import FileBatch, ParquetSource
+from ..tasks import ScanTask
+from . import masks
+from .deletes import DeleteLoader, TaskDeletes
+from .metadata import metadata_column
+from .projection import Projection, read_schema, residual_names
+
+
+@dataclass(frozen=True)
+class TaskContext:
+    md: TableMetadata
+    io: FileIO
+    projection: Projection
+    deletes: DeleteLoader
+    backend: str  # "cpu" or "cuda": where the delete masks are computed
+    name_mapping: NameMapping | None
+    case_sensitive: bool = True
+    batch_size: int = 1 << 17
+
+
+def execute_task(task: ScanTask, ctx: TaskContext) -> Iterator[pa.RecordBatch]:
+    """The task's live rows matching its residual, as batches of the scan's output schema."""
+    if task.file.file_format.upper() != "PARQUET":
+        raise UnsupportedFeature(f"{task.file.path}: {task.file.file_format} data files are not supported")
+    with ParquetSource.open(ctx.io, task.file.path) as source:
+        yield from _execute(task, ctx, source)
+
+
+def _execute(task: ScanTask, ctx: TaskContext, source: ParquetSource) -> Iterator[pa.RecordBatch]:
+    if source.num_rows != task.file.record_count:
+        raise DataFileError(
+            f"{task.file.path} has {source.num_rows} rows but its manifest entry says "
+            f"{task.file.record_count}"
+        )
+    deletes = ctx.deletes.for_task(task, source.num_rows)
+    schema = read_schema(ctx.md, ctx.projection, task)
+    names = residual_names(schema, task.residual)
+    filtering = not isinstance(task.residual, AlwaysTrue)
+    spec = ctx.md.specs[task.file.spec_id]
+    partition_ids = tuple(f.field_id for f in spec.fields)
+    batches = source.batches(
+        schema,
+        row_groups=source.row_groups_in(task.start, task.length),
+        residual=task.residual,
+        name_mapping=ctx.name_mapping,
+        case_sensitive=ctx.case_sensitive,
+        batch_size=ctx.batch_size,
+        constants=identity_constants(spec, task.file.partition),  # identity partition columns not in the file
+    )
+    for fb in batches:
+        keep = _keep(fb, schema, deletes, ctx.backend)
+        if filtering:
+            matches = evaluate(task.residual, fb.batch, names).to_numpy(zero_copy_only=False)
+            keep = matches if keep is None else keep & matches
+        yield _output(fb, keep, task, ctx.projection, partition_ids)
+
+
+def _keep(fb: FileBatch, schema: Schema, deletes: TaskDeletes, backend: str) -> np.ndarray | None:
+    """Rows of the batch that no delete removes (None: all of them)."""
+    if deletes.empty:
+        return None
+    n = fb.batch.num_rows
+    keep = masks.position_keep(deletes.positions, fb.first_pos, n, backend)
+    for eq in deletes.equality:
+        deleted = eq.deleted(fb.batch, schema, backend)
+        keep = ~deleted if keep is None else keep & ~deleted
+    return keep
+
+
+def _output(
+    fb: FileBatch,
+    keep: np.ndarray | None,
+    task: ScanTask,
+    projection: Projection,
+    partition_ids: tuple[int, ...],
+) -> pa.RecordBatch:
+    batch = fb.batch
+    pos = np.arange(fb.first_pos, fb.first_pos + batch.num_rows, dtype=np.int64)
+    if keep is not None and not keep.all():
+        mask = pa.array(keep, pa.bool_())
+        batch = batch.filter(mask)
+        pos = pos[keep]
+    columns: dict[str, pa.Array] = {}
+    data_types = {f.name: f.type for f in projection.arrow_schema}
+    for f in projection.data.fields:
+        columns[f.name] = _conform(batch.column(f.name), data_types[f.name])
+    for f in projection.metadata:
+        stored = batch.column(f.name) if f in mc.LINEAGE and f.name in batch.schema.names else None
+        columns[f.name] = metadata_column(f, task.file, pos, partition_ids=partition_ids, stored=stored)
+    return pa.RecordBatch.from_arrays([columns[n] for n in projection.names], schema=projection.arrow_schema)
+
+
+def _conform(column: pa.Array, target: pa.DataType) -> pa.Array:
+    """``column`` with struct children the output does not select removed (the read may hold more)."""
+    if column.type == target:
+        return column
+    if pa.types.is_struct(target) and pa.types.is_struct(column.type):
+        assert isinstance(column, pa.StructArray)
+        children = [_conform(column.field(f.name), f.type) for f in target]
+        return pa.StructArray.from_arrays(children, fields=list(target), mask=column.is_null())
+    raise DataFileError(f"internal: column of type {column.type} cannot be returned as {target}")

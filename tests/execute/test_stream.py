@@ -1,0 +1,75 @@
+"""Ordered, bounded streaming of task batches over worker threads."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Generator, Iterator
+
+import pytest
+
+from gpu_engine.execute.stream import ordered
+
+
+def _batches(task: int) -> Iterator[tuple[int, int]]:
+    for j in range(task % 4):
+        time.sleep(0.001 * ((task * 7 + j) % 3))  # tasks finish out of order
+        yield task, j
+
+
+@pytest.mark.parametrize("workers", [1, 2, 5])
+def test_items_come_in_task_order(workers: int) -> None:
+    tasks = list(range(30))
+    done: list[int] = []
+    lock = threading.Lock()
+
+    def finished(t: int) -> None:
+        with lock:
+            done.append(t)
+
+    out = list(ordered(tasks, _batches, workers=workers, depth=1, done=finished))
+    assert out == [(t, j) for t in tasks for j in range(t % 4)]
+    assert sorted(done) == tasks
+
+
+def test_error_of_a_task_is_raised_in_order() -> None:
+    def run(task: int) -> Iterator[int]:
+        if task == 3:
+            raise ValueError("task 3 failed")
+        yield task
+
+    seen = []
+    with pytest.raises(ValueError, match="task 3 failed"):
+        for item in ordered(list(range(10)), run, workers=3):
+            seen.append(item)
+    assert seen == [0, 1, 2]
+
+
+def test_items_in_flight_are_bounded_and_workers_stop_early() -> None:
+    produced = 0
+    lock = threading.Lock()
+
+    def run(task: int) -> Iterator[int]:
+        nonlocal produced
+        for j in range(1000):
+            with lock:
+                produced += 1
+            yield j
+
+    workers, depth = 3, 2
+    stream = ordered(list(range(50)), run, workers=workers, depth=depth)
+    assert isinstance(stream, Generator)
+    for consumed, _ in enumerate(stream, start=1):
+        if consumed == 10:
+            time.sleep(0.2)  # let the workers run ahead as far as they can
+            with lock:
+                ahead = produced - consumed
+            # each worker holds at most `depth` queued items plus the one it is trying to put
+            assert ahead <= workers * (depth + 1)
+            break
+    stream.close()  # stops the workers; the pool shuts down
+    with lock:
+        stopped_at = produced
+    time.sleep(0.1)
+    with lock:
+        assert produced == stopped_at
