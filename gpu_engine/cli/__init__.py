@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from rich.console import Console
+from rich.markup import escape
 
 from ..errors import GpuEngineError
 from . import plan, scan
@@ -28,7 +29,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.run(args, console)
     except GpuEngineError as exc:
-        Console(stderr=True).print(f"[red]error:[/red] {exc}")
+        message = f"[red]error:[/red] {escape(str(exc))}"
+        Console(stderr=True, soft_wrap=True).print(message, highlight=False)
         return 2
     return code
 

@@ -10,6 +10,7 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -57,31 +58,36 @@ def cmd_scan(args: argparse.Namespace, console: Console) -> int:
     schema = scan.projection(plan).arrow_schema
     preview: list[pa.RecordBatch] = []
     sink = _sink(args.output, schema)
-    with Progress(
-        TextColumn("[bold]scan"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn(
-            "tasks · {task.fields[files]} files · {task.fields[rows]:,} rows · {task.fields[mb]:.1f} MB"
-        ),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-        disable=not err.is_terminal,
-    ) as bar:
-        job = bar.add_task("scan", total=len(plan.tasks), files=0, rows=0, mb=0.0)
-        for batch in scan.to_batches(progress=counts):
-            if sink is not None:
-                sink.write_batch(batch)
-            elif sum(b.num_rows for b in preview) < _PREVIEW_ROWS:
-                preview.append(batch)
-            bar.update(
-                job,
-                completed=counts.tasks_done,
-                files=len(counts.files),
-                rows=counts.rows,
-                mb=counts.bytes / 1e6,
-            )
+    try:
+        with Progress(
+            TextColumn("[bold]scan"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn(
+                "tasks · {task.fields[files]} files · {task.fields[rows]:,} rows · {task.fields[mb]:.1f} MB"
+            ),
+            TimeElapsedColumn(),
+            console=err,
+            transient=True,
+            disable=not err.is_terminal,
+        ) as bar:
+            job = bar.add_task("scan", total=len(plan.tasks), files=0, rows=0, mb=0.0)
+            for batch in scan.to_batches(progress=counts):
+                if sink is not None:
+                    sink.write_batch(batch)
+                elif sum(b.num_rows for b in preview) < _PREVIEW_ROWS:
+                    preview.append(batch)
+                bar.update(
+                    job,
+                    completed=counts.tasks_done,
+                    files=len(counts.files),
+                    rows=counts.rows,
+                    mb=counts.bytes / 1e6,
+                )
+    except BaseException:
+        if sink is not None:  # no partial output file that looks like a finished scan
+            _discard(sink, args.output)
+        raise
     if sink is not None:
         sink.close()
     run = scan.last_run
@@ -119,6 +125,13 @@ def _sink(output: str | None, schema: pa.Schema) -> pq.ParquetWriter | None:
         return pq.ParquetWriter(target, schema, compression="zstd")
     except OSError as e:
         raise GpuEngineError(f"-o {output}: cannot write there ({e})") from None
+
+
+def _discard(sink: pq.ParquetWriter, output: str) -> None:
+    """Close the writer of a failed scan and remove its unfinished output file (stdout cannot be)."""
+    sink.close()
+    if output != "-":
+        Path(output).unlink(missing_ok=True)
 
 
 def _print_preview(console: Console, batches: list[pa.RecordBatch], schema: pa.Schema) -> None:

@@ -85,7 +85,7 @@ def load_equality_set(
     for f in files:
         if f.file_format.upper() != "PARQUET":
             raise UnsupportedFeature(f"{f.path}: {f.file_format} equality delete files are not supported")
-        with ParquetSource.open(io, f.path) as source:
+        with ParquetSource.open(io, f.path, role="equality delete file") as source:
             for fb in source.batches(schema, name_mapping=name_mapping):
                 parts.append(keys.key_columns(fb.batch, schema, ids))
     if not parts:

@@ -17,6 +17,7 @@ from ..errors import UnsupportedFeature
 from ..iceberg import types as it
 from ..iceberg.schema import Schema
 from ..kernels import deletes as kd
+from .masks import DEVICE_LOCK
 
 
 def arrow_type_of(schema: Schema, field_id: int) -> pa.DataType:
@@ -128,8 +129,9 @@ def row_hashes(columns: Sequence[pa.Array], n: int, backend: str) -> np.ndarray:
     """64-bit hash of each row's key (host uint64 array), computed on ``backend``."""
     key_cols = [key_column(c) for c in columns]
     if backend == "cuda":
-        out = kd.hash_rows([_to_device(c) for c in key_cols], n)
-        return np.asarray(out.copy_to_host(), dtype=np.uint64)
+        with DEVICE_LOCK:
+            out = kd.hash_rows([_to_device(c) for c in key_cols], n)
+            return np.asarray(out.copy_to_host(), dtype=np.uint64)
     return np.asarray(kd.hash_rows(key_cols, n), dtype=np.uint64)
 
 
@@ -138,6 +140,7 @@ def members(sorted_hashes: np.ndarray, hashes: np.ndarray, backend: str) -> np.n
     if backend == "cuda":
         from numba import cuda
 
-        out = kd.member_sorted(cuda.to_device(sorted_hashes), cuda.to_device(hashes))
-        return np.asarray(out.copy_to_host()).view(bool)
+        with DEVICE_LOCK:
+            out = kd.member_sorted(cuda.to_device(sorted_hashes), cuda.to_device(hashes))
+            return np.asarray(out.copy_to_host()).view(bool)
     return np.asarray(kd.member_sorted(sorted_hashes, hashes)).view(bool)

@@ -2,13 +2,21 @@
 
 On ``cuda`` the positions in the batch's range go to the device, the kernel clears them there, and the
 mask comes back to filter the host batch (the host holds the decoded data when cuDF is not used).
+
+Device work of all scan threads is serialized by :data:`DEVICE_LOCK`: kernels on one device run one
+after another on the default stream anyway, and numba's CUDA simulator is not thread-safe (it swaps
+module globals while a kernel runs), so tasks overlap their decoding, not their kernels.
 """
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from ..kernels import deletes as kd
+
+DEVICE_LOCK = threading.Lock()
 
 
 def in_range(positions: np.ndarray, first_pos: int, n: int) -> np.ndarray:
@@ -25,9 +33,10 @@ def position_keep(positions: np.ndarray, first_pos: int, n: int, backend: str) -
     if backend == "cuda":
         from numba import cuda
 
-        keep_d = cuda.to_device(np.ones(n, dtype=np.uint8))
-        kd.clear_positions(cuda.to_device(hit), first_pos, keep_d)
-        return np.asarray(keep_d.copy_to_host(), dtype=bool)
+        with DEVICE_LOCK:
+            keep_d = cuda.to_device(np.ones(n, dtype=np.uint8))
+            kd.clear_positions(cuda.to_device(hit), first_pos, keep_d)
+            return np.asarray(keep_d.copy_to_host(), dtype=bool)
     keep = np.ones(n, dtype=np.uint8)
     kd.clear_positions(hit, first_pos, keep)
     return keep.view(bool)

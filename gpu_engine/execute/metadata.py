@@ -2,7 +2,7 @@
 
 ``_row_id`` and ``_last_updated_sequence_number`` are inherited where the file stores null (or does not
 store them): ``first_row_id + _pos`` and the file's data sequence number (spec "Row Lineage"). A file
-without a ``first_row_id`` (written before the table was upgraded to v3) has null row ids.
+without a ``first_row_id`` (written before the table was upgraded to v3) reads both as null.
 """
 
 from __future__ import annotations
@@ -44,6 +44,8 @@ def metadata_column(
         return pa.repeat(pa.scalar(data.spec_id, pa.int32()), n)
     if field.field_id == mc.PARTITION_ID:
         return _partition(field, dict(zip(partition_ids, data.partition, strict=True)), n)
+    if data.first_row_id is None and field.field_id in {f.field_id for f in mc.LINEAGE}:
+        return pa.nulls(n, pa.int64())  # spec "Row Lineage": no first_row_id, both columns read as null
     if field.field_id == mc.ROW_ID.field_id:
         inherited = None if data.first_row_id is None else pa.array(pos + data.first_row_id, pa.int64())
         return _inherit(stored, inherited, n)

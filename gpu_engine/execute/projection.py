@@ -65,6 +65,8 @@ def project(
     ids: set[int] = set()
     metadata: list[it.NestedField] = []
     names: list[str] = []
+    if len(set(columns)) != len(columns):
+        raise InvalidType(f"scan columns {list(columns)} name a column twice")
     for name in columns:
         if name in mc.NAMES:
             if name in (mc.ROW_ID.name, mc.LAST_UPDATED_SEQUENCE_NUMBER.name) and md.format_version < 3:

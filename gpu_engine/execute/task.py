@@ -112,6 +112,8 @@ def _output(
     for f in projection.metadata:
         stored = batch.column(f.name) if f in mc.LINEAGE and f.name in batch.schema.names else None
         columns[f.name] = metadata_column(f, task.file, pos, partition_ids=partition_ids, stored=stored)
+    if not projection.names:  # columns=[]: rows without columns (from_arrays would lose the row count)
+        return batch.select([]).replace_schema_metadata(projection.arrow_schema.metadata)
     return pa.RecordBatch.from_arrays([columns[n] for n in projection.names], schema=projection.arrow_schema)
 
 

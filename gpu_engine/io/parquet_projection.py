@@ -95,7 +95,14 @@ class Projection:
             if top.required and out.null_count:
                 raise DataFileError(f"{top.where}: holds nulls for a required field")
             arrays.append(out)
+        if not arrays:  # no columns (metadata columns only): from_arrays would lose the row count
+            return _no_columns(n, self.schema)
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+
+def _no_columns(n: int, schema: pa.Schema) -> pa.RecordBatch:
+    """A batch of ``n`` rows and no columns (``schema`` has no fields)."""
+    return pa.record_batch([pa.nulls(n)], names=["_"]).select([]).replace_schema_metadata(schema.metadata)
 
 
 def _column(data: pa.RecordBatch | pa.Table, name: str) -> pa.Array:

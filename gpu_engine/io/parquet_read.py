@@ -57,9 +57,9 @@ class ParquetSource:
     _by_unit: dict[str, pq.ParquetFile] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def open(cls, io: FileIO, path: str) -> ParquetSource:
-        """Open ``path`` (already resolved) and read its footer."""
-        handle = _open(io, path)
+    def open(cls, io: FileIO, path: str, *, role: str = "data file") -> ParquetSource:
+        """Open ``path`` (already resolved) and read its footer; errors call the file a ``role``."""
+        handle = _open(io, path, role)
         try:
             file = _parquet_file(handle, path, None, "us")
         except BaseException:
@@ -194,7 +194,7 @@ class ParquetSource:
     def _file(self, unit: str) -> pq.ParquetFile:
         """The file with INT96 timestamps decoded in ``unit`` (one handle per unit)."""
         if unit not in self._by_unit:
-            handle = _open(self.io, self.path)
+            handle = _open(self.io, self.path, "data file")
             self._handles.append(handle)
             self._by_unit[unit] = _parquet_file(handle, self.path, self.metadata, unit)
         return self._by_unit[unit]
@@ -261,13 +261,13 @@ def _starting_offset(rg: pq.RowGroupMetaData) -> int | None:
     return offset
 
 
-def _open(io: FileIO, path: str) -> BinaryIO:
+def _open(io: FileIO, path: str, role: str) -> BinaryIO:
     try:
         return io.open_input(path)
     except FileNotFoundError:
-        raise DataFileError(f"{path}: data file not found") from None
+        raise DataFileError(f"{path}: {role} not found") from None
     except OSError as exc:
-        raise DataFileError(f"{path}: cannot open data file: {exc}") from None
+        raise DataFileError(f"{path}: cannot open {role}: {exc}") from None
 
 
 def _parquet_file(handle: BinaryIO, path: str, metadata: pq.FileMetaData | None, unit: str) -> pq.ParquetFile:

@@ -1,0 +1,455 @@
+"""``Table.scan(...)`` as a user calls it, on fixture tables: column selection (nested and metadata
+columns), row lineage, filters, limits and the ways to get rows out.
+
+Expected values come from outside the engine: DuckDB's rows (oracles.duckdb_rows) filtered or projected in
+pyarrow, the data files read with pyarrow.parquet, and the manifest list and manifests read here with
+fastavro, applying the spec's inheritance rules (sequence numbers, First Row ID Inheritance) directly.
+"""
+
+from __future__ import annotations
+
+import types
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import fastavro
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+from pyroaring import BitMap64
+
+from gpu_engine._deps import optional
+from gpu_engine.backend import probe_cuda
+from gpu_engine.errors import BackendUnavailable
+from gpu_engine.execute.metadata import metadata_column
+from gpu_engine.iceberg import metadata_columns as mc
+from gpu_engine.io.paths import normalize
+from gpu_engine.tasks import DataFile
+
+from ..planning._support import FIXTURES, load
+from .oracles import assert_same_rows, duckdb_rows, metadata_json, table_path_map
+
+WITH_DELETE = "dremio-oss/iceberg/table_with_delete"  # identity(category), 6 files, a position delete file
+ORDERS = "dremio-oss/iceberg/v2/multi_rowgroup_orders_with_deletes"  # 2 row groups a file, 4 pos delete files
+PG_DV = "pg_lake/sample_tables_v3/public/v3_pos_dv"
+IMPALA_DV = "impala/iceberg_test/iceberg_v3/iceberg_v3_deletion_vectors"
+TEMPORAL = "pg_lake/sample_tables_v3/public/v3_partitioned_temporal"  # year -> month -> day -> hour
+NESTED = "pg_lake/sample_tables_v3/public/v3_nested_basic"
+EQ_NULLS = "impala/iceberg_test/hadoop_catalog/ice/iceberg_v2_delete_equality_nulls"
+NULLS = "duckdb-iceberg/data/persistent/is_null_is_not_null"
+PG_LINEAGE = "pg_lake/sample_tables_v3/public/v3_row_lineage_appends"
+IMPALA_LINEAGE = "impala/iceberg_test/iceberg_v3/iceberg_v3_row_lineage"
+V2_POSITIONAL = "impala/iceberg_test/hadoop_catalog/ice/iceberg_v2_delete_positional"
+
+
+# -- the table's files, read independently with fastavro -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ManifestEntry:
+    path: str  # local, normalised
+    content: int  # 0 data, 1 position deletes / DV, 2 equality deletes
+    file_format: str
+    spec_id: int
+    partition: dict[str, Any]
+    record_count: int
+    data_seq: int
+    first_row_id: int | None  # after First Row ID Inheritance (data files)
+    referenced: str | None  # local, normalised
+    content_offset: int | None
+    content_size: int | None
+
+
+def _avro_records(path: str) -> list[dict[str, Any]]:
+    with open(path, "rb") as f:
+        records: list[dict[str, Any]] = [r for r in fastavro.reader(f) if isinstance(r, dict)]
+    return records
+
+
+@cache
+def live_entries(rel: str, snapshot_id: int | None = None) -> tuple[ManifestEntry, ...]:
+    """The live (ADDED/EXISTING) entries of ``rel``'s snapshot, with inherited sequence numbers and
+    first row ids, as the spec defines them (independent of gpu_engine's manifest reader)."""
+    md = metadata_json(rel)
+    pm = table_path_map(rel)
+
+    def local(p: str) -> str:
+        return normalize(pm.apply(p))
+
+    sid = md["current-snapshot-id"] if snapshot_id is None else snapshot_id
+    snapshot = next(s for s in md["snapshots"] if s["snapshot-id"] == sid)
+    out = []
+    for manifest in _avro_records(local(snapshot["manifest-list"])):
+        next_row_id = manifest.get("first_row_id")
+        for entry in _avro_records(local(manifest["manifest_path"])):
+            df = entry["data_file"]
+            first_row_id = df.get("first_row_id")
+            if df["content"] == 0 and first_row_id is None and next_row_id is not None:
+                first_row_id = next_row_id  # "First Row ID Inheritance"
+                next_row_id += df["record_count"]
+            if entry["status"] == 2:  # DELETED
+                continue
+            seq = entry.get("sequence_number")
+            ref = df.get("referenced_data_file")
+            out.append(
+                ManifestEntry(
+                    path=local(df["file_path"]),
+                    content=df["content"],
+                    file_format=df["file_format"].upper(),
+                    spec_id=manifest["partition_spec_id"],
+                    partition=dict(df["partition"] or {}),
+                    record_count=df["record_count"],
+                    data_seq=manifest["sequence_number"] if seq is None else seq,
+                    first_row_id=first_row_id,
+                    referenced=None if ref is None else local(ref),
+                    content_offset=df.get("content_offset"),
+                    content_size=df.get("content_size_in_bytes"),
+                )
+            )
+    return tuple(out)
+
+
+def data_files(rel: str, snapshot_id: int | None = None) -> dict[str, ManifestEntry]:
+    return {e.path: e for e in live_entries(rel, snapshot_id) if e.content == 0}
+
+
+def deleted_positions(rel: str) -> set[tuple[str, int]]:
+    """(data file, position) of every row a position delete file or DV of the current snapshot deletes."""
+    pm = table_path_map(rel)
+    data = data_files(rel)
+    out: set[tuple[str, int]] = set()
+    for d in live_entries(rel):
+        if d.content != 1:
+            continue
+        if d.file_format == "PUFFIN":
+            assert d.referenced is not None and d.content_offset is not None and d.content_size is not None
+            with open(d.path, "rb") as f:
+                f.seek(d.content_offset)
+                blob = f.read(d.content_size)
+            # length (4) | magic (4) | portable 64-bit Roaring bitmap | CRC (4)
+            pairs = [(d.referenced, int(p)) for p in BitMap64.deserialize(blob[8:-4])]
+        else:
+            table = pq.read_table(d.path, columns=["file_path", "pos"])
+            paths = [normalize(pm.apply(p)) for p in table.column("file_path").to_pylist()]
+            pairs = list(zip(paths, table.column("pos").to_pylist(), strict=True))
+        out |= {(f, p) for f, p in pairs if f in data and data[f].data_seq <= d.data_seq}
+    return out
+
+
+@cache
+def _file_rows(path: str) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = pq.read_table(path).to_pylist()
+    return rows
+
+
+def _rows(table: pa.Table) -> Counter[tuple[Any, ...]]:
+    return Counter(tuple(sorted(row.items())) for row in table.to_pylist())
+
+
+# -- columns -------------------------------------------------------------------------------------------
+
+
+def test_column_subset_in_requested_order() -> None:
+    scan = load(WITH_DELETE).scan(columns=["category", "id"], backend="cpu")
+    actual = scan.to_arrow()
+    assert actual.column_names == ["category", "id"]
+    assert actual.schema == scan.schema()
+    expected = duckdb_rows(WITH_DELETE).select(["category", "id"])
+    assert_same_rows(actual, expected, context="columns=[category, id]")
+
+
+def test_nested_column_by_dotted_name() -> None:
+    actual = load(NESTED).scan(columns=["point.y", "id"], backend="cpu").to_arrow()
+    assert actual.column_names == ["point", "id"]
+    assert [f.name for f in actual.schema.field("point").type] == ["y"]
+    full = duckdb_rows(NESTED)
+    point = full.column("point").combine_chunks()
+    only_y = pa.StructArray.from_arrays([point.field("y")], names=["y"], mask=point.is_null())
+    expected = pa.table({"point": only_y, "id": full.column("id")})
+    assert_same_rows(actual, expected, context="columns=[point.y, id]")
+
+
+def test_no_columns_keeps_the_row_count() -> None:
+    actual = load(WITH_DELETE).scan(columns=[], backend="cpu").to_arrow()
+    assert actual.num_columns == 0
+    assert actual.num_rows == duckdb_rows(WITH_DELETE).num_rows
+
+
+@pytest.mark.parametrize("rel", [WITH_DELETE, ORDERS, PG_DV, IMPALA_DV])
+def test_file_and_pos_point_at_the_row_in_the_data_file(rel: str) -> None:
+    """Every row is the row at ``_pos`` of ``_file`` as pyarrow reads it, and the (file, pos) pairs are
+    exactly the positions of the live data files minus the deleted ones."""
+    tbl = load(rel)
+    names = [f.name for f in tbl.metadata.schema.fields]
+    actual = tbl.scan(columns=["_file", *names, "_pos"], backend="cpu").to_arrow()
+    assert actual.column_names == ["_file", *names, "_pos"]
+    for row in actual.to_pylist():
+        stored = _file_rows(row["_file"])[row["_pos"]]
+        assert {n: stored[n] for n in names} == {n: row[n] for n in names}, row
+    seen = list(zip(actual.column("_file").to_pylist(), actual.column("_pos").to_pylist(), strict=True))
+    assert len(seen) == len(set(seen)), "a (file, pos) pair is returned twice"
+    live = {(f, p) for f, e in data_files(rel).items() for p in range(e.record_count)}
+    deleted = deleted_positions(rel)
+    assert deleted, f"{rel}: the fixture has no deletes to check positions against"
+    assert set(seen) == live - deleted
+    assert_same_rows(actual.select(names), duckdb_rows(rel), context=f"{rel}: data columns vs DuckDB")
+
+
+def test_multi_row_group_positions_continue_across_row_groups() -> None:
+    tbl = load(ORDERS)
+    actual = tbl.scan(columns=["_file", "_pos"], backend="cpu").to_arrow()
+    path = actual.column("_file")[0].as_py()
+    md = pq.read_metadata(path)
+    assert md.num_row_groups > 1
+    first_group = md.row_group(0).num_rows
+    positions = pc.filter(actual.column("_pos"), pc.equal(actual.column("_file"), path)).to_pylist()
+    assert max(positions) >= first_group, "no position from the second row group"
+
+
+@pytest.mark.parametrize("rel", [TEMPORAL, WITH_DELETE])
+def test_spec_id_and_partition_columns(rel: str) -> None:
+    tbl = load(rel)
+    actual = tbl.scan(columns=["id", "_spec_id", "_partition", "_file"], backend="cpu").to_arrow()
+    md = metadata_json(rel)
+    every_field = list(dict.fromkeys(f["name"] for s in md["partition-specs"] for f in s["fields"]))
+    assert [f.name for f in actual.schema.field("_partition").type] == every_field
+    files = data_files(rel)
+    specs = set()
+    for row in actual.to_pylist():
+        entry = files[normalize(row["_file"])]
+        assert row["_spec_id"] == entry.spec_id, row
+        expected = {name: entry.partition.get(name) for name in every_field}
+        assert row["_partition"] == expected, row  # other specs' fields are null
+        specs.add(entry.spec_id)
+    if rel == TEMPORAL:
+        assert specs == {0, 1, 2, 3}, "the partition-evolved table should have a file per spec"
+
+
+# -- row lineage -----------------------------------------------------------------------------------------
+
+
+def _lineage_stored(path: str, name: str) -> list[int | None]:
+    """The data file's own lineage column (by field id), or nulls when it does not store one."""
+    field_id = {"_row_id": mc.ROW_ID.field_id, "_last_updated_sequence_number": 2147483539}[name]
+    table = pq.read_table(path)
+    for i, f in enumerate(table.schema):
+        if (f.metadata or {}).get(b"PARQUET:field_id") == str(field_id).encode():
+            values: list[int | None] = table.column(i).to_pylist()
+            return values
+    return [None] * table.num_rows
+
+
+def _snapshots(rel: str) -> list[int]:
+    return [int(s["snapshot-id"]) for s in metadata_json(rel)["snapshots"]]
+
+
+@pytest.mark.parametrize("rel", [PG_LINEAGE, IMPALA_LINEAGE])
+def test_row_lineage_columns(rel: str) -> None:
+    tbl = load(rel)
+    checked = 0
+    for snapshot_id in _snapshots(rel):
+        actual = tbl.scan(
+            columns=["_row_id", "_last_updated_sequence_number", "_file", "_pos"],
+            snapshot_id=snapshot_id,
+            backend="cpu",
+        ).to_arrow()
+        files = data_files(rel, snapshot_id)
+        row_ids = actual.column("_row_id").to_pylist()
+        assert None not in row_ids
+        assert len(set(row_ids)) == len(row_ids), f"{rel}@{snapshot_id}: duplicate row ids"
+        for row in actual.to_pylist():
+            entry = files[normalize(row["_file"])]
+            assert entry.first_row_id is not None
+            stored_id = _lineage_stored(row["_file"], "_row_id")[row["_pos"]]
+            stored_seq = _lineage_stored(row["_file"], "_last_updated_sequence_number")[row["_pos"]]
+            expected_id = entry.first_row_id + row["_pos"] if stored_id is None else stored_id
+            expected_seq = entry.data_seq if stored_seq is None else stored_seq
+            assert row["_row_id"] == expected_id, (snapshot_id, row, entry)
+            assert row["_last_updated_sequence_number"] == expected_seq, (snapshot_id, row, entry)
+            checked += 1
+    assert checked
+
+
+def test_row_lineage_stored_values_win_over_inheritance() -> None:
+    """Impala's compacted file stores row ids and sequence numbers that differ from the inherited ones."""
+    actual = load(IMPALA_LINEAGE).scan(columns=["i", "_row_id", "_last_updated_sequence_number"]).to_arrow()
+    assert sorted(actual.to_pylist(), key=lambda r: r["i"]) == [
+        {"i": 1, "_row_id": 0, "_last_updated_sequence_number": 1},
+        {"i": 2, "_row_id": 1, "_last_updated_sequence_number": 2},
+        {"i": 3, "_row_id": 2, "_last_updated_sequence_number": 3},
+    ]
+
+
+def test_row_lineage_is_null_without_first_row_id() -> None:
+    """Spec: a data file with a null first_row_id (written before the upgrade to v3) reads both columns
+    as null, whatever the file stores."""
+    data = DataFile("/x.parquet", "PARQUET", 0, (), 3, 100, data_sequence_number=4, first_row_id=None)
+    pos = np.arange(3, dtype=np.int64)
+    stored = pa.array([7, None, 9], pa.int64())
+    for field in mc.LINEAGE:
+        for given in (None, stored):
+            column = metadata_column(field, data, pos, stored=given)
+            assert column.to_pylist() == [None, None, None], field.name
+    with_id = DataFile("/x.parquet", "PARQUET", 0, (), 3, 100, data_sequence_number=4, first_row_id=10)
+    assert metadata_column(mc.ROW_ID, with_id, pos, stored=stored).to_pylist() == [7, 11, 9]
+    seq = metadata_column(mc.LAST_UPDATED_SEQUENCE_NUMBER, with_id, pos, stored=stored)
+    assert seq.to_pylist() == [7, 4, 9]
+
+
+# -- filters ---------------------------------------------------------------------------------------------
+
+FILTERS: list[tuple[str, str, pc.Expression]] = [
+    (WITH_DELETE, "category = 'qux'", pc.field("category") == "qux"),  # partition; the file with deletes
+    (WITH_DELETE, "id in (1, 5, 399, 400, 401, 599)", pc.field("id").isin([1, 5, 399, 400, 401, 599])),
+    (WITH_DELETE, "category like 'qu%'", pc.starts_with(pc.field("category"), "qu")),
+    (WITH_DELETE, "id < 50 or category <> 'foo'", (pc.field("id") < 50) | (pc.field("category") != "foo")),
+    (WITH_DELETE, "not (id between 100 and 450)", ~((pc.field("id") >= 100) & (pc.field("id") <= 450))),
+    (ORDERS, "order_year = 2021", pc.field("order_year") == 2021),
+    (
+        ORDERS,
+        "order_year >= 2020 and source_id in (1, 2)",
+        (pc.field("order_year") >= 2020) & pc.field("source_id").isin([1, 2]),
+    ),
+    (ORDERS, "product_name like 'Gadget 1%'", pc.starts_with(pc.field("product_name"), "Gadget 1")),
+    (
+        ORDERS,
+        "amount > 90.5 and order_id < 5000",
+        (pc.field("amount") > 90.5) & (pc.field("order_id") < 5000),
+    ),
+    (NULLS, "value is null", pc.field("value").is_null()),
+    (NULLS, "value is not null and id > 2", pc.field("value").is_valid() & (pc.field("id") > 2)),
+    (EQ_NULLS, "i is null", pc.field("i").is_null()),
+    (EQ_NULLS, "i in (1, 2, 3, 4)", pc.field("i").isin([1, 2, 3, 4])),
+    (
+        EQ_NULLS,
+        "s like 'str%' and i is not null",
+        pc.starts_with(pc.field("s"), "str") & pc.field("i").is_valid(),
+    ),
+    (PG_DV, "id in (4, 5, 6, 12, 13, 47)", pc.field("id").isin([4, 5, 6, 12, 13, 47])),
+    (PG_DV, "payload like 'row-1%'", pc.starts_with(pc.field("payload"), "row-1")),
+    (
+        TEMPORAL,
+        "ts >= '2023-06-21T00:00:00+00:00'",
+        pc.field("ts") >= pa.scalar(1687305600000000, pa.timestamp("us", "UTC")),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("rel", "text", "expr"), FILTERS, ids=[f"{r.split('/')[-1]}: {t}" for r, t, _ in FILTERS]
+)
+def test_filter_equals_oracle_rows_filtered_in_pyarrow(rel: str, text: str, expr: pc.Expression) -> None:
+    actual = load(rel).scan(filter=text, backend="cpu").to_arrow()
+    expected = duckdb_rows(rel).filter(expr)
+    assert 0 < expected.num_rows < duckdb_rows(rel).num_rows, f"{text}: not a selective filter here"
+    assert_same_rows(actual, expected, context=f"{rel}: filter {text!r}")
+
+
+def test_filter_with_columns_not_selected() -> None:
+    """The filter's column need not be among the returned columns."""
+    actual = load(WITH_DELETE).scan(filter="category = 'qux'", columns=["id"], backend="cpu").to_arrow()
+    expected = duckdb_rows(WITH_DELETE).filter(pc.field("category") == "qux").select(["id"])
+    assert_same_rows(actual, expected, context="filter on an unselected column")
+
+
+# -- limit -----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("limit", [0, 1, 99, 100, 101, 593, 594, 595, 10_000])
+def test_limit_returns_a_sub_multiset_of_the_full_scan(limit: int) -> None:
+    tbl = load(WITH_DELETE)
+    full = tbl.scan(backend="cpu").to_arrow()
+    assert full.num_rows == 594
+    scan = tbl.scan(limit=limit, backend="cpu")
+    limited = scan.to_arrow()
+    assert limited.num_rows == min(limit, full.num_rows)
+    assert limited.schema == scan.schema()
+    assert not _rows(limited) - _rows(full)
+
+
+@pytest.mark.parametrize("limit", [0, 7, 1500, 10_000])
+def test_limit_with_filter_and_batches(limit: int) -> None:
+    tbl = load(ORDERS)
+    full = tbl.scan(filter="order_year >= 2020", backend="cpu").to_arrow()
+    scan = tbl.scan(filter="order_year >= 2020", limit=limit, backend="cpu")
+    batches = list(scan.to_batches())
+    assert sum(b.num_rows for b in batches) == min(limit, full.num_rows)
+    limited = pa.Table.from_batches(batches, schema=scan.schema())
+    assert not _rows(limited) - _rows(full)
+
+
+# -- the ways to get rows out ----------------------------------------------------------------------------
+
+
+def _open_files_under(root: Path) -> list[str]:
+    fd_dir = Path("/proc/self/fd")
+    if not fd_dir.is_dir():
+        return []
+    prefix = str(root.resolve())
+    out = []
+    for fd in fd_dir.iterdir():
+        try:
+            target = str(fd.readlink())
+        except OSError:
+            continue
+        if target.startswith(prefix):
+            out.append(target)
+    return out
+
+
+def test_to_batches_streams_the_scan_schema() -> None:
+    scan = load(ORDERS).scan(columns=["order_id", "_pos", "product_name"], backend="cpu")
+    batches = scan.to_batches()
+    assert isinstance(batches, Iterator)
+    collected = list(batches)
+    assert len(collected) > 1
+    schema = scan.schema()
+    assert all(b.schema == schema for b in collected)
+    assert pa.Table.from_batches(collected, schema=schema).equals(scan.to_arrow())
+
+
+def test_abandoned_batch_stream_closes_its_files() -> None:
+    batches = load(ORDERS).scan(backend="cpu").to_batches()
+    assert next(batches).num_rows > 0
+    assert isinstance(batches, types.GeneratorType)
+    batches.close()
+    assert not _open_files_under(FIXTURES / ORDERS)
+
+
+def test_to_pandas_equals_arrow_to_pandas() -> None:
+    pd = optional("pandas")
+    if pd is None:
+        pytest.skip("pandas is not installed")
+    scan = load(WITH_DELETE).scan(backend="cpu")
+    pd.testing.assert_frame_equal(scan.to_pandas(), scan.to_arrow().to_pandas())
+
+
+def test_to_cudf_without_cudf() -> None:
+    if optional("cudf") is not None:
+        pytest.skip("cudf is installed here")
+    with pytest.raises(BackendUnavailable, match=r"'cudf'"):
+        load(WITH_DELETE).scan().to_cudf()
+
+
+def test_last_run_records_the_backend_and_why() -> None:
+    tbl = load(WITH_DELETE)
+    scan = tbl.scan(backend="cpu")
+    assert not scan.runs
+    scan.to_arrow()
+    assert len(scan.runs) == 1
+    run = scan.last_run
+    assert run is scan.runs[0]
+    assert (run.backend.name, run.backend.reason) == ("cpu", "backend='cpu' requested")
+    assert len(run.plan.tasks) == 6
+    auto = tbl.scan(backend="auto")
+    list(auto.to_batches())
+    assert auto.last_run is not None
+    probe = probe_cuda()
+    assert auto.last_run.backend.name == ("cuda" if probe.available else "cpu")
+    assert auto.last_run.backend.reason == f"auto: {probe.detail}"

@@ -1,0 +1,144 @@
+"""``gpu-engine scan``: Parquet output (to a file or stdout), column/filter/limit options, the JSON summary
+and its errors."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+import gpu_engine as ge
+from gpu_engine.cli import main
+
+from .execute.oracles import assert_same_rows
+
+FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
+TABLE = FIXTURES / "dremio-oss" / "iceberg" / "table_with_delete"  # 594 rows in 6 files, a position delete
+NESTED = FIXTURES / "pg_lake" / "sample_tables_v3" / "public" / "v3_nested_basic"
+
+
+def _expected(**scan: Any) -> pa.Table:
+    return ge.load_table(TABLE, relocate=True).scan(backend="cpu", **scan).to_arrow()
+
+
+def _unwrapped(text: str) -> str:
+    """Console text with rich's line wrapping (80 columns when not a terminal) undone."""
+    return text.replace("\n", "")
+
+
+def _scan(*options: str) -> int:
+    return main(["scan", str(TABLE), "--relocate", "--backend", "cpu", *options])
+
+
+def test_fixtures_are_present() -> None:
+    assert TABLE.is_dir(), f"fixtures missing at {FIXTURES}: CI needs shared/ beside the repository"
+
+
+def test_output_file_holds_exactly_the_scan_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out.parquet"
+    assert _scan("-o", str(out)) == 0
+    written = pq.read_table(out)
+    expected = _expected()
+    assert written.num_rows == expected.num_rows == 594
+    assert written.column_names == expected.column_names
+    assert_same_rows(written, expected, context="scan -o out.parquet")
+    assert "594" in capsys.readouterr().out  # the summary table
+
+
+def test_columns_filter_and_limit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out.parquet"
+    assert _scan("--columns", "category, id,_pos", "--filter", "category = 'qux'", "-o", str(out)) == 0
+    written = pq.read_table(out)
+    assert written.column_names == ["category", "id", "_pos"]
+    assert_same_rows(
+        written, _expected(filter="category = 'qux'", columns=["category", "id", "_pos"]), context=""
+    )
+    assert written.num_rows == 94  # 100 rows, 6 deleted
+    assert pc.all(pc.equal(written.column("category"), "qux")).as_py()
+
+    limited = tmp_path / "limited.parquet"
+    assert _scan("--limit", "150", "-o", str(limited)) == 0
+    rows = pq.read_table(limited)
+    assert rows.num_rows == 150
+    full = {tuple(r.values()) for r in _expected().to_pylist()}
+    assert {tuple(r.values()) for r in rows.to_pylist()} <= full
+
+
+def test_nested_column(tmp_path: Path) -> None:
+    out = tmp_path / "out.parquet"
+    assert main(["scan", str(NESTED), "--relocate", "--columns", "id,point.x", "-o", str(out)]) == 0
+    written = pq.read_table(out)
+    assert written.column_names == ["id", "point"]
+    assert written.schema.field("point").type == pa.struct([pa.field("x", pa.float64())])
+
+
+def test_json_summary(capsys: pytest.CaptureFixture[str]) -> None:
+    assert _scan("--json", "--filter", "id < 250") == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["rows"] == _expected(filter="id < 250").num_rows
+    assert summary["files"] == 3  # ids 0-249 are in the first three files
+    assert summary["backend"] == "cpu"
+    assert summary["backend_reason"] == "backend='cpu' requested"
+    assert summary["output"] is None
+    assert {"tasks", "bytes_read", "delete_files_applied", "seconds"} <= summary.keys()
+
+
+def test_parquet_to_stdout_summary_to_stderr(capsysbinary: pytest.CaptureFixture[bytes]) -> None:
+    assert _scan("-o", "-", "--json", "--columns", "id,category") == 0
+    captured = capsysbinary.readouterr()
+    assert captured.out[:4] == b"PAR1" and captured.out[-4:] == b"PAR1"
+    written = pq.read_table(io.BytesIO(captured.out))
+    assert_same_rows(written, _expected(columns=["id", "category"]), context="scan -o -")
+    summary = json.loads(captured.err)
+    assert summary["rows"] == 594 and summary["output"] == "-"
+
+
+def test_parquet_to_stdout_without_json_keeps_stdout_clean(
+    capsysbinary: pytest.CaptureFixture[bytes],
+) -> None:
+    assert _scan("-o", "-", "--limit", "5") == 0
+    captured = capsysbinary.readouterr()
+    assert pq.read_table(io.BytesIO(captured.out)).num_rows == 5
+    assert b"scan summary" in captured.err
+
+
+def test_preview_without_output(capsys: pytest.CaptureFixture[str]) -> None:
+    assert _scan("--columns", "id", "--limit", "3") == 0
+    text = _unwrapped(capsys.readouterr().out)
+    assert "first 3 rows" in text and "scan summary" in text
+
+
+def test_bad_table_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["scan", str(tmp_path / "nope"), "--relocate"]) == 2
+    assert "nope" in capsys.readouterr().err
+
+
+def test_bad_column_and_filter(capsys: pytest.CaptureFixture[str]) -> None:
+    assert _scan("--columns", "no_such_column") == 2
+    assert "no_such_column" in capsys.readouterr().err
+    assert _scan("--filter", "no_such_column = 1") == 2
+    assert "no_such_column" in capsys.readouterr().err
+
+
+def test_unwritable_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert _scan("-o", str(tmp_path / "no" / "such" / "dir" / "out.parquet")) == 2
+    assert "cannot write there" in capsys.readouterr().err
+
+
+def test_failed_scan_leaves_no_output_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A data file missing half way through: exit code 2 naming it, and no partial Parquet file behind."""
+    table = tmp_path / "table"
+    shutil.copytree(TABLE, table)
+    missing = table / "data" / "quuz" / "quuz-0.parquet"  # the last task: earlier rows were written
+    missing.unlink()
+    out = tmp_path / "out.parquet"
+    assert main(["scan", str(table), "--relocate", "--backend", "cpu", "-o", str(out)]) == 2
+    assert str(missing) in _unwrapped(capsys.readouterr().err)
+    assert not out.exists()
