@@ -263,15 +263,60 @@ def _member(keys: Any, queries: Any, m: Int, i: Int) -> Int:
     return 1 if keys[base] == q else 0
 
 
+@scalar
+def _bucket(q: Any, buckets: Any) -> Int:
+    """The directory bucket of hash ``q``: its top 32 bits scaled to ``buckets`` (monotonic in ``q``)."""
+    return np.int64(((q >> np.uint64(32)) * np.uint64(buckets)) >> np.uint64(32))
+
+
+@scalar
+def _member_dir(keys: Any, queries: Any, directory: Any, i: Int) -> Int:
+    """1 if ``queries[i]`` is among the sorted ``keys``, searching only its directory bucket
+    ``keys[directory[b]:directory[b + 1]]`` (about one key per bucket for uniformly spread hashes)."""
+    q = queries[i]
+    b = _bucket(q, directory.shape[0] - 1)
+    lo = directory[b]
+    hi = directory[b + 1]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if keys[mid] < q:
+            lo = mid + 1
+        else:
+            hi = mid
+    return 1 if lo < directory[b + 1] and keys[lo] == q else 0
+
+
 MEMBER = ew.indexed("member_sorted", _member, ("void(int64, uint8[::1], uint64[::1], uint64[::1], int64)",))
-KERNELS = (CLEAR, HASH_INTS, HASH_FLOATS, HASH_BINARY, HASH_FIXED_BYTES, MEMBER)
+MEMBER_DIR = ew.indexed(
+    "member_directory", _member_dir, ("void(int64, uint8[::1], uint64[::1], uint64[::1], int64[::1])",)
+)
+KERNELS = (CLEAR, HASH_INTS, HASH_FLOATS, HASH_BINARY, HASH_FIXED_BYTES, MEMBER, MEMBER_DIR)
 
 
-def member_sorted(sorted_keys: Any, queries: Any, out: Any = None) -> Any:
+def directory_for(sorted_keys: np.ndarray, buckets: int | None = None) -> np.ndarray:
+    """Host directory for :func:`member_sorted` over host ``sorted_keys`` (uint64, ascending):
+    ``buckets + 1`` int64 start offsets, ``buckets`` defaulting to the next power of two >= the key count
+    (at most 2**24), for hash keys spread uniformly over 64 bits."""
+    m = sorted_keys.shape[0]
+    if buckets is None:
+        buckets = 1 << min(24, max(0, int(m - 1).bit_length()))
+    if not 1 <= buckets < 2**31:
+        raise ValueError(f"directory of {buckets} buckets: need 1 <= buckets < 2**31")
+    of_key = ((sorted_keys >> np.uint64(32)) * np.uint64(buckets)) >> np.uint64(32)
+    starts = np.searchsorted(of_key, np.arange(buckets + 1, dtype=np.uint64), side="left")
+    return starts.astype(np.int64)
+
+
+def member_sorted(sorted_keys: Any, queries: Any, out: Any = None, *, directory: Any = None) -> Any:
     """``out[i] = 1`` iff ``queries[i]`` is in ``sorted_keys`` (uint64, ascending, duplicates allowed),
-    else 0; ``out`` (uint8) is allocated on the side of ``queries`` unless given."""
+    else 0; ``out`` (uint8) is allocated on the side of ``queries`` unless given. With a ``directory``
+    (:func:`directory_for` the same keys, on the same side) each query searches one bucket only."""
     n = queries.shape[0]
     out = out if out is not None else ew.empty(queries, n, np.uint8)
-    _check_same_side(out, sorted_keys, queries)
-    MEMBER(n, out, sorted_keys, queries, sorted_keys.shape[0])
+    if directory is None:
+        _check_same_side(out, sorted_keys, queries)
+        MEMBER(n, out, sorted_keys, queries, sorted_keys.shape[0])
+    else:
+        _check_same_side(out, sorted_keys, queries, directory)
+        MEMBER_DIR(n, out, sorted_keys, queries, directory)
     return out

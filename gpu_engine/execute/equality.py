@@ -5,7 +5,8 @@ matches a column promoted to ``long``. Null equals null; floats compare by value
 equal (-0.0 and 0.0 differ), as Iceberg Java's struct comparison does.
 
 The kernels hash each key to 64 bits (:func:`gpu_engine.kernels.deletes.hash_rows`) and look data
-hashes up in the sorted delete hashes (:func:`~gpu_engine.kernels.deletes.member_sorted`); every hash
+hashes up in the sorted delete hashes through a bucket directory
+(:func:`~gpu_engine.kernels.deletes.member_sorted`); every hash
 hit is then confirmed by comparing the key values themselves, so a hash collision never deletes a row.
 Which delete files apply to which data file (the data sequence number must be lower than the delete's)
 is the planner's decision: an :class:`EqualitySet` holds the files of one task with one set of ids.
@@ -24,6 +25,7 @@ from ..iceberg.name_mapping import NameMapping
 from ..iceberg.schema import Schema
 from ..io.fileio import FileIO
 from ..io.parquet_read import ParquetSource
+from ..kernels.deletes import directory_for
 from ..tasks import DeleteFile
 from . import keys
 
@@ -36,6 +38,7 @@ class EqualitySet:
     hashes: np.ndarray  # uint64, sorted, one per distinct key
     keys: tuple[pa.Array, ...]  # key columns (in ``ids`` order), rows in ``hashes`` order
     sources: tuple[str, ...]
+    directory: np.ndarray  # bucket directory over ``hashes`` (kernels.deletes.directory_for)
 
     def __len__(self) -> int:
         return len(self.hashes)
@@ -47,7 +50,7 @@ class EqualitySet:
             return np.zeros(n, dtype=bool)
         columns = keys.key_columns(batch, schema, self.ids)
         hashes = keys.row_hashes(columns, n, backend)
-        hit = keys.members(self.hashes, hashes, backend)
+        hit = keys.members(self.hashes, self.directory, hashes, backend)
         candidates = np.flatnonzero(hit)
         out = np.zeros(n, dtype=bool)
         if len(candidates):
@@ -90,7 +93,8 @@ def load_equality_set(
                 parts.append(keys.key_columns(fb.batch, schema, ids))
     if not parts:
         empty = tuple(pa.array([], type=keys.arrow_type_of(schema, i)) for i in ids)
-        return EqualitySet(ids, np.empty(0, np.uint64), empty, tuple(f.path for f in files))
+        none = np.empty(0, np.uint64)
+        return EqualitySet(ids, none, empty, tuple(f.path for f in files), directory_for(none))
     columns = [pa.concat_arrays([p[j] for p in parts]) for j in range(len(ids))]
     n = len(columns[0])
     hashes = keys.row_hashes(columns, n, "cpu" if backend != "cuda" else backend)
@@ -99,7 +103,8 @@ def load_equality_set(
     taken = [c.take(pa.array(order)) for c in columns]
     unique = _first_of_equal_runs(hashes, taken)
     kept = [c.filter(pa.array(unique)) for c in taken]
-    return EqualitySet(ids, hashes[unique], tuple(kept), tuple(f.path for f in files))
+    distinct = hashes[unique]
+    return EqualitySet(ids, distinct, tuple(kept), tuple(f.path for f in files), directory_for(distinct))
 
 
 def _first_of_equal_runs(hashes: np.ndarray, columns: list[pa.Array]) -> np.ndarray:

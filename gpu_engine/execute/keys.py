@@ -135,12 +135,15 @@ def row_hashes(columns: Sequence[pa.Array], n: int, backend: str) -> np.ndarray:
     return np.asarray(kd.hash_rows(key_cols, n), dtype=np.uint64)
 
 
-def members(sorted_hashes: np.ndarray, hashes: np.ndarray, backend: str) -> np.ndarray:
-    """Which ``hashes`` occur in ``sorted_hashes`` (bool mask), computed on ``backend``."""
+def members(sorted_hashes: np.ndarray, directory: np.ndarray, hashes: np.ndarray, backend: str) -> np.ndarray:
+    """Which ``hashes`` occur in ``sorted_hashes`` (bool mask; ``directory`` from
+    :func:`~gpu_engine.kernels.deletes.directory_for`), computed on ``backend``."""
     if backend == "cuda":
         from numba import cuda
 
         with DEVICE_LOCK:
-            out = kd.member_sorted(cuda.to_device(sorted_hashes), cuda.to_device(hashes))
+            out = kd.member_sorted(
+                cuda.to_device(sorted_hashes), cuda.to_device(hashes), directory=cuda.to_device(directory)
+            )
             return np.asarray(out.copy_to_host()).view(bool)
-    return np.asarray(kd.member_sorted(sorted_hashes, hashes)).view(bool)
+    return np.asarray(kd.member_sorted(sorted_hashes, hashes, directory=directory)).view(bool)

@@ -98,17 +98,29 @@ U64 = st.integers(0, 2**64 - 1)
 POOL = st.sampled_from([0, 1, 2, 3, 2**63 - 1, 2**63, 2**63 + 1, 2**64 - 1])
 
 
-@given(st.lists(U64 | POOL, max_size=100), st.lists(U64 | POOL, max_size=100), st.data())
+@given(
+    st.lists(U64 | POOL, max_size=100),
+    st.lists(U64 | POOL, max_size=100),
+    st.data(),
+    st.none() | st.integers(1, 70),
+)
 def test_member_sorted(
-    place: Place, host: Host, keys: list[int], others: list[int], data: st.DataObject
+    place: Place, host: Host, keys: list[int], others: list[int], data: st.DataObject, buckets: int | None
 ) -> None:
     keys = keys + data.draw(st.lists(st.sampled_from(keys), max_size=10)) if keys else keys  # duplicates
     queries = data.draw(st.permutations(others + keys[: len(keys) // 2]))
-    sorted_keys = place(np.sort(np.array(keys, np.uint64)))
+    host_keys = np.sort(np.array(keys, np.uint64))
+    sorted_keys = place(host_keys)
+    members = set(keys)
+    expected = [int(q in members) for q in queries]
     got = host(deletes.member_sorted(sorted_keys, place(np.array(queries, np.uint64))))
     assert got.dtype == np.uint8
-    members = set(keys)
-    assert got.tolist() == [int(q in members) for q in queries]
+    assert got.tolist() == expected
+    # the bucket directory (any bucket count, including more buckets than keys) gives the same answer
+    directory = deletes.directory_for(host_keys, buckets)
+    assert directory[0] == 0 and directory[-1] == len(keys) and (np.diff(directory) >= 0).all()
+    via = deletes.member_sorted(sorted_keys, place(np.array(queries, np.uint64)), directory=place(directory))
+    assert host(via).tolist() == expected
 
 
 def test_member_sorted_edges(place: Place, host: Host) -> None:
