@@ -1,0 +1,406 @@
+"""The write half: Arrow data -> Parquet data files with field ids and metrics, one partition per file.
+
+:func:`write_data_files` checks and casts each batch to the table schema (:func:`conform_batch`), splits
+its rows by partition tuple (transforms on ``backend``), buffers each partition's rows into row groups of
+about ``write.parquet.row-group-size-bytes`` (Arrow bytes) and rolls to a new file before a row group
+would take the file past ``write.target-file-size-bytes`` (bytes on disk, the next group estimated from
+the compression seen so far). The last rows of a partition (less than a row group) always go into its
+open file, so a file is at most the target plus one row group and only a partition's only file is
+smaller than a row group. Files are written by pyarrow to a temporary file and published
+create-exclusively (locally: a hard link in the target directory, as :meth:`LocalFileIO.write_bytes`).
+
+Parquet layout (Appendix A): field ids on every column, 3-level lists and maps, decimals as INT32 (P <= 9),
+INT64 (P <= 18) or the minimal FIXED_LEN_BYTE_ARRAY (``store_decimal_as_integer``), uuid as
+FIXED_LEN_BYTE_ARRAY(16) with the UUID logical type, times and timestamps in their unit (time with
+``isAdjustedToUTC=false``), ``unknown`` columns omitted. Geometry, geography and variant columns are not
+written (UnsupportedFeature). ``write.object-storage.enabled`` is not implemented: files always go under
+``write.data.path`` (default ``<location>/data``), which every reader accepts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO, Protocol, TypeAlias
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..errors import UnsupportedFeature
+from ..iceberg.content_file import ContentFile
+from ..iceberg.partitioning import PartitionSpec
+from ..iceberg.schema import Schema
+from ..iceberg.sorting import SortOrder
+from .arrow_conform import conform_batch, write_schema
+from .arrow_schema import field_id_of
+from .column_metrics import MetricsCollector
+from .fileio import DefaultFileIO, FileIO, LocalFileIO, _fsync_dir, local_path, scheme_of
+from .metrics_config import MetricsConfig, metrics_config
+from .parquet_read import _starting_offset
+from .partition_split import partition_path, split_by_partition
+
+Data: TypeAlias = pa.Table | pa.RecordBatch | pa.RecordBatchReader | Iterable[pa.RecordBatch]
+_CODECS = {"zstd": "zstd", "gzip": "gzip", "snappy": "snappy", "lz4": "lz4", "brotli": "brotli"}
+_CODECS |= {"uncompressed": "none", "none": "none"}
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    """The write settings of Iceberg's table properties (their names and defaults)."""
+
+    target_file_size_bytes: int = 512 << 20  # write.target-file-size-bytes
+    row_group_size_bytes: int = 128 << 20  # write.parquet.row-group-size-bytes
+    page_size_bytes: int = 1 << 20  # write.parquet.page-size-bytes
+    dict_size_bytes: int = 2 << 20  # write.parquet.dict-size-bytes
+    compression_codec: str = "zstd"  # write.parquet.compression-codec
+    compression_level: int | None = None  # write.parquet.compression-level
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> WriteOptions:
+        fmt = props.get("write.format.default", "parquet").strip().lower()
+        if fmt != "parquet":
+            raise UnsupportedFeature(f"table property write.format.default={fmt!r}: only parquet is written")
+        codec = props.get("write.parquet.compression-codec", "zstd")
+        if codec.strip().lower() not in _CODECS:
+            raise UnsupportedFeature(
+                f"table property write.parquet.compression-codec={codec!r}: expected one of {sorted(_CODECS)}"
+            )
+        level = props.get("write.parquet.compression-level")
+        return cls(
+            _int_prop(props, "write.target-file-size-bytes", cls.target_file_size_bytes),
+            _int_prop(props, "write.parquet.row-group-size-bytes", cls.row_group_size_bytes),
+            _int_prop(props, "write.parquet.page-size-bytes", cls.page_size_bytes),
+            _int_prop(props, "write.parquet.dict-size-bytes", cls.dict_size_bytes),
+            _CODECS[codec.strip().lower()],
+            None if level is None else _int_prop(props, "write.parquet.compression-level", 0, minimum=None),
+        )
+
+
+def _int_prop(props: Mapping[str, str], name: str, default: int, *, minimum: int | None = 1) -> int:
+    raw = props.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        value = None
+    if value is None or (minimum is not None and value < minimum):
+        need = "an integer" if minimum is None else f"an integer >= {minimum}"
+        raise UnsupportedFeature(f"table property {name}={raw!r}: expected {need}")
+    return value
+
+
+class LocationProvider(Protocol):
+    def new_data_location(self, file_name: str, partition_path: str | None) -> str:
+        """The recorded path of a new data file of a partition (``partition_path`` None: unpartitioned)."""
+        ...
+
+
+@dataclass(frozen=True)
+class DataLocations:
+    """Iceberg's default layout: ``write.data.path`` (default ``<location>/data``)/``<partition path>``."""
+
+    table_location: str
+    properties: Mapping[str, str] = field(default_factory=dict)
+
+    def new_data_location(self, file_name: str, partition_path: str | None) -> str:
+        base = self.properties.get("write.data.path") or f"{self.table_location.rstrip('/')}/data"
+        return "/".join(p for p in (base.rstrip("/"), partition_path, file_name) if p)
+
+
+def write_data_files(
+    io: FileIO,
+    location: str | LocationProvider,
+    schema: Schema,
+    spec: PartitionSpec,
+    data: Data,
+    *,
+    properties: Mapping[str, str] | None = None,
+    spec_id: int | None = None,
+    backend: str = "auto",
+    sort_order: SortOrder | None = None,
+) -> list[ContentFile]:
+    """Write ``data`` (matched to ``schema`` by column name) as Parquet data files; see the module doc.
+
+    ``location``: the table location (files go to ``<location>/data/<partition path>/``) or a
+    :class:`LocationProvider`. ``sort_order``: the order the caller wrote the rows in (recorded as the
+    files' ``sort_order_id``; its columns get bounds). Files already written are deleted when it fails.
+    """
+    props = dict(properties or {})
+    provider = DataLocations(location, props) if isinstance(location, str) else location
+    config = metrics_config(schema, props, sort_order=sort_order)
+    writer = _Writer(io, provider, schema, spec, WriteOptions.from_properties(props), config)
+    writer.spec_id = spec.spec_id if spec_id is None else spec_id
+    writer.sort_order_id = None if sort_order is None else sort_order.order_id
+    target = writer.arrow_schema
+    try:
+        for batch in _batches(data):
+            conformed = conform_batch(batch, schema, target)
+            for key, part in split_by_partition(conformed, schema, spec, backend):
+                writer.add(key, part)
+        return writer.finish()
+    except BaseException:
+        writer.abort()
+        raise
+
+
+def _batches(data: Data) -> Iterator[pa.RecordBatch]:
+    if isinstance(data, pa.Table):
+        yield from data.to_batches()
+    elif isinstance(data, pa.RecordBatch):
+        yield data
+    else:
+        yield from data
+
+
+# -- files ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _OpenFile:
+    path: str  # as recorded
+    target: str  # resolved
+    tmp: str  # local temporary file
+    handle: BinaryIO
+    writer: pq.ParquetWriter
+    metrics: MetricsCollector
+    partition: tuple[Any, ...]
+
+
+@dataclass
+class _Partition:
+    key: tuple[Any, ...]
+    buffer: list[pa.RecordBatch] = field(default_factory=list)
+    nbytes: float = 0.0
+    file: _OpenFile | None = None
+
+
+class _Writer:
+    def __init__(
+        self,
+        io: FileIO,
+        provider: LocationProvider,
+        schema: Schema,
+        spec: PartitionSpec,
+        options: WriteOptions,
+        config: MetricsConfig,
+    ) -> None:
+        self.io, self.provider, self.schema, self.spec = io, provider, schema, spec
+        self.options, self.config = options, config
+        self.spec_id = spec.spec_id
+        self.sort_order_id: int | None = None
+        self.parts: dict[tuple[Any, ...], _Partition] = {}
+        self.done: list[ContentFile] = []
+        self.disk_bytes = 0  # bytes written so far, on disk and as Arrow: the compression estimate
+        self.arrow_bytes = 0.0
+        self.prefix = str(uuid.uuid4())
+        self.count = 0
+        self.buffer_limit = max(2 * options.row_group_size_bytes, 512 << 20)  # all partitions together
+        self.arrow_schema = write_schema(schema)
+        self.column_ids = _column_ids(self.arrow_schema)
+
+    def _ratio(self) -> float:
+        return self.disk_bytes / self.arrow_bytes if self.arrow_bytes else 1.0
+
+    def _group_limit(self) -> float:
+        """Arrow bytes of a full row group: the row group size, and no more than a file's worth."""
+        return max(
+            1.0, min(self.options.row_group_size_bytes, self.options.target_file_size_bytes / self._ratio())
+        )
+
+    def add(self, key: tuple[Any, ...], batch: pa.RecordBatch) -> None:
+        dict_key = tuple(("nan",) if isinstance(v, float) and math.isnan(v) else v for v in key)
+        part = self.parts.setdefault(dict_key, _Partition(key))
+        per_row = batch.nbytes / max(batch.num_rows, 1)
+        start, n = 0, batch.num_rows
+        while start < n:
+            limit = self._group_limit()
+            room = limit - part.nbytes
+            take = (
+                n - start if (n - start) * per_row <= room else max(1, int(room / per_row)) if per_row else n
+            )
+            part.buffer.append(batch.slice(start, take))
+            part.nbytes += take * per_row
+            start += take
+            if part.nbytes >= limit or start < n:
+                self._flush(part, last=False)
+        if sum(p.nbytes for p in self.parts.values()) > self.buffer_limit:
+            self._flush(max(self.parts.values(), key=lambda p: p.nbytes), last=False)
+
+    def _flush(self, part: _Partition, *, last: bool) -> None:
+        """Write ``part``'s buffered rows as one row group: into its open file, or (when a full group would
+        take the file past the target) a new one; ``last``: the partition's tail, into the open file."""
+        if not part.buffer:
+            return
+        table = pa.Table.from_batches(part.buffer)
+        f = part.file
+        if (
+            f is not None
+            and not last
+            and f.handle.tell() + part.nbytes * self._ratio() > self.options.target_file_size_bytes
+        ):
+            self._close(part)
+            f = None
+        if f is None:
+            f = part.file = self._open(part.key)
+        before = f.handle.tell()
+        f.writer.write_table(table, row_group_size=max(table.num_rows, 1))
+        self.disk_bytes += f.handle.tell() - before
+        self.arrow_bytes += part.nbytes
+        f.metrics.add(table)
+        part.buffer, part.nbytes = [], 0.0
+
+    def _open(self, key: tuple[Any, ...]) -> _OpenFile:
+        name = f"{self.prefix}-{self.count:05d}.parquet"
+        self.count += 1
+        ppath = partition_path(self.spec, self.schema, key) if self.spec.fields else None
+        path = self.provider.new_data_location(name, ppath)
+        target = self.io.resolve(path)
+        if _is_local(self.io, target):
+            directory = os.path.dirname(local_path(target)) or "."
+            os.makedirs(directory, exist_ok=True)
+            tmp = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
+        else:
+            tmp = os.path.join(tempfile.gettempdir(), f".{name}.{uuid.uuid4().hex}.tmp")
+        handle = open(tmp, "xb")  # noqa: SIM115 (closed by _close or abort)
+        try:
+            o = self.options
+            writer = pq.ParquetWriter(
+                handle,
+                self.arrow_schema,
+                version="2.6",
+                compression=o.compression_codec,
+                compression_level=o.compression_level,
+                data_page_size=o.page_size_bytes,
+                dictionary_pagesize_limit=o.dict_size_bytes,
+                store_decimal_as_integer=True,
+                write_page_checksum=True,
+            )
+        except BaseException:
+            handle.close()
+            os.unlink(tmp)
+            raise
+        return _OpenFile(path, target, tmp, handle, writer, MetricsCollector(self.schema, self.config), key)
+
+    def _close(self, part: _Partition) -> None:
+        f = part.file
+        assert f is not None
+        part.file = None
+        try:
+            with f.handle:
+                f.writer.close()
+                f.handle.flush()
+                os.fsync(f.handle.fileno())
+            md = pq.read_metadata(f.tmp)
+            size = os.path.getsize(f.tmp)
+        except BaseException:
+            os.unlink(f.tmp)
+            raise
+        _publish(self.io, f.tmp, f.target, f.path)
+        self.done.append(self._content_file(f, md, size))
+
+    def _content_file(self, f: _OpenFile, md: pq.FileMetaData, size: int) -> ContentFile:
+        ids = self.column_ids
+        sizes: dict[int, int] = {}
+        for g in range(md.num_row_groups):
+            rg = md.row_group(g)
+            for c in range(rg.num_columns):
+                col = rg.column(c)
+                fid = ids[col.path_in_schema]
+                if self.config.mode(fid).counts:
+                    sizes[fid] = sizes.get(fid, 0) + int(col.total_compressed_size)
+        offsets = sorted(
+            o for g in range(md.num_row_groups) if (o := _starting_offset(md.row_group(g))) is not None
+        )
+        m = f.metrics.result()
+        return ContentFile(
+            path=f.path,
+            file_format="PARQUET",
+            spec_id=self.spec_id,
+            partition=f.partition,
+            record_count=int(md.num_rows),
+            file_size_in_bytes=size,
+            column_sizes=sizes,
+            value_counts=m.value_counts,
+            null_value_counts=m.null_value_counts,
+            nan_value_counts=m.nan_value_counts,
+            lower_bounds=m.lower_bounds,
+            upper_bounds=m.upper_bounds,
+            split_offsets=tuple(offsets),
+            sort_order_id=self.sort_order_id,
+        )
+
+    def finish(self) -> list[ContentFile]:
+        for part in self.parts.values():
+            self._flush(part, last=True)
+            if part.file is not None:
+                self._close(part)
+        return self.done
+
+    def abort(self) -> None:
+        for part in self.parts.values():
+            if (f := part.file) is not None:
+                with contextlib.suppress(Exception):
+                    f.writer.close()
+                f.handle.close()
+                with contextlib.suppress(OSError):
+                    os.unlink(f.tmp)
+        for done in self.done:
+            with contextlib.suppress(Exception):
+                self.io.delete(self.io.resolve(done.path), missing_ok=True)
+
+
+def _is_local(io: FileIO, path: str) -> bool:
+    return isinstance(io, (LocalFileIO, DefaultFileIO)) and scheme_of(path) in ("", "file")
+
+
+def _publish(io: FileIO, tmp: str, target: str, recorded: str) -> None:
+    """Move the finished ``tmp`` to ``target`` without ever overwriting (FileExistsError)."""
+    try:
+        if not _is_local(io, target):
+            with open(tmp, "rb") as f:
+                io.write_bytes(target, f.read())
+            return
+        try:
+            os.link(tmp, local_path(target))  # atomic, and fails when the target exists
+        except FileExistsError:
+            raise FileExistsError(f"{recorded} already exists: new files are never overwritten") from None
+        except OSError:  # no hard links here: copy into an exclusively created file
+            with open(tmp, "rb") as src, open(local_path(target), "xb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+                dst.flush()
+                os.fsync(dst.fileno())
+        _fsync_dir(os.path.dirname(local_path(target)) or ".")
+    finally:
+        os.unlink(tmp)
+
+
+def _column_ids(schema: pa.Schema) -> dict[str, int]:
+    """Parquet column path (``path_in_schema``) -> field id of the leaf columns pyarrow writes."""
+    out: dict[str, int] = {}
+
+    def walk(prefix: str, f: pa.Field) -> None:
+        path = f"{prefix}{f.name}"
+        t = f.type
+        if pa.types.is_struct(t):
+            for child in t:
+                walk(path + ".", child)
+        elif pa.types.is_map(t):
+            walk(path + ".key_value.", t.key_field)
+            walk(path + ".key_value.", t.item_field)
+        elif pa.types.is_list(t):
+            walk(path + ".list.", t.value_field)
+        else:
+            fid = field_id_of(f)
+            assert fid is not None
+            out[path] = fid
+
+    for f in schema:
+        walk("", f)
+    return out

@@ -1,0 +1,814 @@
+"""write_data_files against independent readers: pyarrow (values, Parquet schema, footer), DuckDB (values
+and logical types), PyIceberg (metrics from the footer, partition transforms and paths), hand values."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import os
+import re
+import struct
+import uuid
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+from pyiceberg.io.pyarrow import (
+    compute_statistics_plan,
+    data_file_statistics_from_parquet_metadata,
+    parquet_path_to_id_mapping,
+)
+from pyiceberg.partitioning import PartitionField as PyPartitionField
+from pyiceberg.partitioning import PartitionSpec as PyPartitionSpec
+from pyiceberg.schema import Schema as PySchema
+from pyiceberg.transforms import parse_transform
+from pyiceberg.typedef import Record
+from pyiceberg.types import LongType
+
+from gpu_engine.errors import SchemaMismatch, UnsupportedFeature
+from gpu_engine.iceberg import serde
+from gpu_engine.iceberg import types as it
+from gpu_engine.iceberg.content_file import ContentFile
+from gpu_engine.iceberg.partitioning import PartitionField, PartitionSpec
+from gpu_engine.iceberg.schema import Schema, schema_to_json
+from gpu_engine.io.arrow_schema import field_id_of, to_arrow_schema
+from gpu_engine.io.fileio import LocalFileIO
+from gpu_engine.io.parquet_read import ParquetSource
+from gpu_engine.io.parquet_write import write_data_files
+from gpu_engine.io.partition_split import partition_path
+
+F = it.NestedField
+IO = LocalFileIO()
+UNPARTITIONED = PartitionSpec(0)
+UTC = dt.UTC
+
+PRIMITIVES = Schema(
+    (
+        F(1, "bool", it.BOOLEAN),
+        F(2, "int", it.INT),
+        F(3, "long", it.LONG, True),
+        F(4, "float", it.FLOAT),
+        F(5, "double", it.DOUBLE),
+        F(6, "dec9", it.decimal(9, 2)),
+        F(7, "dec18", it.decimal(18, 3)),
+        F(8, "dec30", it.decimal(30, 4)),
+        F(9, "date", it.DATE),
+        F(10, "time", it.TIME),
+        F(11, "ts", it.TIMESTAMP),
+        F(12, "tstz", it.TIMESTAMPTZ),
+        F(13, "ts_ns", it.TIMESTAMP_NS),
+        F(14, "tstz_ns", it.TIMESTAMPTZ_NS),
+        F(15, "str", it.STRING),
+        F(16, "uuid", it.UUID),
+        F(17, "fixed", it.fixed(3)),
+        F(18, "bin", it.BINARY),
+    )
+)
+U = [uuid.UUID("f79c3e09-677c-4bbd-a479-3f349cb785e7"), uuid.UUID("0000000a-0000-0000-8000-00000000000b")]
+PRIMITIVE_ROWS: dict[str, list[Any]] = {
+    "bool": [True, None, False],
+    "int": [-(2**31), 7, None],
+    "long": [2**62, -1, 0],
+    "float": [1.5, None, -0.0],
+    "double": [math.nan, -2.25, None],
+    "dec9": [Decimal("1234567.89"), None, Decimal("-0.01")],
+    "dec18": [Decimal("-123456789012345.678"), Decimal("0.000"), None],
+    "dec30": [None, Decimal("12345678901234567890123456.7891"), Decimal("-1.0000")],
+    "date": [dt.date(1970, 1, 1), dt.date(2024, 2, 29), None],
+    "time": [dt.time(0, 0), None, dt.time(23, 59, 59, 999999)],
+    "ts": [dt.datetime(2024, 1, 1, 12, 30, 0, 123456), None, dt.datetime(1900, 1, 1)],
+    "tstz": [None, dt.datetime(2024, 1, 1, tzinfo=UTC), dt.datetime(1969, 12, 31, 23, 59, 59, tzinfo=UTC)],
+    "ts_ns": [
+        pa.scalar(1_700_000_000_123_456_789, pa.timestamp("ns")),
+        None,
+        pa.scalar(-1, pa.timestamp("ns")),
+    ],
+    "tstz_ns": [pa.scalar(5, pa.timestamp("ns", "UTC")), pa.scalar(6, pa.timestamp("ns", "UTC")), None],
+    "str": ["h\u00e9llo", "", None],
+    "uuid": [U[0].bytes, None, U[1].bytes],
+    "fixed": [b"abc", b"\x00\x00\xff", None],
+    "bin": [b"", None, b"\x00\xff" * 20],
+}
+
+
+def primitive_table() -> pa.Table:
+    return pa.table(PRIMITIVE_ROWS, schema=to_arrow_schema(PRIMITIVES))
+
+
+def write(
+    tmp_path: Path, schema: Schema, data: Any, spec: PartitionSpec = UNPARTITIONED, **props: str
+) -> list[ContentFile]:
+    properties = {k.replace("__", ".").replace("_", "-"): v for k, v in props.items()}
+    return write_data_files(IO, str(tmp_path), schema, spec, data, properties=properties, backend="cpu")
+
+
+def read_ours(path: str, schema: Schema) -> pa.Table:
+    with ParquetSource.open(IO, path) as src:
+        return pa.Table.from_batches([b.batch for b in src.batches(schema)], schema=to_arrow_schema(schema))
+
+
+def pyiceberg_schema(schema: Schema) -> PySchema:
+    return PySchema.model_validate_json(json.dumps(schema_to_json(schema)))
+
+
+def same(a: list[Any], b: list[Any]) -> bool:
+    """Equal value lists, NaN equal to NaN and -0.0 distinct from 0.0."""
+
+    def key(v: Any) -> Any:
+        return (
+            ("nan",)
+            if isinstance(v, float) and math.isnan(v)
+            else (v, math.copysign(1, v))
+            if isinstance(v, float)
+            else v
+        )
+
+    return [key(v) for v in a] == [key(v) for v in b]
+
+
+# -- types and layout ------------------------------------------------------------------------------------
+
+
+def test_every_primitive_round_trips(tmp_path: Path):
+    table = primitive_table()
+    [f] = write(tmp_path, PRIMITIVES, table)
+    assert f.record_count == 3 and f.file_format == "PARQUET" and f.spec_id == 0 and f.partition == ()
+    ours = read_ours(f.path, PRIMITIVES)
+    theirs = pq.read_table(f.path)
+    for name in table.column_names:
+        expected = table.column(name).to_pylist()
+        assert same(ours.column(name).to_pylist(), expected), name
+        got = theirs.column(name)
+        if isinstance(got.type, pa.BaseExtensionType):
+            got = pa.chunked_array([c.storage for c in got.chunks])
+        assert same(pc.cast(got, table.column(name).type).to_pylist(), expected), name
+
+
+def test_parquet_types_and_field_ids(tmp_path: Path):
+    [f] = write(tmp_path, PRIMITIVES, primitive_table())
+    pf = pq.ParquetFile(f.path)
+    columns = {pf.schema.column(i).name: pf.schema.column(i) for i in range(len(pf.schema))}
+    expected = {  # Appendix A
+        "bool": ("BOOLEAN", "None"),
+        "int": ("INT32", "None"),
+        "long": ("INT64", "None"),
+        "float": ("FLOAT", "None"),
+        "double": ("DOUBLE", "None"),
+        "dec9": ("INT32", "Decimal(precision=9, scale=2)"),
+        "dec18": ("INT64", "Decimal(precision=18, scale=3)"),
+        "dec30": ("FIXED_LEN_BYTE_ARRAY", "Decimal(precision=30, scale=4)"),
+        "date": ("INT32", "Date"),
+        "time": ("INT64", "Time(isAdjustedToUTC=false, timeUnit=microseconds)"),
+        "str": ("BYTE_ARRAY", "String"),
+        "uuid": ("FIXED_LEN_BYTE_ARRAY", "UUID"),
+        "fixed": ("FIXED_LEN_BYTE_ARRAY", "None"),
+        "bin": ("BYTE_ARRAY", "None"),
+    }
+    for name, (physical, logical) in expected.items():
+        assert (columns[name].physical_type, str(columns[name].logical_type)) == (physical, logical), name
+    assert columns["dec30"].length == 13 and columns["uuid"].length == 16 and columns["fixed"].length == 3
+    for name, unit, utc in [("ts", "micro", "false"), ("tstz", "micro", "true"), ("ts_ns", "nano", "false")]:
+        logical = str(columns[name].logical_type)
+        assert f"isAdjustedToUTC={utc}" in logical and f"timeUnit={unit}seconds" in logical, name
+    text = str(pf.schema)  # every column carries its field id
+    ids = {m.group(2): int(m.group(1)) for m in re.finditer(r"field_id=(-?\d+) (\w+)", text)}
+    assert ids == {"schema": -1} | {f.name: f.field_id for f in PRIMITIVES.fields}
+
+
+NESTED = Schema(
+    (
+        F(1, "id", it.LONG, True),
+        F(
+            2,
+            "s",
+            it.StructType((F(3, "a", it.INT, True), F(4, "t", it.StructType((F(5, "b", it.STRING),))))),
+        ),
+        F(6, "l", it.ListType(7, it.DOUBLE, element_required=False)),
+        F(8, "m", it.MapType(9, it.STRING, 10, it.ListType(11, it.LONG, True))),
+        F(12, "ls", it.ListType(13, it.StructType((F(14, "x", it.DATE),)), True)),
+    )
+)
+NESTED_ROWS: dict[str, list[Any]] = {
+    "id": [1, 2, 3],
+    "s": [{"a": 1, "t": {"b": "x"}}, None, {"a": 3, "t": None}],
+    "l": [[1.0, None], [], None],
+    "m": [[("k", [1, 2])], None, [("a", None), ("b", [])]],
+    "ls": [[{"x": dt.date(2020, 1, 1)}, {"x": None}], None, []],
+}
+
+
+def test_nested_round_trip_and_field_ids(tmp_path: Path):
+    table = pa.table(NESTED_ROWS, schema=to_arrow_schema(NESTED))
+    [f] = write(tmp_path, NESTED, table)
+    assert read_ours(f.path, NESTED).to_pylist() == table.to_pylist()
+    assert pq.read_table(f.path).to_pylist() == table.to_pylist()
+    text = str(pq.ParquetFile(f.path).schema)
+    ids = sorted(int(i) for i in re.findall(r"field_id=(\d+)", text))
+    assert ids == sorted(NESTED.by_id)  # every field, element, key and value; 3-level list/map groups
+    assert re.search(r"repeated group field_id=-1 list \{\s+optional double field_id=7 element", text)
+    assert re.search(r"repeated group field_id=-1 key_value \{\s+required binary field_id=9 key", text)
+
+    def ids_of(fields: Any) -> list[int | None]:
+        out = []
+        for fld in fields:
+            out.append(field_id_of(fld))
+            t = fld.type
+            children = (
+                [t.key_field, t.item_field]
+                if pa.types.is_map(t)
+                else ([t.value_field] if pa.types.is_list(t) else list(t) if pa.types.is_struct(t) else [])
+            )
+            out += ids_of(children)
+        return out
+
+    assert sorted(i or -1 for i in ids_of(pq.ParquetFile(f.path).schema_arrow)) == sorted(NESTED.by_id)
+
+
+def test_duckdb_reads_the_logical_types(tmp_path: Path):
+    table = primitive_table()
+    [f] = write(tmp_path, PRIMITIVES, table)
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    rel = con.sql(f"SELECT * FROM read_parquet('{f.path}')")
+    types = dict(zip(rel.columns, [str(t) for t in rel.types], strict=True))
+    # TIMESTAMPTZ values come back as epoch microseconds (DuckDB's Python conversion needs pytz)
+    rel = con.sql(f"SELECT * EXCLUDE (tstz, tstz_ns), epoch_us(tstz) AS tstz FROM read_parquet('{f.path}')")
+    assert types == {
+        "bool": "BOOLEAN", "int": "INTEGER", "long": "BIGINT", "float": "FLOAT", "double": "DOUBLE",
+        "dec9": "DECIMAL(9,2)", "dec18": "DECIMAL(18,3)", "dec30": "DECIMAL(30,4)", "date": "DATE",
+        "time": "TIME", "ts": "TIMESTAMP", "tstz": "TIMESTAMP WITH TIME ZONE", "ts_ns": "TIMESTAMP_NS",
+        "tstz_ns": "TIMESTAMP WITH TIME ZONE", "str": "VARCHAR", "uuid": "UUID", "fixed": "BLOB",
+        "bin": "BLOB",
+    }  # fmt: skip
+    rows = rel.fetchall()
+    for i, name in enumerate(rel.columns):
+        got = [r[i] for r in rows]
+        if name in ("ts_ns", "tstz_ns"):
+            continue  # DuckDB's Python values stop at microseconds; checked through pyarrow above
+        expected = table.column(name).to_pylist()
+        if name == "tstz":
+            expected = [None if v is None else physical(v) for v in expected]
+        if name == "uuid":
+            expected = [None if v is None else uuid.UUID(bytes=v) for v in expected]
+        if name == "float":
+            got = [None if v is None else struct.unpack("<f", struct.pack("<f", v))[0] for v in got]
+        assert same(got, expected), name
+
+
+# -- metrics ---------------------------------------------------------------------------------------------
+
+
+def reference_bounds(t: it.PrimitiveType, values: list[Any]) -> tuple[bytes, bytes] | None:
+    """min/max by Python's ordering of the Iceberg physical values (computed here from the Python
+    values), serialized: the full bounds."""
+    vals = [physical(v) for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
+    if not vals:
+        return None
+
+    def key(v: Any) -> Any:
+        return (v, math.copysign(1, v)) if isinstance(v, float) else v
+
+    return serde.to_bytes(t, min(vals, key=key)), serde.to_bytes(t, max(vals, key=key))
+
+
+def physical(v: Any) -> Any:
+    if isinstance(v, dt.datetime):
+        epoch = dt.datetime(1970, 1, 1, tzinfo=v.tzinfo)
+        return (v - epoch) // dt.timedelta(microseconds=1)
+    if isinstance(v, dt.date):
+        return (v - dt.date(1970, 1, 1)).days
+    if isinstance(v, dt.time):
+        return ((v.hour * 60 + v.minute) * 60 + v.second) * 10**6 + v.microsecond
+    if isinstance(v, pa.Scalar):
+        return v.value  # nanosecond timestamps
+    return v
+
+
+def test_metrics_equal_an_independent_computation(tmp_path: Path):
+    table = primitive_table()
+    [f] = write(tmp_path, PRIMITIVES, table, write__metadata__metrics__default="full")
+    for fld in PRIMITIVES.fields:
+        values = PRIMITIVE_ROWS[fld.name]
+        assert isinstance(fld.type, it.PrimitiveType)
+        assert f.value_counts[fld.field_id] == len(values)
+        assert f.null_value_counts[fld.field_id] == sum(v is None for v in values)
+        bounds = reference_bounds(fld.type, values)
+        got = (f.lower_bounds.get(fld.field_id), f.upper_bounds.get(fld.field_id))
+        assert got == (bounds or (None, None)), fld.name
+    assert f.nan_value_counts == {4: 0, 5: 1}
+    assert f.lower_bounds[4] == struct.pack("<f", -0.0)  # -0.0 < 1.5, and never NaN
+    assert f.upper_bounds[5] == f.lower_bounds[5] == struct.pack("<d", -2.25)
+
+
+def test_metrics_equal_pyiceberg_from_the_footer(tmp_path: Path):
+    table = primitive_table()
+    [f] = write(tmp_path, PRIMITIVES, table)
+    schema = pyiceberg_schema(PRIMITIVES)
+    md = pq.read_metadata(f.path)
+    ref = data_file_statistics_from_parquet_metadata(
+        md, compute_statistics_plan(schema, {}), parquet_path_to_id_mapping(schema)
+    )
+    assert ref.record_count == f.record_count
+    assert ref.value_counts == f.value_counts
+    assert ref.null_value_counts == f.null_value_counts
+    assert ref.column_sizes == f.column_sizes
+    assert tuple(ref.split_offsets) == f.split_offsets
+    assert ref.nan_value_counts == {}  # PyIceberg does not count NaNs (the footer has no such count)
+    for fid, agg in ref.column_aggregates.items():
+        if fid in (13, 14):  # PyIceberg reads nanosecond statistics as microsecond datetimes: loses them
+            continue
+        if fid == 18:  # PyIceberg's binary upper bound keeps the 0xFF bytes after the incremented one
+            assert (
+                agg.max_as_bytes() == b"\x00\xff" * 7 + b"\x01\xff"
+                and f.upper_bounds[18] == b"\x00\xff" * 7 + b"\x01"
+            )
+            continue
+        assert agg.min_as_bytes() == f.lower_bounds.get(fid), fid
+        assert agg.max_as_bytes() == f.upper_bounds.get(fid), fid
+    assert f.lower_bounds[13] == struct.pack("<q", -1) and f.upper_bounds[14] == struct.pack("<q", 6)
+
+
+def test_metric_modes_per_column(tmp_path: Path):
+    schema = Schema((F(1, "s", it.STRING), F(2, "b", it.BINARY), F(3, "n", it.LONG), F(4, "d", it.DOUBLE)))
+    data = pa.table(
+        {"s": ["abcdef", "abzz"], "b": [b"\x01\xff\xff", b"\x00"], "n": [5, 9], "d": [math.nan, 2.0]},
+        schema=to_arrow_schema(schema),
+    )
+    props = {
+        "write.metadata.metrics.default": "truncate(2)",
+        "write.metadata.metrics.column.b": "full",
+        "write.metadata.metrics.column.n": "none",
+        "write.metadata.metrics.column.d": "counts",
+    }
+    [f] = write_data_files(IO, str(tmp_path), schema, UNPARTITIONED, data, properties=props)
+    assert f.lower_bounds == {1: b"ab", 2: b"\x00"}
+    assert f.upper_bounds == {1: b"ac", 2: b"\x01\xff\xff"}
+    assert f.value_counts == {1: 2, 2: 2, 4: 2} and f.nan_value_counts == {4: 1}
+    assert set(f.column_sizes) == {1, 2, 4}  # "none" drops the column size too (as Iceberg Java)
+    ref = data_file_statistics_from_parquet_metadata(
+        pq.read_metadata(f.path), compute_statistics_plan(pyiceberg_schema(schema), props),
+        parquet_path_to_id_mapping(pyiceberg_schema(schema)),
+    )  # fmt: skip
+    assert ref.value_counts == f.value_counts and set(ref.column_sizes) == {
+        1,
+        2,
+        3,
+        4,
+    }  # PyIceberg keeps sizes
+    assert {k: v.min_as_bytes() for k, v in ref.column_aggregates.items()} == f.lower_bounds
+    assert {k: v.max_as_bytes() for k, v in ref.column_aggregates.items()} == f.upper_bounds
+
+
+def test_nested_metrics_against_pyiceberg(tmp_path: Path):
+    table = pa.table(NESTED_ROWS, schema=to_arrow_schema(NESTED))
+    [f] = write(tmp_path, NESTED, table)
+    ref = data_file_statistics_from_parquet_metadata(
+        pq.read_metadata(f.path), compute_statistics_plan(pyiceberg_schema(NESTED), {}),
+        parquet_path_to_id_mapping(pyiceberg_schema(NESTED)),
+    )  # fmt: skip
+    assert ref.column_sizes == f.column_sizes
+    # struct fields agree; Parquet's counts (PyIceberg, Java) add a value per null or empty list/map
+    for fid in (1, 3, 5):
+        assert (ref.value_counts[fid], ref.null_value_counts[fid]) == (
+            f.value_counts[fid],
+            f.null_value_counts[fid],
+        )
+    assert {k: f.value_counts[k] for k in (7, 9, 11, 14)} == {7: 2, 9: 3, 11: 2, 14: 2}
+    assert {k: f.null_value_counts[k] for k in (7, 9, 11, 14)} == {7: 1, 9: 0, 11: 0, 14: 1}
+    assert {k: ref.value_counts[k] for k in (7, 9, 14)} == {7: 4, 9: 4, 14: 4}
+    # bounds for fields nested in structs only (PyIceberg keeps none for any nested field)
+    assert set(f.lower_bounds) == set(f.upper_bounds) == {1, 3, 5}
+    assert (f.lower_bounds[5], f.upper_bounds[5]) == (b"x", b"x")
+    assert set(ref.column_aggregates) == {1}
+
+
+def test_offsets_sizes_and_counts_from_the_footer(tmp_path: Path):
+    schema = Schema((F(1, "id", it.LONG, True), F(2, "s", it.STRING)))
+    n = 20_000
+    data = pa.table({"id": pa.array(range(n), pa.int64()), "s": [f"value-{i % 777}" for i in range(n)]})
+    [f] = write(tmp_path, schema, data, write__parquet__row_group_size_bytes=str(64 << 10))
+    md = pq.read_metadata(f.path)
+    assert md.num_row_groups > 3
+    starts = []
+    for g in range(md.num_row_groups):
+        col = md.row_group(g).column(0)
+        starts.append(col.dictionary_page_offset if col.has_dictionary_page else col.data_page_offset)
+    assert f.split_offsets == tuple(starts)
+    with ParquetSource.open(IO, f.path) as src:
+        assert [src.row_groups_in(o, 1) for o in starts] == [[g] for g in range(md.num_row_groups)]
+    sizes = {1: 0, 2: 0}
+    for g in range(md.num_row_groups):
+        for c in range(2):
+            sizes[c + 1] += md.row_group(g).column(c).total_compressed_size
+    assert f.column_sizes == sizes
+    assert f.file_size_in_bytes == os.path.getsize(f.path) and f.record_count == n
+    assert f.lower_bounds == {1: struct.pack("<q", 0), 2: b"value-0"}
+    assert f.upper_bounds == {1: struct.pack("<q", n - 1), 2: b"value-99"}
+
+
+# -- schema checks ---------------------------------------------------------------------------------------
+
+SMALL = Schema(
+    (
+        F(1, "id", it.LONG, True),
+        F(2, "name", it.STRING),
+        F(3, "ts", it.TIMESTAMP),
+        F(4, "s", it.StructType((F(5, "a", it.INT, True),))),
+    )
+)
+
+
+@pytest.mark.parametrize(
+    ("data", "match"),
+    [
+        ({"id": [1], "extra": [1]}, "column 'extra' is not in the table schema"),
+        ({"name": ["x"]}, "required column 'id' is missing"),
+        ({"id": pa.array([1, None])}, "column 'id' is required but 1 of its values are null"),
+        ({"id": ["1"]}, "column 'id': Arrow type string cannot be written as Iceberg long"),
+        ({"id": pa.array([2**63 - 1], pa.uint64()), "name": [1]}, "column 'name'"),
+        ({"id": pa.array([2**64 - 1], pa.uint64())}, "column 'id': uint64 values do not fit"),
+        ({"id": [1], "ts": pa.array([1], pa.timestamp("us", "UTC"))}, "column 'ts'"),
+        (
+            {"id": [1], "ts": pa.array([1001], pa.timestamp("ns"))},
+            "column 'ts': timestamp.ns. values do not fit",
+        ),
+        (
+            {"id": [1], "s": pa.array([{"a": None}], pa.struct([("a", pa.int32())]))},
+            r"column 's\.a' is required but 1 of its values are null",
+        ),
+        ({"id": [1], "s": [{"a": 1, "b": 2}]}, r"column s\.'b' is not in the table schema"),
+        ({"id": [1], "s": [1]}, "column 's': Arrow type int64 cannot be written as Iceberg struct"),
+    ],
+)
+def test_data_that_does_not_fit_the_schema(tmp_path: Path, data: dict[str, Any], match: str):
+    with pytest.raises(SchemaMismatch, match=match):
+        write(tmp_path, SMALL, pa.table(data))
+    assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
+
+
+def test_casts_that_keep_values_and_defaults(tmp_path: Path):
+    schema = Schema(
+        (
+            *SMALL.fields,
+            F(6, "n", it.INT, True, write_default=42, has_write_default=True),
+            F(7, "label", it.STRING, write_default="none", has_write_default=True),
+            F(8, "u", it.UUID),
+        )
+    )
+    data = pa.table(
+        {
+            "id": pa.array([1, 2], pa.int8()),
+            "name": pa.array(["a", "b"]).dictionary_encode(),
+            "ts": pa.array([1000, None], pa.timestamp("ns")),  # whole microseconds: no value changes
+            "s": pa.array([None, {"a": 5}], pa.struct([pa.field("a", pa.int16(), nullable=True)])),
+            "u": pa.ExtensionArray.from_storage(pa.uuid(), pa.array([U[0].bytes, None], pa.binary(16))),
+        }
+    )
+    [f] = write(tmp_path, schema, data)
+    assert read_ours(f.path, schema).to_pylist() == [
+        {"id": 1, "name": "a", "ts": dt.datetime(1970, 1, 1, 0, 0, 0, 1), "s": None, "n": 42, "label": "none",
+         "u": U[0].bytes},
+        {"id": 2, "name": "b", "ts": None, "s": {"a": 5}, "n": 42, "label": "none", "u": None},
+    ]  # fmt: skip
+    assert f.null_value_counts[5] == 1  # the required field under a null struct is null there
+
+
+def test_unknown_columns_are_omitted_and_unsupported_types_refused(tmp_path: Path):
+    schema = Schema((F(1, "id", it.LONG, True), F(2, "nothing", it.UNKNOWN)))
+    [f] = write(tmp_path, schema, pa.table({"id": [1, 2]}))
+    assert pq.read_table(f.path).column_names == ["id"]
+    assert read_ours(f.path, schema).to_pylist() == [{"id": 1, "nothing": None}, {"id": 2, "nothing": None}]
+    with pytest.raises(UnsupportedFeature, match="variant"):
+        write(tmp_path, Schema((F(1, "v", it.VARIANT),)), pa.table({"id": [1]}).drop(["id"]))
+
+
+# -- properties ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("codec", "name"),
+    [
+        ("zstd", "ZSTD"),
+        ("GZIP", "GZIP"),
+        ("snappy", "SNAPPY"),
+        ("uncompressed", "UNCOMPRESSED"),
+        ("brotli", "BROTLI"),
+    ],
+)
+def test_compression_codec(tmp_path: Path, codec: str, name: str):
+    [f] = write(tmp_path, SMALL, pa.table({"id": list(range(1000))}), write__parquet__compression_codec=codec)
+    md = pq.read_metadata(f.path)
+    assert {md.row_group(0).column(i).compression for i in range(md.num_columns)} == {name}
+
+
+def test_default_codec_and_level(tmp_path: Path):
+    data = pa.table({"id": list(range(50_000)), "name": [f"row {i % 1000} " * 3 for i in range(50_000)]})
+    [fast] = write(tmp_path / "a", SMALL, data)
+    [small] = write(tmp_path / "b", SMALL, data, write__parquet__compression_level="19")
+    assert pq.read_metadata(fast.path).row_group(0).column(0).compression == "ZSTD"
+    assert small.file_size_in_bytes < fast.file_size_in_bytes
+    assert read_ours(small.path, SMALL).equals(read_ours(fast.path, SMALL))
+
+
+@pytest.mark.parametrize(
+    ("prop", "value"),
+    [
+        ("write.parquet.compression-codec", "lzo"),
+        ("write.target-file-size-bytes", "big"),
+        ("write.target-file-size-bytes", "0"),
+        ("write.parquet.row-group-size-bytes", "-5"),
+        ("write.parquet.compression-level", "high"),
+        ("write.format.default", "orc"),
+        ("write.metadata.metrics.default", "most"),
+    ],
+)
+def test_bad_properties_name_themselves(tmp_path: Path, prop: str, value: str):
+    with pytest.raises(UnsupportedFeature, match=re.escape(prop)):
+        write_data_files(
+            IO, str(tmp_path), SMALL, UNPARTITIONED, pa.table({"id": [1]}), properties={prop: value}
+        )
+
+
+# -- files: names, publishing, failures ---------------------------------------------------------------------
+
+NAME = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}-\d{5}\.parquet$")
+
+
+def test_file_names_and_data_path(tmp_path: Path):
+    [f] = write(tmp_path, SMALL, pa.table({"id": [1]}))
+    assert f.path.startswith(f"{tmp_path}/data/") and NAME.match(os.path.basename(f.path))
+    assert [p.name for p in (tmp_path / "data").iterdir()] == [os.path.basename(f.path)]  # no temporary files
+    [g] = write(tmp_path, SMALL, pa.table({"id": [1]}), write__data__path=str(tmp_path / "elsewhere"))
+    assert os.path.dirname(g.path) == str(tmp_path / "elsewhere")
+
+
+def test_empty_input_writes_nothing(tmp_path: Path):
+    assert write(tmp_path, SMALL, pa.table({"id": pa.array([], pa.int64())})) == []
+    assert write(tmp_path, SMALL, []) == []
+    assert not (tmp_path / "data").exists()
+
+
+def test_inputs_table_batches_and_reader(tmp_path: Path):
+    table = pa.table({"id": list(range(10)), "name": [str(i) for i in range(10)]})
+    for i, data in enumerate([table, table.to_batches(max_chunksize=3), pa.RecordBatchReader.from_batches(
+        table.schema, table.to_batches(max_chunksize=4))]):  # fmt: skip
+        [f] = write(tmp_path / str(i), SMALL, data)
+        assert read_ours(f.path, SMALL).column("id").to_pylist() == list(range(10))
+
+
+class FixedPlace:
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def new_data_location(self, file_name: str, partition_path: str | None) -> str:
+        return self.path
+
+
+def test_never_overwrites(tmp_path: Path):
+    target = tmp_path / "taken.parquet"
+    target.write_bytes(b"precious")
+    with pytest.raises(FileExistsError, match=r"taken\.parquet"):
+        write_data_files(IO, FixedPlace(str(target)), SMALL, UNPARTITIONED, pa.table({"id": [1]}))
+    assert target.read_bytes() == b"precious"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["taken.parquet"]
+
+
+def test_a_failure_removes_what_was_written(tmp_path: Path):
+    good = pa.table({"id": list(range(5000))}).to_batches()
+    bad = pa.table({"id": pa.array([1, None])}).to_batches()
+    props = {"write.target-file-size-bytes": "1000", "write.parquet.row-group-size-bytes": "1000"}
+    with pytest.raises(SchemaMismatch):
+        write_data_files(IO, str(tmp_path), SMALL, UNPARTITIONED, [*good, *bad], properties=props)
+    assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
+
+
+# -- row groups and rolling ------------------------------------------------------------------------------
+
+
+def row_groups(path: str) -> list[tuple[int, int]]:
+    """(rows, compressed bytes) of each row group."""
+    md = pq.read_metadata(path)
+    return [
+        (
+            md.row_group(g).num_rows,
+            sum(md.row_group(g).column(c).total_compressed_size for c in range(md.num_columns)),
+        )
+        for g in range(md.num_row_groups)
+    ]
+
+
+def footer_length(path: str) -> int:
+    with open(path, "rb") as f:
+        f.seek(-8, 2)
+        return int.from_bytes(f.read(4), "little") + 8
+
+
+@pytest.mark.parametrize("rows", [60_000, 66_000, 90_000])
+def test_rolling_by_target_file_size(tmp_path: Path, rows: int):
+    schema = Schema((F(1, "id", it.LONG, True), F(2, "x", it.DOUBLE)))
+    data = pa.table(
+        {"id": pa.array(range(rows), pa.int64()), "x": pc.sin(pa.array(range(rows), pa.float64()))}
+    )
+    target, group = 200_000, 64_000  # Arrow bytes per row: 16; about 4000 rows per row group
+    files = write(
+        tmp_path, schema, data.to_batches(max_chunksize=7777),
+        write__target_file_size_bytes=str(target), write__parquet__row_group_size_bytes=str(group),
+    )  # fmt: skip
+    assert len(files) > 2
+    full = max(r for f in files for r, _ in row_groups(f.path))
+    assert full == group // 16
+    for f in files:
+        groups = row_groups(f.path)
+        assert f.file_size_in_bytes <= target + max(b for _, b in groups) + footer_length(f.path)
+        assert all(r == full for r, _ in groups[:-1]) and groups[-1][0] <= full  # only the tail is short
+        assert f.record_count >= full  # no file smaller than a row group: the tail joins the last file
+        assert f.record_count == sum(r for r, _ in groups)
+    assert all(f.file_size_in_bytes > target / 2 for f in files[:-1])
+    ids = pa.concat_tables([read_ours(f.path, schema) for f in files]).column("id").to_pylist()
+    assert ids == list(range(rows))
+    # each file's metrics are its own rows'
+    first = files[0]
+    assert first.lower_bounds[1] == struct.pack("<q", 0)
+    assert first.upper_bounds[1] == struct.pack("<q", first.record_count - 1)
+
+
+def test_row_group_size(tmp_path: Path):
+    data = pa.table({"id": pa.array(range(100_000), pa.int64())})  # 8 Arrow bytes a row
+    schema = Schema((F(1, "id", it.LONG, True),))
+    [f] = write(tmp_path, schema, data, write__parquet__row_group_size_bytes=str(80_000))
+    assert [r for r, _ in row_groups(f.path)] == [10_000] * 10
+    [g] = write(tmp_path, schema, data.to_batches(max_chunksize=333))
+    assert [r for r, _ in row_groups(g.path)] == [100_000]  # small batches gather into one row group
+
+
+# -- partitions ------------------------------------------------------------------------------------------
+
+PART_SCHEMA = Schema(
+    (
+        F(1, "id", it.LONG, True),
+        F(2, "cat", it.STRING),
+        F(3, "ts", it.TIMESTAMPTZ),
+        F(4, "name", it.STRING),
+        F(5, "s", it.StructType((F(6, "d", it.DATE),))),
+    )
+)
+PART_SPEC = PartitionSpec(
+    3,
+    (
+        PartitionField((2,), 1000, "cat", "identity"),
+        PartitionField((1,), 1001, "id_bucket", "bucket[2]"),
+        PartitionField((3,), 1002, "ts_day", "day"),
+        PartitionField((4,), 1003, "name trunc", "truncate[2]"),
+    ),
+)
+
+
+def part_data(n: int) -> pa.Table:
+    cats = ["a b", "x/y", None, "\u00e9t\u00e9=&"]
+    return pa.table(
+        {
+            "id": list(range(n)),
+            "cat": [cats[i % len(cats)] for i in range(n)],
+            "ts": pa.array(
+                [
+                    None if i % 11 == 0 else (i % 3) * 86_400_000_000 + 1_704_067_200_000_000 - i
+                    for i in range(n)
+                ],
+                pa.timestamp("us", "UTC"),
+            ),
+            "name": [None if i % 13 == 0 else f"{'ab'[i % 2]} {i}" for i in range(n)],
+        }
+    )
+
+
+def pyiceberg_spec(spec: PartitionSpec) -> PyPartitionSpec:
+    return PyPartitionSpec(
+        *(
+            PyPartitionField(f.source_id, f.field_id, parse_transform(f.transform), f.name)
+            for f in spec.fields
+        ),
+        spec_id=spec.spec_id,
+    )
+
+
+def test_partitioned_write(tmp_path: Path, backend: str):
+    data = part_data(300)
+    files = write_data_files(
+        IO, str(tmp_path), PART_SCHEMA, PART_SPEC, data.to_batches(max_chunksize=64), backend=backend
+    )
+    py_schema, py_spec = pyiceberg_schema(PART_SCHEMA), pyiceberg_spec(PART_SPEC)
+    transforms = [
+        (parse_transform(f.transform).transform(py_schema.find_type(f.source_id)), f.source_id)
+        for f in PART_SPEC.fields
+    ]
+    seen: list[int] = []
+    partitions = set()
+    for f in files:
+        assert f.spec_id == 3 and len(f.partition) == 4
+        rows = read_ours(f.path, PART_SCHEMA).to_pylist()
+        seen += [r["id"] for r in rows]
+        for r in rows:
+            source = {
+                1: r["id"],
+                2: r["cat"],
+                3: None if r["ts"] is None else physical(r["ts"]),
+                4: r["name"],
+            }
+            assert tuple(fn(source[sid]) for fn, sid in transforms) == f.partition
+        assert all(v is None or type(v) is t for v, t in zip(f.partition, (str, int, int, str), strict=True))
+        expected_dir = py_spec.partition_to_path(Record(*f.partition), py_schema)  # no ~ or * in these values
+        assert f.path == f"{tmp_path}/data/{expected_dir}/{os.path.basename(f.path)}"
+        assert f.record_count == len(rows) and f.value_counts[1] == len(rows)
+        partitions.add(f.partition)
+    assert sorted(seen) == list(range(300)) and len(partitions) == len(files)  # one file per partition
+    some = next(f for f in files if f.partition[0] == "x/y")
+    assert "/cat=x%2Fy/" in some.path
+    assert any("/cat=null/" in f.path and f.partition[0] is None for f in files)
+    assert any("/ts_day=null/" in f.path for f in files) and any("/name+trunc=null/" in f.path for f in files)
+
+
+def test_partition_source_in_a_struct_and_void(tmp_path: Path):
+    spec = PartitionSpec(
+        0, (PartitionField((6,), 1000, "d", "identity"), PartitionField((1,), 1001, "gone", "void"))
+    )
+    data = pa.table(
+        {
+            "id": [1, 2, 3],
+            "s": pa.array(
+                [{"d": dt.date(2024, 1, 2)}, None, {"d": dt.date(2024, 1, 2)}],
+                pa.struct([("d", pa.date32())]),
+            ),
+        }
+    )
+    files = write(tmp_path, PART_SCHEMA, data, spec)
+    assert sorted(((f.partition, f.record_count) for f in files), key=str) == [
+        ((19724, None), 2),
+        ((None, None), 1),
+    ]
+    assert {os.path.relpath(os.path.dirname(f.path), tmp_path / "data") for f in files} == {
+        "d=2024-01-02/gone=null",
+        "d=null/gone=null",
+    }
+
+
+def test_partition_rows_roll_per_partition(tmp_path: Path):
+    spec = PartitionSpec(0, (PartitionField((1,), 1000, "b", "bucket[2]"),))
+    data = pa.table({"id": np.random.default_rng(7).integers(0, 2**62, 20_000)})  # incompressible
+    files = write(
+        tmp_path, PART_SCHEMA, data.to_batches(max_chunksize=1000), spec,
+        write__target_file_size_bytes="40000", write__parquet__row_group_size_bytes="10000",
+    )  # fmt: skip
+    by_partition: dict[tuple[Any, ...], list[ContentFile]] = {}
+    for f in files:
+        by_partition.setdefault(f.partition, []).append(f)
+    assert sorted(by_partition) == [(0,), (1,)] and all(len(v) > 1 for v in by_partition.values())
+    assert sum(f.record_count for f in files) == 20_000
+    for f in files:
+        assert {BUCKET_2(v) for v in read_ours(f.path, PART_SCHEMA).column("id").to_pylist()} == {
+            f.partition[0]
+        }
+
+
+def BUCKET_2(v: int) -> int:  # noqa: N802 (a transform, named as one)
+    out = parse_transform("bucket[2]").transform(LongType())(v)
+    assert isinstance(out, int)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("transform", "source", "value", "text"),
+    [  # Iceberg Java's Transform.toHumanString, URL-encoded (':' is %3A, ' ' is '+', '~' is %7E)
+        ("identity", it.TIMESTAMP, 1_704_103_200_000_000, "2024-01-01T10%3A00"),
+        ("identity", it.TIMESTAMP, 1_704_103_201_500_000, "2024-01-01T10%3A00%3A01.500"),
+        ("identity", it.TIMESTAMP, -1, "1969-12-31T23%3A59%3A59.999999"),
+        ("identity", it.TIMESTAMPTZ, 1_704_103_200_000_000, "2024-01-01T10%3A00Z"),
+        ("identity", it.TIMESTAMP_NS, 1_704_103_201_000_000_001, "2024-01-01T10%3A00%3A01.000000001"),
+        ("identity", it.TIME, 3_600_000_000, "01%3A00"),
+        ("identity", it.DATE, 19724, "2024-01-02"),
+        ("identity", it.DOUBLE, 1e10, "1.0E10"),
+        ("identity", it.DOUBLE, 0.5, "0.5"),
+        ("identity", it.FLOAT, 0.1, "0.1"),
+        ("identity", it.BOOLEAN, True, "true"),
+        ("identity", it.BINARY, b"\x00\xff", "AP8%3D"),
+        ("identity", it.decimal(9, 2), Decimal("1.50"), "1.50"),
+        ("identity", it.UUID, uuid.UUID(int=5), "00000000-0000-0000-0000-000000000005"),
+        ("identity", it.STRING, "a b/c~*", "a+b%2Fc%7E*"),
+        ("year", it.DATE, 54, "2024"),
+        ("month", it.TIMESTAMP, -1, "1969-12"),
+        ("day", it.TIMESTAMP, 19724, "2024-01-02"),
+        ("hour", it.TIMESTAMPTZ, 473_362, "2024-01-01-10"),
+        ("bucket[8]", it.STRING, 3, "3"),
+        ("truncate[2]", it.LONG, -10, "-10"),
+    ],
+)
+def test_partition_path_strings(transform: str, source: it.PrimitiveType, value: Any, text: str):
+    schema = Schema((F(1, "c", source),))
+    spec = PartitionSpec(0, (PartitionField((1,), 1000, "p", transform),))
+    assert partition_path(spec, schema, (value,)) == f"p={text}"
