@@ -91,3 +91,7 @@ class DataFileError(GpuEngineError, ValueError):
 
 class SchemaMismatch(GpuEngineError, ValueError):
     """A file column that cannot be read as the table's type for its field id (not an allowed promotion)."""
+
+
+class InvalidProperty(GpuEngineError, ValueError):
+    """A table property (or option) whose value does not parse or is out of range; names the property."""

@@ -84,11 +84,11 @@ class ElementwiseKernel:
 
     @cached_property
     def cpu(self) -> Any:
-        return njit(parallel=True)(self.cpu_py)
+        return njit(parallel=True, cache=True)(self.cpu_py)
 
     @cached_property
     def cpu_serial(self) -> Any:
-        return njit(self.cpu_py)  # prange runs as range
+        return njit(cache=True)(self.cpu_py)  # prange runs as range
 
     @cached_property
     def cuda(self) -> Any:

@@ -15,7 +15,7 @@ Modes: ``none`` (no metrics, no column size), ``counts`` (value, null and NaN co
 (counts and bounds, strings cut to N code points and binary to N bytes; other types keep full bounds)
 and ``full``. Columns of an order-preserving sort key get at least ``truncate(16)`` when the default is
 ``none`` or ``counts``. Unlike Iceberg Java, which logs and ignores a malformed mode, a malformed value
-is an :class:`~gpu_engine.errors.UnsupportedFeature` naming the property; a column setting naming no
+is an :class:`~gpu_engine.errors.InvalidProperty` naming the property; a column setting naming no
 column of the schema is ignored (it may outlive a dropped column), as in Java.
 """
 
@@ -26,10 +26,11 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ..errors import UnsupportedFeature
+from ..errors import InvalidProperty
 from ..iceberg import types as it
 from ..iceberg.schema import Schema
 from ..iceberg.sorting import SortOrder
+from ..properties import int_property
 from ..transforms.spec import Day, Hour, Identity, Month, Truncate, Year
 
 DEFAULT_MODE_PROPERTY = "write.metadata.metrics.default"
@@ -69,7 +70,7 @@ FULL = MetricsMode("full")
 
 def truncate(length: int) -> MetricsMode:
     if length <= 0:
-        raise UnsupportedFeature(f"metrics mode truncate({length}): the length must be positive")
+        raise InvalidProperty(f"metrics mode truncate({length}): the length must be positive")
     return MetricsMode("truncate", length)
 
 
@@ -84,7 +85,7 @@ def parse_mode(value: str, *, prop: str) -> MetricsMode:
         return simple[text]
     if (m := _TRUNCATE.fullmatch(text)) and int(m.group(1)) > 0:
         return truncate(int(m.group(1)))
-    raise UnsupportedFeature(
+    raise InvalidProperty(
         f"table property {prop}={value!r}: expected none, counts, full or truncate(N) with N > 0"
     )
 
@@ -129,16 +130,7 @@ def metrics_config(
 
 
 def _max_inferred(properties: Mapping[str, str]) -> int:
-    raw = properties.get(MAX_INFERRED_PROPERTY)
-    if raw is None:
-        return MAX_INFERRED_DEFAULT
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise UnsupportedFeature(f"table property {MAX_INFERRED_PROPERTY}={raw!r}: expected an integer >= 0")
-    return value
+    return int_property(properties, MAX_INFERRED_PROPERTY, MAX_INFERRED_DEFAULT, minimum=0)
 
 
 def _primitives(t: it.IcebergType) -> Iterator[int]:

@@ -32,11 +32,12 @@ from typing import Any, BinaryIO, Protocol, TypeAlias
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..errors import UnsupportedFeature
+from ..errors import InvalidProperty, UnsupportedFeature
 from ..iceberg.content_file import ContentFile
 from ..iceberg.partitioning import PartitionSpec
 from ..iceberg.schema import Schema
 from ..iceberg.sorting import SortOrder
+from ..properties import int_property
 from .arrow_conform import conform_batch, write_schema
 from .arrow_schema import field_id_of
 from .column_metrics import MetricsCollector
@@ -68,32 +69,24 @@ class WriteOptions:
             raise UnsupportedFeature(f"table property write.format.default={fmt!r}: only parquet is written")
         codec = props.get("write.parquet.compression-codec", "zstd")
         if codec.strip().lower() not in _CODECS:
-            raise UnsupportedFeature(
+            raise InvalidProperty(
                 f"table property write.parquet.compression-codec={codec!r}: expected one of {sorted(_CODECS)}"
             )
         level = props.get("write.parquet.compression-level")
         return cls(
-            _int_prop(props, "write.target-file-size-bytes", cls.target_file_size_bytes),
-            _int_prop(props, "write.parquet.row-group-size-bytes", cls.row_group_size_bytes),
-            _int_prop(props, "write.parquet.page-size-bytes", cls.page_size_bytes),
-            _int_prop(props, "write.parquet.dict-size-bytes", cls.dict_size_bytes),
+            int_property(props, "write.target-file-size-bytes", cls.target_file_size_bytes),
+            int_property(props, "write.parquet.row-group-size-bytes", cls.row_group_size_bytes),
+            int_property(props, "write.parquet.page-size-bytes", cls.page_size_bytes),
+            int_property(props, "write.parquet.dict-size-bytes", cls.dict_size_bytes),
             _CODECS[codec.strip().lower()],
-            None if level is None else _int_prop(props, "write.parquet.compression-level", 0, minimum=None),
+            None
+            if level is None
+            else int_property(props, "write.parquet.compression-level", 0, minimum=None),
         )
 
 
-def _int_prop(props: Mapping[str, str], name: str, default: int, *, minimum: int | None = 1) -> int:
-    raw = props.get(name)
-    if raw is None:
-        return default
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        value = None
-    if value is None or (minimum is not None and value < minimum):
-        need = "an integer" if minimum is None else f"an integer >= {minimum}"
-        raise UnsupportedFeature(f"table property {name}={raw!r}: expected {need}")
-    return value
+def _level(props: Mapping[str, str], level: str | None) -> int | None:
+    return None if level is None else int_property(props, "write.parquet.compression-level", 0, minimum=None)
 
 
 class LocationProvider(Protocol):

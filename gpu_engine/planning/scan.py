@@ -26,6 +26,7 @@ from ..iceberg.metadata import TableMetadata
 from ..iceberg.schema import Schema
 from ..iceberg.snapshots import Snapshot
 from ..io.fileio import FileIO, scheme_of
+from ..properties import int_property
 from ..tasks import DataFile, DeleteFile, PlanSummary, ScanPlan, ScanTask
 from . import pruning
 from .deletes import DeleteIndex
@@ -178,16 +179,7 @@ def _live_files(manifests: Sequence[ManifestFile], kept: Sequence[ManifestFile])
 
 
 def _split_target(md: TableMetadata) -> int:
-    raw = md.properties.get("read.split.target-size", str(128 * 1024 * 1024))
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise PlanningError(
-            f"table {md.location}: read.split.target-size={raw!r} is not a positive byte count"
-        )
-    return value
+    return int_property(md.properties, "read.split.target-size", 128 * 1024 * 1024)
 
 
 _METRICS = ("value_counts", "null_value_counts", "nan_value_counts", "lower_bounds", "upper_bounds")

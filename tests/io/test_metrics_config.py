@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pyiceberg.io.pyarrow import match_metrics_mode
 
-from gpu_engine.errors import UnsupportedFeature
+from gpu_engine.errors import InvalidProperty
 from gpu_engine.iceberg import types as it
 from gpu_engine.iceberg.schema import Schema
 from gpu_engine.iceberg.sorting import SortField, SortOrder
@@ -70,9 +70,9 @@ def test_parse_mode(text: str, mode: MetricsMode):
     "text", ["", "all", "truncate(0)", "truncate(-1)", "truncate()", "truncate(x)", "truncate 4"]
 )
 def test_bad_mode_names_the_property(text: str):
-    with pytest.raises(UnsupportedFeature, match=r"write\.metadata\.metrics\.default"):
+    with pytest.raises(InvalidProperty, match=r"write\.metadata\.metrics\.default"):
         metrics_config(SCHEMA, {"write.metadata.metrics.default": text})
-    with pytest.raises(UnsupportedFeature, match=r"write\.metadata\.metrics\.column\.s\.x"):
+    with pytest.raises(InvalidProperty, match=r"write\.metadata\.metrics\.column\.s\.x"):
         metrics_config(SCHEMA, {"write.metadata.metrics.column.s.x": text})
 
 
@@ -106,7 +106,7 @@ def test_default_and_column_overrides_by_full_name():
 
 
 def test_a_bad_value_fails_even_for_an_unknown_column():
-    with pytest.raises(UnsupportedFeature, match=r"column\.gone"):
+    with pytest.raises(InvalidProperty, match=r"column\.gone"):
         metrics_config(SCHEMA, {"write.metadata.metrics.column.gone": "sometimes"})
 
 
@@ -152,7 +152,7 @@ def test_an_explicit_default_is_not_limited_and_columns_still_override():
 
 @pytest.mark.parametrize("value", ["-1", "many", "1.5"])
 def test_bad_limit_names_the_property(value: str):
-    with pytest.raises(UnsupportedFeature, match="max-inferred-column-defaults"):
+    with pytest.raises(InvalidProperty, match="max-inferred-column-defaults"):
         metrics_config(SCHEMA, {"write.metadata.metrics.max-inferred-column-defaults": value})
 
 

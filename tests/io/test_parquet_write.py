@@ -32,7 +32,7 @@ from pyiceberg.transforms import parse_transform
 from pyiceberg.typedef import Record
 from pyiceberg.types import LongType
 
-from gpu_engine.errors import SchemaMismatch, UnsupportedFeature
+from gpu_engine.errors import InvalidProperty, SchemaMismatch, UnsupportedFeature
 from gpu_engine.iceberg import serde
 from gpu_engine.iceberg import types as it
 from gpu_engine.iceberg.content_file import ContentFile
@@ -530,7 +530,7 @@ def test_default_codec_and_level(tmp_path: Path):
     ],
 )
 def test_bad_properties_name_themselves(tmp_path: Path, prop: str, value: str):
-    with pytest.raises(UnsupportedFeature, match=re.escape(prop)):
+    with pytest.raises((InvalidProperty, UnsupportedFeature), match=re.escape(prop)):
         write_data_files(
             IO, str(tmp_path), SMALL, UNPARTITIONED, pa.table({"id": [1]}), properties={prop: value}
         )
