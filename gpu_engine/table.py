@@ -21,7 +21,10 @@ from .io.paths import PathMap
 
 if TYPE_CHECKING:
     from .catalog.base import Catalog
+    from .commit import AppendResult, CommitResult, SnapshotUpdate
+    from .commit.update import Faults
     from .expressions import Expression
+    from .io.parquet_write import Data
     from .scan import TableScan
 
 
@@ -130,6 +133,29 @@ class Table:
         if location != self.metadata_location or self._catalog is None:
             self._state = (read_metadata(self._io, location), location)
         return self
+
+    def append(
+        self, data: Data, *, branch: str = "main", backend: str = "auto", faults: Faults | None = None
+    ) -> AppendResult:
+        """Write ``data`` (an Arrow table, batch, reader or iterable of batches) as data files and commit them
+        as an ``append`` snapshot; this handle then points at the new metadata. ``faults``: a test hook
+        (see :mod:`gpu_engine.commit.producer`)."""
+        from .commit.append import append
+
+        return append(self, data, branch=branch, backend=backend, faults=faults)
+
+    def commit(
+        self, update: SnapshotUpdate, *, branch: str = "main", faults: Faults | None = None
+    ) -> CommitResult:
+        """Commit ``update`` as a new snapshot of ``branch`` (retrying lost races); this handle then points at
+        the new metadata."""
+        from .commit.producer import commit
+
+        return commit(self, update, branch=branch, faults=faults)
+
+    def _advance(self, metadata: TableMetadata, metadata_location: str) -> None:
+        """Move this handle to metadata this process just committed (the commit path only)."""
+        self._state = (metadata, metadata_location)
 
     def with_io(self, io: FileIO) -> Table:
         """A new handle on the same metadata with another IO (e.g. another path map)."""

@@ -18,6 +18,10 @@ from ..io.fileio import FileIO, load_file_io
 from ..io.paths import PathMap
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from ..iceberg.partitioning import PartitionSpec
+    from ..iceberg.schema import Schema
     from ..table import Table
 
 Identifier = tuple[str, ...]
@@ -88,6 +92,29 @@ class Catalog(ABC):
     @abstractmethod
     def register_table(self, identifier: IdentifierLike, metadata_location: str) -> Table:
         """Add an existing table by its metadata file; :class:`TableAlreadyExists` if the name is taken."""
+
+    def create_table(
+        self,
+        identifier: IdentifierLike,
+        schema: Schema | pa.Schema,
+        partition_spec: PartitionSpec | Sequence[str] | None = None,
+        properties: Mapping[str, str] | None = None,
+        location: str | None = None,
+    ) -> Table:
+        """Create a table: its first metadata file (format version ``properties["format-version"]``: 1, 2 or
+        3, default 2), registered through :meth:`commit_metadata`; the table loaded.
+
+        ``schema``: an Iceberg schema, or a pyarrow schema (fresh field ids). ``partition_spec``: strings
+        such as ``["day(ts)", "bucket(16, id)", "region"]`` or a spec. ``location``: default
+        ``<warehouse>/<namespace>/<name>``. Raises :class:`TableAlreadyExists`, :class:`NoSuchNamespace`,
+        :class:`UnsupportedTransform` (a transform that cannot apply to its column), UnsupportedFeature (a
+        bad format-version).
+        """
+        from ..commit.create import create_table
+
+        return create_table(
+            self, identifier, schema, partition_spec=partition_spec, properties=properties, location=location
+        )
 
     @abstractmethod
     def commit_metadata(

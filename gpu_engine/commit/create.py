@@ -1,0 +1,149 @@
+"""New tables: the first metadata (format version 1, 2 or 3) and its registration in a catalog.
+
+The metadata: a fresh ``table-uuid``; the schema as schema 0 (an Arrow schema gets fresh field ids, an
+Iceberg schema keeps its own) with ``last-column-id`` its highest field id; partition spec 0 (field ids
+from 1000, ``last-partition-id`` the highest, 999 when unpartitioned); sort order 0 (unsorted); no
+snapshots; ``last-sequence-number`` 0 and, in v3, ``next-row-id`` 0. ``format-version`` is taken out of the
+properties (default 2). Types new in v3 (``timestamp_ns``, ``unknown``, ``variant``, geospatial) need v3.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from ..errors import (
+    CatalogError,
+    CommitConflict,
+    CommitStateUnknown,
+    NoSuchNamespace,
+    TableAlreadyExists,
+    UnsupportedFeature,
+)
+from ..iceberg import types as it
+from ..iceberg.metadata import SUPPORTED_FORMAT_VERSIONS, TableMetadata
+from ..iceberg.partitioning import V1_FIRST_PARTITION_FIELD_ID, PartitionSpec
+from ..iceberg.schema import Schema
+from ..iceberg.sorting import UNSORTED
+from .producer import is_file_system_catalog
+from .schema_from_arrow import schema_from_arrow
+from .spec_parse import parse_partition_spec
+from .table_update import metadata_path, write_metadata
+
+if TYPE_CHECKING:
+    from ..catalog.base import Catalog, IdentifierLike
+    from ..table import Table
+
+FORMAT_VERSION = "format-version"
+DEFAULT_FORMAT_VERSION = 2
+_V3_TYPES = ("timestamp_ns", "timestamptz_ns", "unknown", "variant", "geometry", "geography")
+
+
+def new_table_metadata(
+    schema: Schema | pa.Schema,
+    *,
+    location: str,
+    partition_spec: PartitionSpec | Sequence[str] | None = None,
+    properties: Mapping[str, str] | None = None,
+) -> TableMetadata:
+    """The first metadata of a new table (see the module doc)."""
+    props = dict(properties or {})
+    version = _format_version(props.pop(FORMAT_VERSION, str(DEFAULT_FORMAT_VERSION)))
+    iceberg_schema = schema_from_arrow(schema) if isinstance(schema, pa.Schema) else schema
+    if not isinstance(iceberg_schema, Schema):
+        raise UnsupportedFeature(f"schema must be an Iceberg Schema or a pyarrow Schema, not {type(schema)}")
+    iceberg_schema = replace(iceberg_schema, schema_id=0, schema_id_written=True)
+    if version < 3:
+        for fid, f in iceberg_schema.by_id.items():
+            if isinstance(f.type, it.PrimitiveType) and f.type.name in _V3_TYPES:
+                name = iceberg_schema.names_by_id[fid]
+                raise UnsupportedFeature(
+                    f"column {name!r} has type {f.type}, which needs format-version 3 (asked: {version})"
+                )
+    if partition_spec is None:
+        spec = PartitionSpec(0)
+    elif isinstance(partition_spec, PartitionSpec):
+        spec = partition_spec
+    else:
+        spec = parse_partition_spec(partition_spec, iceberg_schema)
+    return TableMetadata(
+        format_version=version,
+        location=location.rstrip("/"),
+        last_updated_ms=int(time.time() * 1000),
+        last_column_id=iceberg_schema.highest_field_id,
+        schemas=(iceberg_schema,),
+        current_schema_id=0,
+        partition_specs=(spec,),
+        default_spec_id=spec.spec_id,
+        last_partition_id=max((f.field_id for f in spec.fields), default=V1_FIRST_PARTITION_FIELD_ID - 1),
+        table_uuid=str(uuid.uuid4()),
+        properties=props,
+        sort_orders=(UNSORTED,),
+        default_sort_order_id=UNSORTED.order_id,
+        next_row_id=0 if version >= 3 else None,
+    )
+
+
+def _format_version(raw: str) -> int:
+    try:
+        version = int(str(raw).strip())
+    except ValueError:
+        version = -1
+    if version not in SUPPORTED_FORMAT_VERSIONS:
+        raise UnsupportedFeature(f"property format-version={raw!r}: expected 1, 2 or 3")
+    return version
+
+
+def create_table(
+    catalog: Catalog,
+    identifier: IdentifierLike,
+    schema: Schema | pa.Schema,
+    *,
+    partition_spec: PartitionSpec | Sequence[str] | None = None,
+    properties: Mapping[str, str] | None = None,
+    location: str | None = None,
+) -> Table:
+    """Create the table in ``catalog``: write its first metadata file and register it (see the module doc).
+
+    ``location`` defaults to ``<warehouse>/<namespace levels>/<name>`` (for a file-system catalog, the
+    table directory, the only location it accepts).
+    """
+    from ..catalog.base import table_identifier
+    from ..catalog.filesystem import join
+
+    namespace, name = table_identifier(identifier)
+    shown = ".".join((*namespace, name))
+    if catalog.table_exists(identifier):
+        raise TableAlreadyExists(f"table {shown} already exists in catalog {catalog.name!r}")
+    if namespace and not catalog.namespace_exists(namespace):
+        raise NoSuchNamespace(f"namespace {'.'.join(namespace)} does not exist in catalog {catalog.name!r}")
+    file_system = is_file_system_catalog(catalog)
+    warehouse = catalog.properties.get("warehouse")
+    default = None if not warehouse else join(warehouse, *namespace, name)
+    if location is None:
+        if default is None:
+            raise CatalogError(f"catalog {catalog.name!r} has no warehouse: create_table needs location=")
+        location = default
+    elif file_system and location.rstrip("/") != (default or "").rstrip("/"):
+        raise UnsupportedFeature(
+            f"a file-system catalog keeps table {shown} in {default}; it cannot be created at {location}"
+        )
+    md = new_table_metadata(schema, location=location, partition_spec=partition_spec, properties=properties)
+    path = metadata_path(md, None, file_system_table=file_system)
+    write_metadata(catalog.io, path, md)
+    try:
+        catalog.commit_metadata(identifier, None, path)
+    except CommitStateUnknown:
+        raise
+    except CommitConflict as exc:
+        catalog.io.delete(catalog.io.resolve(path), missing_ok=True)
+        raise TableAlreadyExists(f"table {shown} was created concurrently in {catalog.name!r}") from exc
+    except BaseException:
+        catalog.io.delete(catalog.io.resolve(path), missing_ok=True)
+        raise
+    return catalog.load_table(identifier)

@@ -1,0 +1,133 @@
+"""The manifests of a new snapshot: new manifests for the files it adds, and the parent's manifests either
+kept unchanged ("fast append": no file of theirs is removed) or rewritten with the removed files as
+DELETED entries and the others as EXISTING (snapshot ids, sequence numbers and ``first_row_id`` kept).
+
+New manifests do not depend on the base version (sequence numbers and v3 ``first_row_id`` are inherited
+from the manifest list, spec "Sequence Numbers"), so the producer writes them once and reuses them on every
+retry; rewritten manifests depend on the base and are written per attempt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..iceberg.content_file import DATA, ContentFile
+from ..iceberg.manifest_list import ManifestFile
+from ..iceberg.manifest_write import ManifestContent, ManifestEntry, write_manifest
+from ..iceberg.manifests import DELETED, EXISTING, read_manifest
+from ..iceberg.metadata import TableMetadata
+from ..io.fileio import FileIO
+from .entries import entries_of
+from .update import Faults, ValidationError
+
+NewPath = Callable[[], str]
+"""Returns the recorded path of the next manifest to write."""
+
+
+@dataclass(frozen=True)
+class ManifestSet:
+    """The manifests of a new snapshot, in manifest list order, and what building them found."""
+
+    manifests: tuple[ManifestFile, ...]
+    removed: tuple[ContentFile, ...]  # the removed files' entries, for the summary
+    created: int
+    kept: int
+    replaced: int
+    entries_processed: int
+
+
+def write_added(
+    io: FileIO,
+    md: TableMetadata,
+    files: Sequence[ContentFile],
+    *,
+    snapshot_id: int,
+    new_path: NewPath,
+    faults: Faults,
+    written: list[str],
+) -> tuple[ManifestFile, ...]:
+    """One manifest per (data or deletes, spec) of ``files``, entries ADDED; paths appended to ``written``."""
+    groups: dict[tuple[ManifestContent, int], list[ContentFile]] = {}
+    for f in files:
+        groups.setdefault(("data" if f.content == DATA else "deletes", f.spec_id), []).append(f)
+    out = []
+    for (content, spec_id), group in sorted(groups.items()):
+        entries = [ManifestEntry.added(f) for f in group]
+        out.append(_write(io, md, content, spec_id, entries, snapshot_id, new_path, faults, written))
+    return tuple(out)
+
+
+def _write(
+    io: FileIO, md: TableMetadata, content: ManifestContent, spec_id: int, entries: Sequence[ManifestEntry],
+    snapshot_id: int, new_path: NewPath, faults: Faults, written: list[str],
+) -> ManifestFile:  # fmt: skip
+    path = new_path()
+    faults("manifest")
+    manifest = write_manifest(
+        io, io.resolve(path), format_version=md.format_version, spec=md.spec_by_id(spec_id),
+        schema=md.schema, content=content, snapshot_id=snapshot_id, entries=entries,
+    )  # fmt: skip
+    written.append(path)
+    return replace(manifest, manifest_path=path)
+
+
+def filter_existing(
+    io: FileIO,
+    md: TableMetadata,
+    manifests: Sequence[ManifestFile],
+    removed: frozenset[str],
+    *,
+    snapshot_id: int,
+    new_path: NewPath,
+    faults: Faults,
+    written: list[str],
+) -> tuple[list[ManifestFile], list[ContentFile], int, int]:
+    """The parent's ``manifests`` with ``removed`` files marked DELETED: (manifests, removed files' entries,
+    manifests replaced, entries processed). :class:`ValidationError` if a removed file is not live."""
+    out: list[ManifestFile] = []
+    gone: list[ContentFile] = []
+    replaced = processed = 0
+    for m in manifests:
+        legacy = m.manifest_length is None or m.partition_spec_id is None  # a v1 snapshot's ``manifests``
+        if not removed and not legacy:
+            out.append(m)
+            continue
+        table = read_manifest(replace(m, manifest_path=io.resolve(m.manifest_path)), open_input=io.open_input)
+        live = pc.not_equal(table.column("status"), pa.scalar(DELETED, pa.int32()))
+        hit = pc.is_in(table.column("file_path"), value_set=pa.array(sorted(removed), pa.string()))
+        if not legacy and not pc.any(pc.and_(live, hit)).as_py():
+            out.append(m)
+            continue
+        spec_id = m.partition_spec_id if m.partition_spec_id is not None else _spec_id(table)
+        entries = entries_of(table, m, md.spec_by_id(spec_id))
+        processed += len(entries)
+        rewritten = []
+        for e in entries:
+            if e.file.path in removed:
+                gone.append(e.file)
+                rewritten.append(
+                    ManifestEntry(DELETED, snapshot_id, e.sequence_number, e.file_sequence_number, e.file)
+                )
+            else:
+                rewritten.append(
+                    ManifestEntry(EXISTING, e.snapshot_id, e.sequence_number, e.file_sequence_number, e.file)
+                )
+        content: ManifestContent = "deletes" if m.content == 1 else "data"
+        out.append(_write(io, md, content, spec_id, rewritten, snapshot_id, new_path, faults, written))
+        replaced += 1
+    missing = removed - {f.path for f in gone}
+    if missing:
+        raise ValidationError(
+            f"table {md.location}: {len(missing)} file(s) to remove are not live in the current snapshot "
+            f"(removed concurrently?): {sorted(missing)[:5]}"
+        )
+    return out, gone, replaced, processed
+
+
+def _spec_id(table: pa.Table) -> int:
+    ids = set(table.column("spec_id").to_pylist())
+    return int(next(iter(ids))) if ids else 0

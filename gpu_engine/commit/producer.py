@@ -1,0 +1,270 @@
+"""The snapshot producer: commit a :class:`~gpu_engine.commit.update.SnapshotUpdate` to a table.
+
+Each attempt builds the new snapshot on the table's current metadata (manifests, manifest list, summary,
+metadata file; :mod:`.manifest_set`, :mod:`.summary`, :mod:`.table_update`) and asks the catalog to swap
+the table's pointer from the base metadata file to the new one. A lost race (:class:`CommitConflict`)
+refreshes the table, re-runs validation and re-applies the change, waiting with exponential backoff and
+jitter (``commit.retry.*``, :mod:`.retry`) until the retries or the total timeout run out.
+
+Files: new manifests for the added files are written once and reused by every attempt; rewritten
+manifests, manifest lists and metadata files are written per attempt. After success the files of failed
+attempts are deleted (never one the committed snapshot references); after a definite failure every file
+the commit wrote is deleted and the error raised; after :class:`CommitStateUnknown` nothing is deleted,
+since the new snapshot may be the table's current state.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+from ..errors import CommitConflict, CommitStateUnknown, GpuEngineError, UnsupportedFeature
+from ..iceberg.manifest_list import ManifestFile
+from ..iceberg.manifest_write import write_manifest_list
+from ..iceberg.metadata import TableMetadata
+from ..io.fileio import FileIO
+from . import manifest_set, table_update
+from .entries import snapshot_manifests
+from .retry import RetryPolicy
+from .summary import snapshot_summary
+from .update import CommitResult, Faults, SnapshotUpdate, ValidationError
+
+if TYPE_CHECKING:
+    from ..catalog.base import Catalog
+    from ..table import Table
+
+_log = logging.getLogger("gpu_engine.commit")
+
+
+def _no_faults(stage: str) -> None:
+    return None
+
+
+def check_committable(table: Table) -> Catalog:
+    """The catalog that commits ``table``; :class:`UnsupportedFeature` when it cannot be committed here."""
+    from ..catalog.rest import RestCatalog
+
+    catalog = table.catalog
+    if catalog is None:
+        raise UnsupportedFeature(
+            f"table {table.metadata_location} was loaded from a metadata file and has no catalog to commit "
+            "to: load its table directory (gpu_engine.load_table(dir)) or load it from a catalog"
+        )
+    if isinstance(catalog, RestCatalog):
+        raise UnsupportedFeature(
+            f"catalog {catalog.name!r}: snapshot commits through a REST catalog are not implemented yet "
+            "(the REST protocol commits snapshots as add-snapshot updates, not pointer swaps)"
+        )
+    if table.io.path_map:
+        raise UnsupportedFeature(
+            f"table {table.location} is read through a path map ({table.io.path_map.prefixes}); "
+            "writing to it would mix old and new path spellings: commit where its paths are real"
+        )
+    return catalog
+
+
+def is_file_system_catalog(catalog: Catalog) -> bool:
+    from ..catalog.filesystem import FileSystemCatalog
+
+    return isinstance(catalog, FileSystemCatalog)
+
+
+@dataclass
+class _Files:
+    """Every file a commit wrote, by attempt; the added manifests are shared by all attempts."""
+
+    added: list[str] = field(default_factory=list)
+    attempts: list[list[str]] = field(default_factory=list)
+
+    def all(self) -> list[str]:
+        return [*self.added, *(p for a in self.attempts for p in a)]
+
+
+def commit(
+    table: Table,
+    update: SnapshotUpdate,
+    *,
+    branch: str = "main",
+    faults: Faults | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    owned: Sequence[str] = (),
+) -> CommitResult:
+    """Commit ``update`` as a new snapshot at the head of ``branch``; ``table`` moves to the new metadata.
+
+    Raises the validation's error (nothing committed), :class:`CommitConflict` when the retries run out
+    (nothing committed, everything written deleted), :class:`CommitStateUnknown` (nothing deleted), or
+    the error of the stage that failed (nothing committed, everything written deleted). ``owned``: files
+    the caller wrote for this commit only (an append's data files), deleted with the commit's own files
+    when it definitely failed.
+    """
+    catalog = check_committable(table)
+    fault = faults or _no_faults
+    producer = _Producer(table, catalog, update, branch, fault)
+    attempt = 0
+    try:
+        policy = RetryPolicy.from_properties(table.properties)
+        deadline = time.monotonic() + policy.total_timeout_ms / 1000.0
+        while True:
+            attempt += 1
+            try:
+                return producer.attempt(attempt)
+            except CommitConflict as exc:
+                if attempt > policy.num_retries or time.monotonic() >= deadline:
+                    raise CommitConflict(
+                        f"commit to {table.location} failed after {attempt} attempt(s): {exc}"
+                    ) from exc
+                _log.debug("commit attempt %d lost a race: %s", attempt, exc)
+            sleep(min(policy.wait_s(attempt), max(deadline - time.monotonic(), 0.0)))
+            table.refresh()
+    except CommitStateUnknown:
+        raise
+    except BaseException:
+        if not producer.swapping:
+            delete_files(table.io, [*producer.files.all(), *owned], fault=None)
+        raise
+
+
+class _Producer:
+    def __init__(self, table: Table, catalog: Catalog, update: SnapshotUpdate, branch: str, faults: Faults):
+        self.table, self.catalog, self.update = table, catalog, update
+        self.branch, self.faults = branch, faults
+        self.swapping = False  # while the catalog swap runs, an interruption leaves the outcome unknown
+        self.files = _Files()
+        self.commit_id = uuid.uuid4()
+        self.table_uuid = table.metadata.table_uuid
+        self.snapshot_id = table_update.new_snapshot_id(table.metadata)
+        self.added: tuple[ManifestFile, ...] | None = None
+        self.count = 0
+
+    def _manifest_path(self) -> str:
+        self.count += 1
+        return f"{self.table.location.rstrip('/')}/metadata/{self.commit_id}-m{self.count - 1}.avro"
+
+    def attempt(self, attempt: int) -> CommitResult:
+        table = self.table
+        base, base_location, io = table.metadata, table.metadata_location, table.io
+        written: list[str] = []
+        self.files.attempts.append(written)
+        if base.table_uuid != self.table_uuid:
+            raise ValidationError(
+                f"table {base.location} was replaced: its uuid is now {base.table_uuid}, "
+                f"was {self.table_uuid}"
+            )
+        if self.snapshot_id in base.snapshots_by_id:  # a concurrent writer drew the same id: start over
+            self.snapshot_id = table_update.new_snapshot_id(base)
+            self.added = None
+        if self.update.validate is not None:
+            self.update.validate(base)
+        parent = table_update.parent_of(base, self.branch)
+        self._check_content(base)
+        if self.added is None:
+            self.added = manifest_set.write_added(
+                io, base, self.update.added, snapshot_id=self.snapshot_id, new_path=self._manifest_path,
+                faults=self.faults, written=self.files.added,
+            )  # fmt: skip
+        existing = () if parent is None else snapshot_manifests(io, parent)
+        kept, removed, replaced, processed = manifest_set.filter_existing(
+            io, base, existing, self.update.removed, snapshot_id=self.snapshot_id,
+            new_path=self._manifest_path, faults=self.faults, written=written,
+        )  # fmt: skip
+        seq = table_update.next_sequence_number(base)
+        list_path = (
+            f"{base.location.rstrip('/')}/metadata/snap-{self.snapshot_id}-{attempt}-{self.commit_id}.avro"
+        )
+        self.faults("manifest-list")
+        manifests = (*self.added, *kept)
+        listed = write_manifest_list(
+            io, io.resolve(list_path), format_version=base.format_version, snapshot_id=self.snapshot_id,
+            parent_snapshot_id=None if parent is None else parent.snapshot_id,
+            sequence_number=seq if base.format_version >= 2 else None, manifests=manifests,
+            first_row_id=base.next_row_id if base.format_version >= 3 else None,
+        )  # fmt: skip
+        written.append(list_path)
+        listed = replace(listed, path=list_path)
+        summary = snapshot_summary(
+            self.update.operation, added=self.update.added, removed=removed,
+            parent=None if parent is None else parent.summary, has_parent=parent is not None,
+            extra={
+                **self.update.summary,
+                "manifests-created": str(len(self.added) + replaced),
+                "manifests-kept": str(len(kept) - replaced),
+                "manifests-replaced": str(replaced),
+                "entries-processed": str(processed),
+            },
+        )  # fmt: skip
+        timestamp = table_update.now_ms(base)
+        new_md = table_update.with_snapshot(
+            base, base_location, snapshot_id=self.snapshot_id, branch=self.branch, timestamp_ms=timestamp,
+            summary=summary, manifest_list=listed,
+        )  # fmt: skip
+        path = table_update.metadata_path(
+            new_md, base_location, file_system_table=is_file_system_catalog(self.catalog)
+        )
+        self.faults("metadata")
+        table_update.write_metadata(io, path, new_md)
+        written.append(path)
+        self.faults("swap")
+        location = self._swap(base_location, path)
+        table._advance(new_md, location)
+        orphaned = self._clean_failed_attempts(referenced={*(m.manifest_path for m in manifests), list_path})
+        return CommitResult(
+            snapshot_id=self.snapshot_id,
+            sequence_number=seq,
+            metadata_location=location,
+            manifest_list=list_path,
+            summary=summary,
+            attempts=attempt,
+            orphaned=orphaned,
+        )
+
+    def _check_content(self, base: TableMetadata) -> None:
+        if base.format_version == 1 and any(f.content != 0 for f in self.update.added):
+            raise ValidationError(f"table {base.location} is format version 1: it has no delete files")
+        for f in self.update.added:
+            base.spec_by_id(f.spec_id)
+
+    def _swap(self, base_location: str, new_location: str) -> str:
+        """The catalog's swap; an error other than the catalog's own (or an interruption such as
+        KeyboardInterrupt) leaves the outcome unknown, and nothing is cleaned up."""
+        self.swapping = True
+        try:
+            location = self.catalog.commit_metadata(self.table.identifier, base_location, new_location)
+        except (CommitConflict, CommitStateUnknown, GpuEngineError):
+            self.swapping = False  # the catalog knows: CommitStateUnknown passes through commit() untouched
+            raise
+        except Exception as exc:
+            raise CommitStateUnknown(
+                f"commit to {self.table.location}: the catalog swap to {new_location} failed with "
+                f"{type(exc).__name__}: {exc}; whether it landed is unknown"
+            ) from exc
+        self.swapping = False
+        return location
+
+    def _clean_failed_attempts(self, referenced: set[str]) -> tuple[str, ...]:
+        stale = [p for a in self.files.attempts[:-1] for p in a if p not in referenced]
+        unused_added = [p for p in self.files.added if p not in referenced]
+        return delete_files(self.table.io, [*stale, *unused_added], fault=self.faults)
+
+
+def delete_files(io: FileIO, paths: list[str], *, fault: Faults | None) -> tuple[str, ...]:
+    """Delete ``paths`` (missing ones are fine); the paths that could not be deleted."""
+    if not paths:
+        return ()
+    try:
+        if fault is not None:
+            fault("cleanup")
+    except Exception as exc:
+        _log.warning("commit cleanup skipped (%s): %d file(s) left behind", exc, len(paths))
+        return tuple(paths)
+    left = []
+    for p in paths:
+        try:
+            io.delete(io.resolve(p), missing_ok=True)
+        except Exception as exc:
+            _log.warning("commit cleanup: cannot delete %s: %s", p, exc)
+            left.append(p)
+    return tuple(left)

@@ -1,0 +1,61 @@
+"""Commit retry policy from Iceberg's table properties, with exponential backoff and jitter.
+
+``commit.retry.num-retries`` (4), ``commit.retry.min-wait-ms`` (100), ``commit.retry.max-wait-ms``
+(60000) and ``commit.retry.total-timeout-ms`` (1800000), as Iceberg Java names and defaults them. The
+wait before retry ``n`` (1-based) is ``min(min-wait * 2**(n-1), max-wait)`` scaled by a random factor in
+[0.5, 1.0] so that writers that collided do not collide again in lockstep.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ..errors import UnsupportedFeature
+
+NUM_RETRIES = "commit.retry.num-retries"
+MIN_WAIT_MS = "commit.retry.min-wait-ms"
+MAX_WAIT_MS = "commit.retry.max-wait-ms"
+TOTAL_TIMEOUT_MS = "commit.retry.total-timeout-ms"
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    num_retries: int = 4
+    min_wait_ms: int = 100
+    max_wait_ms: int = 60_000
+    total_timeout_ms: int = 1_800_000
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> RetryPolicy:
+        policy = cls(
+            _prop(props, NUM_RETRIES, cls.num_retries),
+            _prop(props, MIN_WAIT_MS, cls.min_wait_ms),
+            _prop(props, MAX_WAIT_MS, cls.max_wait_ms),
+            _prop(props, TOTAL_TIMEOUT_MS, cls.total_timeout_ms),
+        )
+        if policy.max_wait_ms < policy.min_wait_ms:
+            raise UnsupportedFeature(
+                f"table property {MAX_WAIT_MS}={policy.max_wait_ms} is below "
+                f"{MIN_WAIT_MS}={policy.min_wait_ms}"
+            )
+        return policy
+
+    def wait_s(self, retry: int, rng: random.Random | None = None) -> float:
+        """Seconds to wait before retry number ``retry`` (1-based)."""
+        base = min(self.min_wait_ms * 2.0 ** min(retry - 1, 62), float(self.max_wait_ms))
+        return base * (rng or random).uniform(0.5, 1.0) / 1000.0
+
+
+def _prop(props: Mapping[str, str], name: str, default: int) -> int:
+    raw = props.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise UnsupportedFeature(f"table property {name}={raw!r}: expected an integer >= 0")
+    return value

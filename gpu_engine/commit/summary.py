@@ -1,0 +1,122 @@
+"""Snapshot summaries (spec "Snapshots" ``operation``, Appendix F "Optional Snapshot Summary Fields").
+
+Added and removed counters are written when non-zero, as Iceberg Java does; the ``total-*`` fields are the
+parent snapshot's totals plus what was added minus what was removed (a first snapshot starts from zero;
+a total the parent does not record is left out, since it cannot be known without reading every manifest).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from ..iceberg.content_file import DATA, EQUALITY_DELETES, POSITION_DELETES, ContentFile
+
+ENGINE_NAME = "gpu-engine"
+TOTALS = (
+    "total-records", "total-files-size", "total-data-files", "total-delete-files", "total-position-deletes",
+    "total-equality-deletes",
+)  # fmt: skip
+
+
+@dataclass
+class _Counts:
+    data_files: int = 0
+    records: int = 0
+    files_size: int = 0
+    delete_files: int = 0
+    position_delete_files: int = 0
+    dvs: int = 0
+    equality_delete_files: int = 0
+    position_deletes: int = 0
+    equality_deletes: int = 0
+
+    def add(self, f: ContentFile) -> None:
+        self.files_size += f.file_size_in_bytes
+        if f.content == DATA:
+            self.data_files += 1
+            self.records += f.record_count
+            return
+        self.delete_files += 1
+        if f.content == POSITION_DELETES:
+            self.position_deletes += f.record_count
+            if f.file_format.upper() == "PUFFIN":
+                self.dvs += 1
+            else:
+                self.position_delete_files += 1
+        elif f.content == EQUALITY_DELETES:
+            self.equality_delete_files += 1
+            self.equality_deletes += f.record_count
+
+
+def _partition_key(f: ContentFile) -> tuple[object, ...]:
+    values = tuple(("nan",) if isinstance(v, float) and math.isnan(v) else v for v in f.partition)
+    return (f.spec_id, values)
+
+
+def snapshot_summary(
+    operation: str,
+    *,
+    added: Iterable[ContentFile],
+    removed: Iterable[ContentFile],
+    parent: Mapping[str, str] | None,
+    has_parent: bool,
+    extra: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The summary of a snapshot adding ``added`` and removing ``removed`` on top of ``parent``'s summary.
+
+    ``has_parent=False``: the first snapshot of its branch (totals start at zero).
+    """
+    plus, minus = _Counts(), _Counts()
+    partitions: set[tuple[object, ...]] = set()
+    for f in added:
+        plus.add(f)
+        partitions.add(_partition_key(f))
+    for f in removed:
+        minus.add(f)
+        partitions.add(_partition_key(f))
+    out: dict[str, str] = {"operation": operation}
+    pairs = (
+        ("added-data-files", plus.data_files), ("deleted-data-files", minus.data_files),
+        ("added-records", plus.records), ("deleted-records", minus.records),
+        ("added-files-size", plus.files_size), ("removed-files-size", minus.files_size),
+        ("added-delete-files", plus.delete_files), ("removed-delete-files", minus.delete_files),
+        ("added-position-delete-files", plus.position_delete_files),
+        ("removed-position-delete-files", minus.position_delete_files),
+        ("added-dvs", plus.dvs), ("removed-dvs", minus.dvs),
+        ("added-equality-delete-files", plus.equality_delete_files),
+        ("removed-equality-delete-files", minus.equality_delete_files),
+        ("added-position-deletes", plus.position_deletes),
+        ("removed-position-deletes", minus.position_deletes),
+        ("added-equality-deletes", plus.equality_deletes),
+        ("removed-equality-deletes", minus.equality_deletes),
+    )  # fmt: skip
+    out.update((key, str(value)) for key, value in pairs if value)
+    change = {
+        "total-records": plus.records - minus.records,
+        "total-files-size": plus.files_size - minus.files_size,
+        "total-data-files": plus.data_files - minus.data_files,
+        "total-delete-files": plus.delete_files - minus.delete_files,
+        "total-position-deletes": plus.position_deletes - minus.position_deletes,
+        "total-equality-deletes": plus.equality_deletes - minus.equality_deletes,
+    }
+    for key in TOTALS:
+        before = _total(parent, key) if has_parent else 0
+        if before is not None:
+            out[key] = str(before + change[key])
+    out["changed-partition-count"] = str(len(partitions))
+    out["engine-name"] = ENGINE_NAME
+    for key, value in (extra or {}).items():
+        out[key] = value
+    return out
+
+
+def _total(summary: Mapping[str, str] | None, key: str) -> int | None:
+    raw = (summary or {}).get(key)
+    if raw is None:
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        return None

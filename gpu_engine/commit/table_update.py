@@ -1,0 +1,143 @@
+"""New table metadata for a new snapshot (spec "Table Metadata", "Snapshots", "Snapshot Row IDs") and the
+metadata file that holds it.
+
+The snapshot gets the next sequence number (v2+: ``last-sequence-number + 1``; v1 has none and stays 0),
+the base's current schema id, and in v3 ``first-row-id`` = the table's ``next-row-id`` and ``added-rows``
+as the manifest list assigned them; the table's ``next-row-id`` advances by ``added-rows``. The branch ref
+moves to the snapshot (``main`` also moves ``current-snapshot-id`` and appends to ``snapshot-log``); the
+base metadata file is appended to ``metadata-log``, which keeps the newest
+``write.metadata.previous-versions-max`` (100) entries.
+
+Metadata files are named ``<NNNNN>-<uuid>.metadata.json`` (the base's version + 1) as metastore catalogs
+do, or ``<uuid>.metadata.json`` for file-system tables (the catalog renames it to ``v<N>.metadata.json``);
+``write.metadata.compression-codec=gzip`` writes ``.gz.metadata.json``. Files are created exclusively.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import replace
+
+from ..errors import UnsupportedFeature
+from ..iceberg.manifest_write import WrittenManifestList
+from ..iceberg.metadata import TableMetadata, metadata_to_json
+from ..iceberg.snapshots import MAIN_BRANCH, MetadataLogEntry, Snapshot, SnapshotLogEntry, SnapshotRef
+from ..io.fileio import FileIO
+from .update import ValidationError
+
+PREVIOUS_VERSIONS_MAX = "write.metadata.previous-versions-max"
+COMPRESSION_CODEC = "write.metadata.compression-codec"
+_MAX_LONG = (1 << 63) - 1
+_VERSION = re.compile(r"^(?:v)?(\d+)[-.]")
+
+
+def new_snapshot_id(md: TableMetadata) -> int:
+    """A positive random snapshot id not used by ``md`` (the spec's suggestion: uuid4 halves XORed)."""
+    while True:
+        u = uuid.uuid4().int
+        sid = ((u >> 64) ^ (u & ((1 << 64) - 1))) & _MAX_LONG
+        if sid and sid not in md.snapshots_by_id:
+            return sid
+
+
+def next_sequence_number(md: TableMetadata) -> int:
+    return md.last_sequence_number + 1 if md.format_version >= 2 else 0
+
+
+def parent_of(md: TableMetadata, branch: str) -> Snapshot | None:
+    """The head of ``branch``; a branch not created yet forks from the current snapshot (None for an empty
+    table), as in Iceberg Java. A tag cannot be committed to."""
+    ref = md.refs.get(branch)
+    if ref is None:
+        return md.current_snapshot()
+    if not ref.is_branch:
+        raise ValidationError(f"table {md.location}: {branch!r} is a tag; commits go to branches")
+    return md.snapshot_by_id(ref.snapshot_id)
+
+
+def now_ms(md: TableMetadata) -> int:
+    """The commit's timestamp: now, but never before the base's ``last-updated-ms`` (logs stay ordered)."""
+    return max(int(time.time() * 1000), md.last_updated_ms)
+
+
+def with_snapshot(
+    md: TableMetadata,
+    base_location: str,
+    *,
+    snapshot_id: int,
+    branch: str,
+    timestamp_ms: int,
+    summary: Mapping[str, str],
+    manifest_list: WrittenManifestList,
+) -> TableMetadata:
+    """``md`` with a new snapshot at the head of ``branch`` (see the module doc)."""
+    v = md.format_version
+    parent = parent_of(md, branch)
+    seq = next_sequence_number(md)
+    snapshot = Snapshot(
+        snapshot_id=snapshot_id,
+        timestamp_ms=timestamp_ms,
+        parent_snapshot_id=None if parent is None else parent.snapshot_id,
+        sequence_number=seq,
+        manifest_list=manifest_list.path,
+        summary=dict(summary),
+        schema_id=md.current_schema_id,
+        first_row_id=md.next_row_id if v >= 3 else None,
+        added_rows=manifest_list.added_rows if v >= 3 else None,
+        sequence_number_written=v >= 2,
+    )
+    old_ref = md.snapshot_refs.get(branch)
+    ref = SnapshotRef(snapshot_id, "branch") if old_ref is None else replace(old_ref, snapshot_id=snapshot_id)
+    changes: dict[str, object] = {
+        "snapshots": (*md.snapshots, snapshot),
+        "snapshot_refs": {**md.snapshot_refs, branch: ref},
+        "last_updated_ms": timestamp_ms,
+        "metadata_log": _metadata_log(md, base_location),
+    }
+    if v >= 2:
+        changes["last_sequence_number"] = seq
+    if v >= 3:
+        changes["next_row_id"] = manifest_list.next_row_id
+    if branch == MAIN_BRANCH:
+        changes["current_snapshot_id"] = snapshot_id
+        changes["snapshot_log"] = (*md.snapshot_log, SnapshotLogEntry(timestamp_ms, snapshot_id))
+    return replace(md, **changes)  # type: ignore[arg-type]
+
+
+def _metadata_log(md: TableMetadata, base_location: str) -> tuple[MetadataLogEntry, ...]:
+    raw = md.properties.get(PREVIOUS_VERSIONS_MAX, "100")
+    try:
+        keep = max(int(raw), 1)
+    except ValueError:
+        raise UnsupportedFeature(
+            f"table property {PREVIOUS_VERSIONS_MAX}={raw!r}: expected an integer"
+        ) from None
+    log = (*md.metadata_log, MetadataLogEntry(md.last_updated_ms, base_location))
+    return log[-keep:]
+
+
+def metadata_path(md: TableMetadata, base_location: str | None, *, file_system_table: bool) -> str:
+    """The recorded path of the next metadata file of the table (see the module doc)."""
+    codec = md.properties.get(COMPRESSION_CODEC, "none").strip().lower()
+    if codec not in ("none", "gzip"):
+        raise UnsupportedFeature(f"table property {COMPRESSION_CODEC}={codec!r}: expected none or gzip")
+    suffix = ".gz.metadata.json" if codec == "gzip" else ".metadata.json"
+    directory = f"{md.location.rstrip('/')}/metadata"
+    if file_system_table:
+        return f"{directory}/{uuid.uuid4()}{suffix}"
+    version = 0
+    if base_location is not None:
+        m = _VERSION.match(base_location.rstrip("/").rsplit("/", 1)[-1])
+        version = int(m.group(1)) + 1 if m else len(md.metadata_log) + 1
+    return f"{directory}/{version:05d}-{uuid.uuid4()}{suffix}"
+
+
+def write_metadata(io: FileIO, path: str, md: TableMetadata) -> None:
+    """Write ``md`` at ``path`` (create-exclusive)."""
+    data = json.dumps(metadata_to_json(md), separators=(",", ":")).encode("utf-8")
+    io.write_bytes(io.resolve(path), gzip.compress(data) if path.endswith(".gz.metadata.json") else data)

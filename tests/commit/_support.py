@@ -1,0 +1,124 @@
+"""Shared helpers of the commit tests: a SQLite catalog, generated rows, the independent readers, and the
+files a table's snapshots reference."""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow as pa
+from pyiceberg.catalog.sql import SqlCatalog as PyIcebergSqlCatalog
+from pyiceberg.table import StaticTable
+
+import gpu_engine as ge
+from gpu_engine.catalog.sql import SqlCatalog
+from gpu_engine.commit.entries import snapshot_manifests
+from gpu_engine.iceberg.manifest_list import ManifestFile
+from gpu_engine.iceberg.manifests import read_manifest
+from gpu_engine.table import Table
+
+from ..execute.oracles import _duckdb, assert_same_rows
+
+__all__ = ["assert_same_rows"]
+
+CATALOG_NAME = "writes"
+
+SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.int64(), nullable=False),
+        pa.field("ts", pa.timestamp("us")),
+        pa.field("d", pa.date32()),
+        pa.field("region", pa.string()),
+        pa.field("s", pa.string()),
+        pa.field("amount", pa.decimal128(9, 2)),
+        pa.field("score", pa.float64()),
+        pa.field("flag", pa.bool_()),
+    ]
+)
+REGIONS = ("eu", "us", "apac")
+
+
+def sql_catalog(tmp_path: Path) -> SqlCatalog:
+    cat = ge.load_catalog(
+        CATALOG_NAME, uri=f"sqlite:///{tmp_path / 'catalog.db'}", warehouse=str(tmp_path / "wh")
+    )
+    assert isinstance(cat, SqlCatalog)
+    if not cat.namespace_exists("db"):
+        cat.create_namespace("db")
+    return cat
+
+
+def rows(start: int, n: int, *, seed: int = 0) -> pa.Table:
+    """``n`` rows with ids ``start..start+n-1`` and a few nulls in every optional column."""
+    rng = random.Random(seed * 7919 + start)
+    base = dt.datetime(2024, 3, 1)
+
+    def maybe(v: object) -> object:
+        return None if rng.random() < 0.1 else v
+
+    return pa.table(
+        {
+            "id": list(range(start, start + n)),
+            "ts": [maybe(base + dt.timedelta(hours=rng.randrange(0, 24 * 40))) for _ in range(n)],
+            "d": [maybe(dt.date(2020 + rng.randrange(0, 4), 1 + rng.randrange(12), 1)) for _ in range(n)],
+            "region": [maybe(rng.choice(REGIONS)) for _ in range(n)],
+            "s": [maybe("".join(rng.choice("abc") for _ in range(rng.randrange(1, 5)))) for _ in range(n)],
+            "amount": [maybe(Decimal(rng.randrange(-10_000, 10_000)) / 100) for _ in range(n)],
+            "score": [maybe(rng.uniform(-1, 1)) for _ in range(n)],
+            "flag": [maybe(rng.random() < 0.5) for _ in range(n)],
+        },
+        schema=SCHEMA,
+    )
+
+
+def ours(tbl: Table) -> pa.Table:
+    return tbl.scan().to_arrow()
+
+
+def pyiceberg_static(tbl: Table) -> pa.Table:
+    return StaticTable.from_metadata(tbl.metadata_location).scan().to_arrow()
+
+
+def pyiceberg_catalog(tmp_path: Path, identifier: str) -> pa.Table:
+    cat = PyIcebergSqlCatalog(
+        CATALOG_NAME, uri=f"sqlite:///{tmp_path / 'catalog.db'}", warehouse=str(tmp_path / "wh")
+    )
+    try:
+        return cat.load_table(identifier).scan().to_arrow()
+    finally:
+        cat.engine.dispose()
+
+
+def duckdb_rows(tbl: Table) -> pa.Table:
+    result = _duckdb().execute(f"SELECT * FROM iceberg_scan('{tbl.metadata_location}')").arrow()
+    return result if isinstance(result, pa.Table) else result.read_all()
+
+
+def assert_all_readers(tbl: Table, expected: pa.Table, *, pyiceberg: bool = True) -> None:
+    """Our scan, PyIceberg's StaticTable and DuckDB's iceberg_scan all return ``expected``'s rows."""
+    assert_same_rows(ours(tbl), expected, context="gpu_engine scan")
+    if pyiceberg:
+        assert_same_rows(pyiceberg_static(tbl), expected, context="pyiceberg StaticTable")
+    assert_same_rows(duckdb_rows(tbl), expected, context="duckdb iceberg_scan")
+
+
+def referenced_files(tbl: Table) -> set[str]:
+    """Every file any snapshot of ``tbl`` references: manifest lists, manifests, data and delete files."""
+    out: set[str] = set()
+    manifests: dict[str, ManifestFile] = {}
+    for snap in tbl.metadata.snapshots:
+        if snap.manifest_list:
+            out.add(snap.manifest_list)
+        manifests.update((m.manifest_path, m) for m in snapshot_manifests(tbl.io, snap))
+    for path, m in manifests.items():  # each manifest read once: snapshots share them
+        out.add(path)
+        out.update(read_manifest(m).column("file_path").to_pylist())
+    return out
+
+
+def table_files(tbl: Table) -> set[str]:
+    """Every file under the table's location (temporary files included)."""
+    root = Path(tbl.location)
+    return {str(p) for p in root.rglob("*") if p.is_file()}

@@ -1,0 +1,206 @@
+"""catalog.create_table: metadata v1/v2/v3, fresh field ids for Arrow schemas, partition spec strings,
+errors; SQL and file-system catalogs; PyIceberg reads the new (empty) tables."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from pyiceberg.table import StaticTable
+
+import gpu_engine as ge
+from gpu_engine.commit import new_table_metadata
+from gpu_engine.commit.schema_from_arrow import schema_from_arrow
+from gpu_engine.commit.spec_parse import parse_partition_spec
+from gpu_engine.errors import (
+    InvalidType,
+    NoSuchNamespace,
+    TableAlreadyExists,
+    UnsupportedFeature,
+    UnsupportedTransform,
+)
+from gpu_engine.iceberg import types as it
+
+from ._support import SCHEMA, pyiceberg_catalog, sql_catalog
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
+def test_create_writes_spec_metadata(tmp_path: Path, version: int) -> None:
+    cat = sql_catalog(tmp_path)
+    tbl = cat.create_table(
+        "db.events", SCHEMA, partition_spec=["day(ts)", "bucket(16, id)"],
+        properties={"format-version": str(version), "owner": "me"},
+    )  # fmt: skip
+    raw = json.loads(Path(tbl.metadata_location).read_text())
+    assert Path(tbl.metadata_location).name.startswith("00000-")
+    assert raw["format-version"] == version
+    assert raw["location"] == str(tmp_path / "wh" / "db" / "events")
+    assert raw["last-column-id"] == 8
+    assert raw["last-partition-id"] == 1001
+    assert raw["default-sort-order-id"] == 0 and raw["sort-orders"] == [{"order-id": 0, "fields": []}]
+    assert raw["properties"] == {"owner": "me"}  # format-version is not a property
+    assert len(raw["table-uuid"]) == 36
+    assert raw["partition-specs"] == [
+        {"spec-id": 0, "fields": [
+            {"name": "ts_day", "transform": "day", "source-id": 2, "field-id": 1000},
+            {"name": "id_bucket", "transform": "bucket[16]", "source-id": 1, "field-id": 1001},
+        ]},
+    ]  # fmt: skip
+    assert [f["id"] for f in raw["schemas"][0]["fields"]] == list(range(1, 9))
+    assert raw["schemas"][0]["fields"][0] == {"id": 1, "name": "id", "required": True, "type": "long"}
+    assert raw["snapshots"] == []
+    if version == 1:
+        assert "last-sequence-number" not in raw and raw["current-snapshot-id"] == -1
+        assert raw["schema"] == raw["schemas"][0] and "partition-spec" in raw
+    else:
+        assert raw["last-sequence-number"] == 0
+    assert ("next-row-id" in raw) == (version == 3)
+    if version == 3:
+        assert raw["next-row-id"] == 0 and raw["current-snapshot-id"] is None
+    # independent readers: an empty table with the schema
+    assert StaticTable.from_metadata(tbl.metadata_location).scan().to_arrow().num_rows == 0
+    assert pyiceberg_catalog(tmp_path, "db.events").num_rows == 0
+    assert tbl.scan().to_arrow().num_rows == 0
+    assert cat.load_table("db.events").metadata == tbl.metadata
+
+
+def test_fresh_ids_for_nested_arrow_schema() -> None:
+    schema = pa.schema(
+        [
+            pa.field("a", pa.int32(), nullable=False),
+            pa.field("b", pa.struct([pa.field("x", pa.string()), pa.field("y", pa.list_(pa.int64()))])),
+            pa.field("m", pa.map_(pa.string(), pa.float32())),
+            pa.field("c", pa.large_string()),
+        ]
+    )
+    s = schema_from_arrow(schema)
+    assert [(f.field_id, f.name) for f in s.fields] == [(1, "a"), (2, "b"), (3, "m"), (4, "c")]
+    assert s.fields[0].required and not s.fields[1].required
+    b = s.fields[1].type
+    assert isinstance(b, it.StructType) and [f.field_id for f in b.fields] == [5, 6]
+    y = b.fields[1].type
+    assert isinstance(y, it.ListType) and y.element_id == 7 and y.element == it.LONG
+    m = s.fields[2].type
+    assert isinstance(m, it.MapType) and (m.key_id, m.value_id) == (8, 9) and m.value == it.FLOAT
+    assert s.highest_field_id == 9 and s.fields[3].type == it.STRING
+
+
+def test_arrow_type_mapping() -> None:
+    schema = pa.schema(
+        [
+            ("i8", pa.int8()), ("u32", pa.uint32()), ("tz", pa.timestamp("ms", tz="UTC")),
+            ("ns", pa.timestamp("ns")), ("t", pa.time64("us")), ("dec", pa.decimal128(38, 10)),
+            ("fx", pa.binary(4)), ("u", pa.uuid()), ("dict", pa.dictionary(pa.int8(), pa.string())),
+        ]
+    )  # fmt: skip
+    types = [f.type for f in schema_from_arrow(schema).fields]
+    assert types == [
+        it.INT, it.LONG, it.TIMESTAMPTZ, it.TIMESTAMP_NS, it.TIME, it.decimal(38, 10), it.fixed(4), it.UUID,
+        it.STRING,
+    ]  # fmt: skip
+    with pytest.raises(InvalidType, match=r"'big'.*uint64"):
+        schema_from_arrow(pa.schema([("big", pa.uint64())]))
+
+
+@pytest.mark.parametrize(
+    ("text", "transform", "name"),
+    [
+        ("region", "identity", "region"), ("identity(region)", "identity", "region"),
+        ("year(d)", "year", "d_year"), ("months(ts)", "month", "ts_month"), ("day(ts)", "day", "ts_day"),
+        ("hour(ts)", "hour", "ts_hour"), ("bucket(8, id)", "bucket[8]", "id_bucket"),
+        ("bucket[8](id)", "bucket[8]", "id_bucket"), ("truncate(3, s)", "truncate[3]", "s_trunc"),
+        ("void(s)", "void", "s_null"),
+    ],
+)  # fmt: skip
+def test_partition_strings(text: str, transform: str, name: str) -> None:
+    spec = parse_partition_spec([text], schema_from_arrow(SCHEMA))
+    (f,) = spec.fields
+    assert (f.transform, f.name, f.field_id) == (transform, name, 1000)
+
+
+@pytest.mark.parametrize(
+    ("fields", "match"),
+    [
+        (["day(s)"], "transform day cannot apply to column 's' of type string"),
+        (["bucket(4, flag)"], r"bucket\[4\] cannot apply to column 'flag' of type boolean"),
+        (["truncate(2, score)"], r"truncate\[2\] cannot apply"),
+        (["day(nope)"], "no column 'nope'"),
+        (["frobnicate(id)"], "unknown transform 'frobnicate'"),
+        (["bucket(id)"], r"expected bucket\(N, column\)"),
+        (["id", "identity(id)"], "already has a field named 'id'"),
+    ],
+)
+def test_bad_partition_specs(tmp_path: Path, fields: list[str], match: str) -> None:
+    cat = sql_catalog(tmp_path)
+    with pytest.raises(UnsupportedTransform, match=match):
+        cat.create_table("db.bad", SCHEMA, partition_spec=fields)
+    assert not cat.table_exists("db.bad")
+    assert not (tmp_path / "wh" / "db" / "bad").exists()
+
+
+def test_create_errors(tmp_path: Path) -> None:
+    cat = sql_catalog(tmp_path)
+    cat.create_table("db.t", SCHEMA)
+    with pytest.raises(TableAlreadyExists, match=r"db\.t already exists"):
+        cat.create_table("db.t", SCHEMA)
+    with pytest.raises(NoSuchNamespace, match="nope"):
+        cat.create_table("nope.t", SCHEMA)
+    with pytest.raises(UnsupportedFeature, match="format-version='4'"):
+        cat.create_table("db.v4", SCHEMA, properties={"format-version": "4"})
+    with pytest.raises(UnsupportedFeature, match=r"'ns'.*timestamp_ns.*format-version 3"):
+        cat.create_table("db.ns", pa.schema([("ns", pa.timestamp("ns"))]), properties={"format-version": "2"})
+    assert [t[-1] for t in cat.list_tables("db")] == ["t"]
+    v3 = cat.create_table(
+        "db.ns3", pa.schema([("ns", pa.timestamp("ns"))]), properties={"format-version": "3"}
+    )
+    assert v3.schema().fields[0].type == it.TIMESTAMP_NS
+
+
+def test_explicit_location_and_iceberg_schema(tmp_path: Path) -> None:
+    cat = sql_catalog(tmp_path)
+    schema = schema_from_arrow(SCHEMA)
+    tbl = cat.create_table("db.t", schema, location=str(tmp_path / "elsewhere"))
+    assert tbl.location == str(tmp_path / "elsewhere")
+    assert tbl.schema() == schema
+    md = new_table_metadata(schema, location="/x/", properties={"format-version": "1"})
+    assert md.location == "/x" and md.last_partition_id == 999 and md.next_row_id is None
+
+
+def test_file_system_catalog(tmp_path: Path) -> None:
+    cat = ge.load_catalog("fs", type="filesystem", warehouse=str(tmp_path))
+    cat.create_namespace("db")
+    tbl = cat.create_table("db.t", SCHEMA, partition_spec=["region"], properties={"format-version": "2"})
+    assert tbl.metadata_location == str(tmp_path / "db" / "t" / "metadata" / "v1.metadata.json")
+    assert sorted(p.name for p in (tmp_path / "db" / "t" / "metadata").iterdir()) == [
+        "v1.metadata.json",
+        "version-hint.text",
+    ]
+    with pytest.raises(TableAlreadyExists):
+        cat.create_table("db.t", SCHEMA)
+    with pytest.raises(UnsupportedFeature, match="cannot be created at"):
+        cat.create_table("db.u", SCHEMA, location=str(tmp_path / "other"))
+    assert ge.load_table(tmp_path / "db" / "t").metadata == tbl.metadata
+
+
+def test_rest_catalog_creates_by_registering_and_refuses_snapshot_commits(tmp_path: Path) -> None:
+    from ..catalog.rest_server import RestCatalogServer
+
+    server = RestCatalogServer(tmp_path / "server").start()
+    try:
+        cat = ge.load_catalog(
+            "rest", uri=server.url, credential="client:secret", warehouse=str(tmp_path / "wh")
+        )
+        cat.create_namespace("db")
+        tbl = cat.create_table("db.t", SCHEMA, partition_spec=["region"], properties={"format-version": "3"})
+        assert tbl.location == str(tmp_path / "wh" / "db" / "t")
+        assert tbl.metadata.format_version == 3 and tbl.spec().fields[0].name == "region"
+        with pytest.raises(TableAlreadyExists):
+            cat.create_table("db.t", SCHEMA)
+        with pytest.raises(UnsupportedFeature, match="REST catalog are not implemented"):
+            tbl.append(pa.table({"id": [1]}, schema=pa.schema([pa.field("id", pa.int64(), nullable=False)])))
+        assert not list((tmp_path / "wh").rglob("*.parquet"))
+    finally:
+        server.stop()
+    assert not server.errors, server.errors
