@@ -65,6 +65,12 @@ class CommitConflict(GpuEngineError):
     """A commit lost a race: the table's current metadata is no longer the one it was based on. Retryable."""
 
 
+class ValidationError(GpuEngineError, ValueError):
+    """The change is no longer valid against the current table (a file it removes is gone, the table was
+    replaced, a caller's validation failed, a concurrent delete touched the same data file). Not retried:
+    nothing was committed."""
+
+
 class CommitStateUnknown(GpuEngineError):
     """The commit may or may not have landed (e.g. the connection dropped after the swap was sent).
 

@@ -20,8 +20,11 @@ from .io.fileio import FileIO, load_file_io, local_path, scheme_of
 from .io.paths import PathMap
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from .catalog.base import Catalog
     from .commit import AppendResult, CommitResult, SnapshotUpdate
+    from .commit.delete import DeleteResult
     from .commit.update import Faults
     from .expressions import Expression
     from .io.parquet_write import Data
@@ -143,6 +146,40 @@ class Table:
         from .commit.append import append
 
         return append(self, data, branch=branch, backend=backend, faults=faults)
+
+    def delete(
+        self,
+        filter: str | Expression,
+        *,
+        branch: str = "main",
+        backend: str = "auto",
+        case_sensitive: bool = True,
+        faults: Faults | None = None,
+    ) -> DeleteResult:
+        """Delete the rows matching ``filter`` merge-on-read (position delete files in v2, deletion vectors
+        in v3; data files left without live rows are removed) as a ``delete`` snapshot; nothing is
+        committed when no row matches. :class:`~gpu_engine.errors.ValidationError` when a concurrent commit
+        removed a targeted data file or added deletes for one (the files written are deleted)."""
+        from .commit.delete import delete
+
+        return delete(
+            self, filter, branch=branch, backend=backend, case_sensitive=case_sensitive, faults=faults
+        )
+
+    def delete_rows(
+        self,
+        keys: pa.Table,
+        on: Sequence[str],
+        *,
+        branch: str = "main",
+        backend: str = "auto",
+        faults: Faults | None = None,
+    ) -> DeleteResult:
+        """Delete the rows whose ``on`` columns equal a row of ``keys`` (NULL matches NULL) with equality
+        delete files, as a ``delete`` snapshot; rows appended later with the same key stay."""
+        from .commit.delete import delete_rows
+
+        return delete_rows(self, keys, on, branch=branch, backend=backend, faults=faults)
 
     def commit(
         self, update: SnapshotUpdate, *, branch: str = "main", faults: Faults | None = None

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..errors import ValidationError
 from ..iceberg.content_file import DATA, ContentFile
 from ..iceberg.manifest_list import ManifestFile
 from ..iceberg.manifest_write import ManifestContent, ManifestEntry, write_manifest
@@ -22,7 +23,7 @@ from ..iceberg.manifests import DELETED, EXISTING, read_manifest
 from ..iceberg.metadata import TableMetadata
 from ..io.fileio import FileIO
 from .entries import entries_of
-from .update import Faults, ValidationError
+from .update import Faults, FileKey, file_key
 
 NewPath = Callable[[], str]
 """Returns the recorded path of the next manifest to write."""
@@ -79,7 +80,7 @@ def filter_existing(
     io: FileIO,
     md: TableMetadata,
     manifests: Sequence[ManifestFile],
-    removed: frozenset[str],
+    removed: frozenset[FileKey],
     *,
     snapshot_id: int,
     new_path: NewPath,
@@ -87,7 +88,9 @@ def filter_existing(
     written: list[str],
 ) -> tuple[list[ManifestFile], list[ContentFile], int, int]:
     """The parent's ``manifests`` with ``removed`` files marked DELETED: (manifests, removed files' entries,
-    manifests replaced, entries processed). :class:`ValidationError` if a removed file is not live."""
+    manifests replaced, entries processed). Entries match by :data:`FileKey` (a DV by its Puffin path and
+    offset: the other DVs of its Puffin file stay). :class:`ValidationError` if a removed file is not live."""
+    paths = pa.array(sorted({p for p, _ in removed}), pa.string())
     out: list[ManifestFile] = []
     gone: list[ContentFile] = []
     replaced = processed = 0
@@ -98,16 +101,19 @@ def filter_existing(
             continue
         table = read_manifest(replace(m, manifest_path=io.resolve(m.manifest_path)), open_input=io.open_input)
         live = pc.not_equal(table.column("status"), pa.scalar(DELETED, pa.int32()))
-        hit = pc.is_in(table.column("file_path"), value_set=pa.array(sorted(removed), pa.string()))
+        hit = pc.is_in(table.column("file_path"), value_set=paths)  # a superset of the keys' entries
         if not legacy and not pc.any(pc.and_(live, hit)).as_py():
             out.append(m)
             continue
         spec_id = m.partition_spec_id if m.partition_spec_id is not None else _spec_id(table)
         entries = entries_of(table, m, md.spec_by_id(spec_id))
+        if not legacy and not any(file_key(e.file) in removed for e in entries):
+            out.append(m)  # only other DVs of a removed DV's Puffin file: unchanged
+            continue
         processed += len(entries)
         rewritten = []
         for e in entries:
-            if e.file.path in removed:
+            if file_key(e.file) in removed:
                 gone.append(e.file)
                 rewritten.append(
                     ManifestEntry(DELETED, snapshot_id, e.sequence_number, e.file_sequence_number, e.file)
@@ -119,11 +125,12 @@ def filter_existing(
         content: ManifestContent = "deletes" if m.content == 1 else "data"
         out.append(_write(io, md, content, spec_id, rewritten, snapshot_id, new_path, faults, written))
         replaced += 1
-    missing = removed - {f.path for f in gone}
+    missing = removed - {file_key(f) for f in gone}
     if missing:
+        shown = [p if o is None else f"{p} (offset {o})" for p, o in sorted(missing, key=repr)[:5]]
         raise ValidationError(
             f"table {md.location}: {len(missing)} file(s) to remove are not live in the current snapshot "
-            f"(removed concurrently?): {sorted(missing)[:5]}"
+            f"(removed concurrently?): {shown}"
         )
     return out, gone, replaced, processed
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from ..errors import CommitConflict, CommitStateUnknown, GpuEngineError, UnsupportedFeature
+from ..errors import CommitConflict, CommitStateUnknown, GpuEngineError, UnsupportedFeature, ValidationError
 from ..iceberg.manifest_list import ManifestFile
 from ..iceberg.manifest_write import write_manifest_list
 from ..iceberg.metadata import TableMetadata
@@ -31,7 +31,7 @@ from . import manifest_set, table_update
 from .entries import snapshot_manifests
 from .retry import RetryPolicy
 from .summary import snapshot_summary
-from .update import CommitResult, Faults, SnapshotUpdate, ValidationError
+from .update import CommitResult, Faults, SnapshotUpdate
 
 if TYPE_CHECKING:
     from ..catalog.base import Catalog

@@ -23,12 +23,11 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import replace
 
-from ..errors import UnsupportedFeature
+from ..errors import UnsupportedFeature, ValidationError
 from ..iceberg.manifest_write import WrittenManifestList
 from ..iceberg.metadata import TableMetadata, metadata_to_json
 from ..iceberg.snapshots import MAIN_BRANCH, MetadataLogEntry, Snapshot, SnapshotLogEntry, SnapshotRef
 from ..io.fileio import FileIO
-from .update import ValidationError
 
 PREVIOUS_VERSIONS_MAX = "write.metadata.previous-versions-max"
 COMPRESSION_CODEC = "write.metadata.compression-codec"

@@ -2,8 +2,8 @@
 
 A :class:`SnapshotUpdate` describes one new snapshot independently of the table version it lands on, so
 the producer (:mod:`gpu_engine.commit.producer`) can re-apply it on refreshed metadata after a lost race:
-the files it adds, the files it removes (by recorded path) and an optional validation run against the
-refreshed base on every attempt.
+the files it adds, the files it removes (by recorded path, delete files by :data:`FileKey`) and an optional
+validation run against the refreshed base on every attempt.
 
 Operations (spec "Snapshots"): ``append`` adds data files only; ``overwrite`` adds and removes data and
 delete files in a logical overwrite; ``delete`` removes data files and/or adds delete files; ``replace``
@@ -12,13 +12,18 @@ rewrites files without changing the table's rows (compaction).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, TypeAlias
 
-from ..errors import GpuEngineError
+from ..errors import ValidationError
 from ..iceberg.content_file import DATA, ContentFile
 from ..iceberg.metadata import TableMetadata
+
+__all__ = [
+    "OPERATIONS", "CommitResult", "Faults", "FileKey", "Operation", "Removed", "SnapshotUpdate",
+    "Validation", "ValidationError", "file_key",
+]  # fmt: skip
 
 Operation = Literal["append", "overwrite", "delete", "replace"]
 OPERATIONS: tuple[Operation, ...] = ("append", "overwrite", "delete", "replace")
@@ -29,47 +34,96 @@ Faults = Callable[[str], None]
 Stages: ``data`` (appends), ``manifest``, ``manifest-list``, ``metadata``, ``swap``, ``cleanup``."""
 
 
-class ValidationError(GpuEngineError, ValueError):
-    """A commit whose conditions no longer hold on the current table (a file it removes is gone, the table
-    was replaced, a caller's validation failed). Not retried: nothing was committed."""
+FileKey: TypeAlias = tuple[str, int | None]
+"""A manifest entry's identity: (recorded path, ``content_offset``). A deletion vector is one blob of a Puffin
+file that may hold DVs of other data files, so its key carries its offset; other files have offset None."""
+Removed: TypeAlias = str | FileKey
+"""A file to remove: a recorded path (a data file or a whole position/equality delete file, i.e. the key
+``(path, None)``) or a :data:`FileKey`."""
+
+
+def file_key(item: Removed | ContentFile) -> FileKey:
+    """The :data:`FileKey` of a removal item or of a manifest entry's file."""
+    if isinstance(item, ContentFile):
+        return (item.path, item.content_offset)
+    if isinstance(item, str):
+        return (item, None)
+    path, offset = item
+    return (path, offset)
 
 
 @dataclass(frozen=True)
 class SnapshotUpdate:
-    """One snapshot's change: ``added`` data and delete files, ``removed`` recorded file paths.
+    """One snapshot's change: ``added`` data and delete files, ``removed`` files as recorded paths or
+    :data:`FileKey` values (normalised to keys: removing one DV of a Puffin file keeps its other DVs).
 
     ``summary`` adds properties to the snapshot summary (``operation`` and the Appendix F metrics are
     computed). ``validate`` runs against the base metadata of every attempt.
     """
 
     operation: Operation
-    added: tuple[ContentFile, ...] = ()
-    removed: frozenset[str] = frozenset()
-    validate: Validation | None = field(default=None, compare=False)
-    summary: Mapping[str, str] = field(default_factory=dict)
+    added: tuple[ContentFile, ...]
+    removed: frozenset[FileKey]
+    validate: Validation | None = field(compare=False)
+    summary: Mapping[str, str]
 
-    def __post_init__(self) -> None:
-        if self.operation not in OPERATIONS:
-            raise ValueError(f"operation must be one of {', '.join(OPERATIONS)}, not {self.operation!r}")
-        object.__setattr__(self, "added", tuple(self.added))
-        object.__setattr__(self, "removed", frozenset(self.removed))
+    def __init__(
+        self,
+        operation: Operation,
+        added: Iterable[ContentFile] = (),
+        removed: Iterable[Removed] = frozenset(),
+        validate: Validation | None = None,
+        summary: Mapping[str, str] | None = None,
+    ) -> None:
+        if operation not in OPERATIONS:
+            raise ValueError(f"operation must be one of {', '.join(OPERATIONS)}, not {operation!r}")
+        object.__setattr__(self, "operation", operation)
+        object.__setattr__(self, "added", tuple(added))
+        object.__setattr__(self, "removed", _keys(removed))
+        object.__setattr__(self, "validate", validate)
+        object.__setattr__(self, "summary", dict(summary or {}))
+        self._check()
+
+    def _check(self) -> None:
         if self.operation == "append":
             if self.removed:
-                raise ValueError(f"an append removes no files (removed: {sorted(self.removed)[:3]})")
+                raise ValueError(
+                    f"an append removes no files (removed: {sorted(self.removed, key=repr)[:3]})"
+                )
             deletes = [f.path for f in self.added if f.content != DATA]
             if deletes:
                 raise ValueError(f"an append adds data files only, not delete files ({deletes[:3]})")
         if "operation" in self.summary:
             raise ValueError("summary: 'operation' is set from the update's operation")
-        paths = [f.path for f in self.added]
-        if len(set(paths)) != len(paths):
+        keys = [file_key(f) for f in self.added]
+        if len(set(keys)) != len(keys):
             raise ValueError("the same file is added twice")
-        if self.removed & set(paths):
-            raise ValueError(f"files both added and removed: {sorted(self.removed & set(paths))[:3]}")
+        both = self.removed & set(keys)
+        if both:
+            raise ValueError(f"files both added and removed: {sorted(both, key=repr)[:3]}")
+
+    @property
+    def removed_paths(self) -> frozenset[str]:
+        """The recorded paths of the removed entries."""
+        return frozenset(p for p, _ in self.removed)
 
     @classmethod
     def append(cls, files: tuple[ContentFile, ...] | list[ContentFile]) -> SnapshotUpdate:
         return cls("append", tuple(files))
+
+
+def _keys(items: Iterable[Removed]) -> frozenset[FileKey]:
+    if isinstance(items, str):
+        raise TypeError("removed: a collection of paths or (path, content_offset) keys, not one string")
+    out = set()
+    for item in items:
+        if not isinstance(item, str) and not (
+            isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)
+            and (item[1] is None or isinstance(item[1], int))
+        ):  # fmt: skip
+            raise TypeError(f"removed: {item!r} is neither a path nor a (path, content_offset) key")
+        out.add(file_key(item))
+    return frozenset(out)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import io as _io
 import json
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any, Literal
 
 import fastavro
@@ -395,7 +395,11 @@ def _assign(
 
 def _list_record(m: ManifestFile) -> dict[str, Any]:
     """The ``manifest_file`` record: the dataclass fields are named as the spec's (summaries too)."""
-    record = asdict(m)
-    if record["partitions"] is not None:  # a list: fastavro reads a tuple in a union as (type name, value)
-        record["partitions"] = list(record["partitions"])
+    record = {name: getattr(m, name) for name in _MANIFEST_FILE_FIELDS}  # shallow: asdict deep-copies
+    if m.partitions is not None:  # a list: fastavro reads a tuple in a union as (type name, value)
+        record["partitions"] = [{name: getattr(s, name) for name in _SUMMARY_FIELDS} for s in m.partitions]
     return record
+
+
+_MANIFEST_FILE_FIELDS = tuple(f.name for f in fields(ManifestFile))
+_SUMMARY_FIELDS = tuple(f.name for f in fields(FieldSummary))

@@ -27,6 +27,7 @@ from pyroaring import BitMap64
 import gpu_engine as ge
 from gpu_engine.commit import SnapshotUpdate
 from gpu_engine.commit.delete_plan import RowDeletes, plan_row_deletes, write_row_deletes
+from gpu_engine.commit.update import Removed, file_key
 from gpu_engine.errors import ExpressionError, UnsupportedFeature
 from gpu_engine.iceberg.content_file import ContentFile
 from gpu_engine.iceberg.deletion_vectors import read_dv
@@ -365,7 +366,7 @@ def appended_table(tmp_path: Path, version: str) -> Table:
 def commit_deletes(tbl: Table, filter: str) -> RowDeletes:
     plan = plan_row_deletes(tbl, filter, backend="cpu")
     out = write_row_deletes(tbl, plan)
-    removed = frozenset(out.removed_data_files) | {d.path for d in out.removed_delete_files}
+    removed: list[Removed] = [*out.removed_data_files, *(file_key(d) for d in out.removed_delete_files)]
     tbl.commit(SnapshotUpdate("delete", added=out.added, removed=removed))
     return plan
 

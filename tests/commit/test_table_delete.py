@@ -1,0 +1,196 @@
+"""Table.delete (merge-on-read: position delete files in v2, DVs in v3) and Table.delete_rows (equality
+deletes), read back by our scan, PyIceberg's StaticTable (not for equality deletes) and DuckDB against
+rows computed from the appended Arrow data with pyarrow; several DVs of one Puffin file committed and one
+of them replaced; a concurrent delete between planning and commit."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from gpu_engine.commit import SnapshotUpdate
+from gpu_engine.commit.delete import DeleteResult
+from gpu_engine.commit.entries import live_entries, snapshot_manifests
+from gpu_engine.commit.update import ValidationError as ReexportedValidationError
+from gpu_engine.errors import ValidationError
+from gpu_engine.io.dv_write import DeletionVector, write_deletion_vectors
+from gpu_engine.table import Table
+from tests.commit._support import (
+    SCHEMA,
+    assert_all_readers,
+    ours,
+    pyiceberg_static,
+    referenced_files,
+    rows,
+    sql_catalog,
+    table_files,
+)
+from tests.execute.oracles import assert_same_rows
+
+
+def new_table(tmp_path: Path, version: int, *, partitioned: bool, name: str = "t") -> Table:
+    cat = sql_catalog(tmp_path)
+    return cat.create_table(
+        f"db.{name}",
+        schema=SCHEMA,
+        partition_spec=["region"] if partitioned else [],
+        properties={"format-version": str(version)},
+    )
+
+
+def without(data: pa.Table, filter: pc.Expression) -> pa.Table:
+    """``data`` less the rows where ``filter`` is true (NULL keeps the row, as in SQL)."""
+    return data.filter(~filter | filter.is_null())
+
+
+def live_deletes(tbl: Table) -> list[tuple[str, str | None, int | None]]:
+    """(format, referenced data file, content offset) of the live delete entries of the current snapshot."""
+    snap = tbl.metadata.current_snapshot()
+    assert snap is not None
+    out = []
+    for m in snapshot_manifests(tbl.io, snap):
+        if m.content == 1:
+            spec = tbl.metadata.spec_by_id(m.partition_spec_id or 0)
+            out += [
+                (e.file.file_format, e.file.referenced_data_file, e.file.content_offset)
+                for e in live_entries(tbl.io, m, spec)
+            ]
+    return out
+
+
+def test_validation_error_moved_and_reexported() -> None:
+    assert ReexportedValidationError is ValidationError
+
+
+# -- several DVs in one Puffin file ------------------------------------------------------------------------
+
+
+def test_one_dv_of_a_shared_puffin_file_is_replaced(tmp_path: Path) -> None:
+    tbl = new_table(tmp_path, 3, partitioned=False)
+    a, b = rows(0, 10), rows(100, 10)
+    (fa,) = tbl.append(a).files
+    (fb,) = tbl.append(b).files
+    dvs = write_deletion_vectors(
+        tbl.io, tbl.location, [DeletionVector(fa.path, [0, 1], (), 0), DeletionVector(fb.path, [2], (), 0)]
+    )
+    assert len({d.path for d in dvs}) == 1 and len(dvs) == 2  # one Puffin file, two DVs
+    tbl.commit(SnapshotUpdate("delete", added=dvs))
+    ids = pa.array([0, 1, 102], pa.int64())
+    expected = without(pa.concat_tables([a, b]), pc.is_in(pc.field("id"), ids))
+    assert_same_rows(ours(tbl), expected, context="ours, two DVs")
+    assert_same_rows(pyiceberg_static(tbl), expected, context="pyiceberg, two DVs")
+
+    old_a = next(d for d in dvs if d.referenced_data_file == fa.path)
+    with pytest.raises(ValidationError, match="not live"):  # a bare Puffin path names no entry
+        tbl.commit(SnapshotUpdate("delete", removed=[old_a.path]))
+    (new_a,) = write_deletion_vectors(tbl.io, tbl.location, [DeletionVector(fa.path, [0, 1, 5], (), 0)])
+    result = tbl.commit(SnapshotUpdate("delete", added=[new_a], removed=[(old_a.path, old_a.content_offset)]))
+    assert result.summary["removed-dvs"] == "1" and result.summary["added-dvs"] == "1"
+    expected = without(pa.concat_tables([a, b]), pc.is_in(pc.field("id"), pa.array([0, 1, 5, 102])))
+    assert_same_rows(ours(tbl), expected, context="ours, one DV replaced")
+    assert_same_rows(pyiceberg_static(tbl), expected, context="pyiceberg, one DV replaced")
+    assert Counter(ref for _, ref, _ in live_deletes(tbl)) == {fa.path: 1, fb.path: 1}
+
+
+# -- Table.delete -----------------------------------------------------------------------------------------
+
+FILTERS: list[tuple[str, pc.Expression]] = [
+    ("score > 0.5", pc.field("score") > 0.5),
+    ("region = 'eu'", pc.field("region") == "eu"),
+    ("id >= 100 and id < 130", (pc.field("id") >= 100) & (pc.field("id") < 130)),
+    (
+        "id >= 120 and id < 140 or s = 'a'",
+        ((pc.field("id") >= 120) & (pc.field("id") < 140)) | (pc.field("s") == "a"),
+    ),
+    ("id < 60", pc.field("id") < 60),  # every remaining row of the first append: its files are removed
+]
+
+
+@pytest.mark.parametrize("partitioned", [False, True], ids=["unpartitioned", "partitioned"])
+@pytest.mark.parametrize("version", [2, 3])
+def test_delete_matches_pyarrow(tmp_path: Path, version: int, partitioned: bool) -> None:
+    tbl = new_table(tmp_path, version, partitioned=partitioned)
+    expected = pa.concat_tables([rows(0, 60), rows(100, 60, seed=1)])
+    tbl.append(rows(0, 60))
+    tbl.append(rows(100, 60, seed=1))
+    first_files = {t.file.path for t in tbl.scan().plan().tasks}
+    for sql, arrow in FILTERS:
+        before = len(tbl.metadata.snapshots)
+        want = expected.num_rows - without(expected, arrow).num_rows
+        result = tbl.delete(sql, backend="cpu")
+        expected = without(expected, arrow)
+        assert result.deleted_rows == want, sql
+        assert len(tbl.metadata.snapshots) == before + 1
+        assert result.commit is not None and result.commit.summary["operation"] == "delete"
+        assert_all_readers(tbl, expected)
+        if version == 3:
+            refs = Counter(ref for fmt, ref, _ in live_deletes(tbl) if fmt == "PUFFIN")
+            assert refs and max(refs.values()) == 1, refs  # at most one live DV per data file
+        else:
+            assert all(fmt == "PARQUET" for fmt, _, _ in live_deletes(tbl))
+    assert result.removed_data_files  # "id < 60" emptied the first append's files
+    live = {t.file.path for t in tbl.scan().plan().tasks}
+    assert live and len(live) < len(first_files)
+
+
+def test_delete_nothing_matches(tmp_path: Path) -> None:
+    tbl = new_table(tmp_path, 2, partitioned=True)
+    tbl.append(rows(0, 20))
+    before = tbl.metadata_location
+    result = tbl.delete("id > 1000")
+    assert result.deleted_rows == 0 and result.commit is None and result.snapshot_id is None
+    assert tbl.refresh().metadata_location == before
+
+
+@pytest.mark.parametrize("version", [2, 3])
+def test_concurrent_delete_on_the_same_file_fails_validation(tmp_path: Path, version: int) -> None:
+    tbl = new_table(tmp_path, version, partitioned=False)
+    data = rows(0, 40)
+    tbl.append(data)
+    other = sql_catalog(tmp_path).load_table("db.t")
+    calls: list[DeleteResult] = []
+
+    def hook(stage: str) -> None:
+        if stage == "manifest-list" and not calls:
+            calls.append(other.delete("id = 30", backend="cpu"))
+
+    with pytest.raises(ValidationError, match="added deletes"):
+        tbl.delete("id < 5", backend="cpu", faults=hook)
+    assert calls and calls[0].deleted_rows == 1
+    tbl.refresh()
+    assert_all_readers(tbl, without(data, pc.field("id") == 30))
+    written = {p for p in table_files(tbl) if not p.endswith(".metadata.json")}
+    assert written <= referenced_files(tbl), written - referenced_files(tbl)  # our delete files are gone
+
+
+# -- Table.delete_rows -------------------------------------------------------------------------------------
+
+
+def test_delete_rows_equality_deletes(tmp_path: Path) -> None:
+    tbl = new_table(tmp_path, 2, partitioned=False)
+    data = rows(0, 80)
+    tbl.append(data)
+    result = tbl.delete_rows(pa.table({"s": pa.array(["a", None], pa.string())}), on=["s"])
+    assert result.commit is not None and result.commit.summary["operation"] == "delete"
+    assert result.commit.summary["added-equality-delete-files"] == "1"
+    expected = data.filter(pc.field("s") != "a")  # NULL s deleted too
+    assert_all_readers(tbl, expected, pyiceberg=False)
+
+    keys = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "region": pa.array(["eu", "us", None])})
+    pairs = set(zip(expected.column("id").to_pylist(), expected.column("region").to_pylist(), strict=True))
+    tbl.delete_rows(keys, on=["id", "region"])
+    gone = set(zip(keys.column("id").to_pylist(), keys.column("region").to_pylist(), strict=True)) & pairs
+    mask = [
+        (i, r) not in gone
+        for i, r in zip(expected.column("id").to_pylist(), expected.column("region").to_pylist(), strict=True)
+    ]
+    expected = expected.filter(pa.array(mask))
+    assert_all_readers(tbl, expected, pyiceberg=False)
+
+    later = rows(0, 80, seed=3)  # the same keys again, appended after the deletes: they stay
+    tbl.append(later)
+    assert_all_readers(tbl, pa.concat_tables([expected, later]), pyiceberg=False)
