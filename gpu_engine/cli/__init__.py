@@ -1,4 +1,4 @@
-"""The ``gpu-engine`` command: ``plan`` and ``scan`` (compact, delete, append, inspect as they land)."""
+"""The ``gpu-engine`` command: plan, scan, create, append, delete (compact and inspect as they land)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from ..errors import GpuEngineError
-from . import plan, scan
+from . import plan, scan, write
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -20,6 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     plan.add_parser(sub)
     scan.add_parser(sub)
+    write.add_parsers(sub)
     return parser
 
 

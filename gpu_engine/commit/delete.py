@@ -68,6 +68,8 @@ def delete(
     """Delete the rows of ``branch`` matching ``filter`` (merge-on-read; data files left without live rows
     are removed); see the module doc."""
     check_committable(table)
+    if branch == "main" and table.metadata.current_snapshot() is None:
+        return DeleteResult(0)  # an empty table: nothing can match
     plan = plan_row_deletes(table, filter, backend=backend, case_sensitive=case_sensitive, branch=branch)
     if not plan.files or plan.snapshot_id is None:
         return DeleteResult(0)

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
+import gpu_engine as ge
 from gpu_engine.commit import SnapshotUpdate
 from gpu_engine.commit.delete import DeleteResult
 from gpu_engine.commit.entries import live_entries, snapshot_manifests
@@ -194,3 +195,14 @@ def test_delete_rows_equality_deletes(tmp_path: Path) -> None:
     later = rows(0, 80, seed=3)  # the same keys again, appended after the deletes: they stay
     tbl.append(later)
     assert_all_readers(tbl, pa.concat_tables([expected, later]), pyiceberg=False)
+
+
+def test_delete_on_an_empty_table_matches_nothing(tmp_path: Path) -> None:
+    catalog = ge.load_catalog("empty", uri=f"sqlite:///{tmp_path}/c.db", warehouse=f"file://{tmp_path}/wh")
+    catalog.create_namespace("db")
+    tbl = catalog.create_table(
+        "db.t", schema=pa.schema([("id", pa.int64())]), properties={"format-version": "2"}
+    )
+    result = tbl.delete("id < 10")
+    assert result.deleted_rows == 0 and result.commit is None
+    assert tbl.metadata.current_snapshot() is None

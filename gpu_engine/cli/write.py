@@ -1,0 +1,180 @@
+"""``gpu-engine create|append|delete``: create a catalog table, append Parquet files to a table as one commit,
+delete rows merge-on-read (``--filter``) or with equality deletes (``--keys`` / ``--on``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from rich.console import Console
+from rich.table import Table as RichTable
+
+from ..catalog import load_catalog
+from ..errors import GpuEngineError
+from ..iceberg.schema import Schema, schema_from_json
+from .common import open_table, table_options
+
+
+def add_parsers(sub: Any) -> None:
+    p = sub.add_parser("create", help="create a table in a catalog from a Parquet file's or a JSON schema")
+    p.add_argument("table", help="table identifier, e.g. db.events")
+    p.add_argument(
+        "--catalog", required=True, help="catalog name from ~/.pyiceberg.yaml / PYICEBERG_CATALOG__*"
+    )
+    p.add_argument(
+        "--schema", required=True, help="a Parquet file (its Arrow schema) or an Iceberg schema JSON"
+    )
+    p.add_argument("--partition-by", action="append", default=[], metavar="FIELD", help='e.g. "day(ts)"')
+    p.add_argument("--property", action="append", default=[], metavar="K=V", help="a table property")
+    p.add_argument("--format-version", type=int, choices=[1, 2, 3], help="Iceberg format version (default 2)")
+    p.add_argument("--location", help="table location (default: under the catalog's warehouse)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(run=cmd_create)
+
+    p = sub.add_parser("append", help="append Parquet files to a table as one commit")
+    table_options(p)
+    p.add_argument("files", nargs="+", metavar="FILE", help="Parquet files to append")
+    p.add_argument("--backend", default="auto", choices=["auto", "cpu", "cuda"], help="where kernels run")
+    p.set_defaults(run=cmd_append)
+
+    p = sub.add_parser("delete", help="delete rows by --filter (merge-on-read) or --keys/--on (equality)")
+    table_options(p)
+    p.add_argument("--filter", help='delete the rows matching this expression, e.g. "id < 10"')
+    p.add_argument("--keys", metavar="FILE", help="a Parquet file of key rows to delete (with --on)")
+    p.add_argument("--on", metavar="COLS", help="comma-separated key columns for --keys")
+    p.add_argument("--backend", default="auto", choices=["auto", "cpu", "cuda"], help="where kernels run")
+    p.set_defaults(run=cmd_delete)
+
+
+def cmd_create(args: argparse.Namespace, console: Console) -> int:
+    properties = _properties(args.property)
+    if args.format_version is not None:
+        properties["format-version"] = str(args.format_version)
+    schema = _read_schema(args.schema)
+    catalog = load_catalog(args.catalog)
+    table = catalog.create_table(
+        args.table,
+        schema,
+        partition_spec=args.partition_by or None,
+        properties=properties,
+        location=args.location,
+    )
+    summary = {
+        "table": ".".join(table.identifier),
+        "metadata_location": table.metadata_location,
+        "location": table.location,
+        "format_version": table.format_version,
+        "columns": len(table.schema().fields),
+        "partition_fields": len(table.spec().fields),
+    }
+    return _report(args, console, f"created {args.table}", summary)
+
+
+def cmd_append(args: argparse.Namespace, console: Console) -> int:
+    tables = [_read_parquet(f, "FILE") for f in args.files]
+    try:
+        data = pa.concat_tables(tables, promote_options="default")
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
+        raise GpuEngineError(f"{', '.join(args.files)}: the files' schemas do not combine ({e})") from None
+    table = open_table(args)
+    result = table.append(data, backend=args.backend)
+    summary = {
+        "snapshot_id": result.snapshot_id,
+        "files_written": len(result.files),
+        "rows_written": result.rows,
+        "metadata_location": result.commit.metadata_location,
+        "files": [f.path for f in result.files],
+    }
+    return _report(args, console, f"appended to {args.table}", summary)
+
+
+def cmd_delete(args: argparse.Namespace, console: Console) -> int:
+    if (args.filter is None) == (args.keys is None):
+        raise GpuEngineError("delete: give exactly one of --filter EXPR or --keys FILE --on COLS")
+    if args.keys is None and args.on is not None:
+        raise GpuEngineError("--on goes with --keys, not with --filter")
+    if args.keys is not None:
+        on = [c.strip() for c in (args.on or "").split(",") if c.strip()]
+        if not on or len(set(on)) != len(on):
+            raise GpuEngineError(f"--on {args.on!r}: expected one or more distinct comma-separated columns")
+        keys = _read_parquet(args.keys, "--keys")
+        table = open_table(args)
+        unknown = [c for c in on if c not in keys.column_names or c not in table.schema().ids_by_name]
+        if unknown:
+            raise GpuEngineError(
+                f"--on: column(s) {unknown} not in both the --keys file {args.keys} "
+                f"(columns: {keys.column_names}) and the table"
+            )
+        result = table.delete_rows(keys, on, backend=args.backend)
+    else:
+        table = open_table(args)
+        result = table.delete(args.filter, backend=args.backend)
+    summary: dict[str, Any] = {
+        "rows_deleted": result.deleted_rows,
+        "snapshot_id": result.snapshot_id,
+        "delete_files_added": len(result.added),
+        "data_files_removed": len(result.removed_data_files),
+    }
+    if result.commit is None:
+        summary["message"] = "nothing matched"
+    return _report(args, console, f"deleted from {args.table}", summary)
+
+
+def _report(args: argparse.Namespace, console: Console, title: str, summary: dict[str, Any]) -> int:
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return 0
+    if summary.get("message"):
+        console.print(summary["message"])
+    out = RichTable(title=title)
+    out.add_column("what")
+    out.add_column("value", justify="right")
+    for key, value in summary.items():
+        if key == "message":
+            continue
+        shown = "\n".join(value) if isinstance(value, list) else value
+        counted = isinstance(value, int) and not key.endswith("_id")
+        out.add_row(key.replace("_", " "), f"{value:,}" if counted else str(shown))
+    console.print(out)
+    return 0
+
+
+def _properties(pairs: list[str]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise GpuEngineError(f"--property {pair!r}: expected KEY=VALUE")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _read_schema(path: str) -> Schema | pa.Schema:
+    """The Arrow schema of a Parquet file, or the Iceberg schema in a JSON file."""
+    if not Path(path).is_file():
+        raise GpuEngineError(f"--schema {path}: no such file")
+    if path.lower().endswith(".json"):
+        try:
+            obj = json.loads(Path(path).read_text())
+            if not isinstance(obj, dict):
+                raise ValueError("not a JSON object")
+            return schema_from_json(obj)
+        except (ValueError, KeyError, TypeError) as e:
+            raise GpuEngineError(f"--schema {path}: not an Iceberg schema JSON ({e})") from None
+    try:
+        return pq.read_schema(path).remove_metadata()
+    except (OSError, pa.ArrowException) as e:
+        raise GpuEngineError(f"--schema {path}: not a Parquet file or .json schema ({e})") from None
+
+
+def _read_parquet(path: str, what: str) -> pa.Table:
+    if not Path(path).is_file():
+        raise GpuEngineError(f"{what} {path}: no such file")
+    try:
+        return pq.read_table(path)
+    except (OSError, pa.ArrowException) as e:
+        raise GpuEngineError(f"{what} {path}: cannot read it as Parquet ({e})") from None

@@ -1,0 +1,193 @@
+"""``gpu-engine create|append|delete`` against a SQLite catalog configured through PYICEBERG_CATALOG__*:
+the rows left equal the expected rows computed in pyarrow; --json output; errors exit 2 naming the cause."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+import gpu_engine as ge
+from gpu_engine.cli import main
+
+NAME = "clitest"
+IDENT = "db.events"
+
+
+@pytest.fixture
+def catalog_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    warehouse = tmp_path / "warehouse"
+    warehouse.mkdir()
+    monkeypatch.setenv("PYICEBERG_HOME", str(tmp_path))  # no user ~/.pyiceberg.yaml interferes
+    monkeypatch.setenv(f"PYICEBERG_CATALOG__{NAME.upper()}__URI", f"sqlite:///{tmp_path / 'catalog.db'}")
+    monkeypatch.setenv(f"PYICEBERG_CATALOG__{NAME.upper()}__WAREHOUSE", warehouse.as_uri())
+    ge.load_catalog(NAME).create_namespace("db")
+    return tmp_path
+
+
+def _rows(start: int, stop: int) -> pa.Table:
+    ids = list(range(start, stop))
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "region": pa.array(["eu" if i % 3 else "us" for i in ids], pa.string()),
+            "value": pa.array([i * 1.5 for i in ids], pa.float64()),
+        }
+    )
+
+
+def _write(tmp_path: Path, name: str, table: pa.Table) -> str:
+    path = tmp_path / name
+    pq.write_table(table, path)
+    return str(path)
+
+
+def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> Any:
+    assert main([*argv, "--json"]) == 0, capsys.readouterr().err
+    return json.loads(capsys.readouterr().out)
+
+
+def _sorted(t: pa.Table) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = t.sort_by([("id", "ascending"), ("region", "ascending")]).to_pylist()
+    return rows
+
+
+def test_create_append_delete_roundtrip(catalog_env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp = catalog_env
+    first, second = _rows(0, 60), _rows(60, 100)
+    schema_file = _write(tmp, "schema.parquet", first.slice(0, 0))
+    created = _json(
+        capsys, "create", IDENT, "--catalog", NAME, "--schema", schema_file,
+        "--partition-by", "region", "--partition-by", "bucket(4, id)", "--property", "owner=tests",
+    )  # fmt: skip
+    assert created["table"] == IDENT and created["format_version"] == 2 and created["partition_fields"] == 2
+    assert created["metadata_location"].endswith(".metadata.json")
+
+    appended = _json(
+        capsys,
+        "append",
+        IDENT,
+        "--catalog",
+        NAME,
+        _write(tmp, "a.parquet", first),
+        _write(tmp, "b.parquet", second),
+    )
+    assert appended["rows_written"] == 100 and appended["files_written"] == len(appended["files"]) >= 2
+    table = ge.load_catalog(NAME).load_table(IDENT)
+    assert table.properties["owner"] == "tests"
+    assert table.metadata.current_snapshot_id == appended["snapshot_id"]
+
+    deleted = _json(capsys, "delete", IDENT, "--catalog", NAME, "--filter", "id < 10 or value >= 140")
+    expected = pa.concat_tables([first, second])
+    gone = pc.or_(pc.less(expected["id"], 10), pc.greater_equal(expected["value"], 140))
+    assert deleted["rows_deleted"] == pc.sum(gone.cast(pa.int64())).as_py() > 0
+    assert deleted["snapshot_id"] is not None
+    expected = expected.filter(pc.invert(gone))
+
+    keys = pa.table({"id": pa.array([20, 21, 22, 999], pa.int64()), "region": ["eu", "eu", "eu", "eu"]})
+    by_keys = _json(
+        capsys,
+        "delete",
+        IDENT,
+        "--catalog",
+        NAME,
+        "--keys",
+        _write(tmp, "k.parquet", keys),
+        "--on",
+        "id,region",
+    )
+    assert by_keys["snapshot_id"] is not None and by_keys["delete_files_added"] >= 1
+    pairs = set(zip(keys["id"].to_pylist(), keys["region"].to_pylist(), strict=True))
+    mask = [(r["id"], r["region"]) not in pairs for r in expected.to_pylist()]
+    expected = expected.filter(pa.array(mask))
+    assert (
+        expected.num_rows == 100 - deleted["rows_deleted"] - 2
+    )  # (21, "eu") is not a row (21 is "us"), nor 999
+
+    nothing = _json(capsys, "delete", IDENT, "--catalog", NAME, "--filter", "id > 1000")
+    assert nothing["rows_deleted"] == 0 and nothing["snapshot_id"] is None
+    assert nothing["message"] == "nothing matched"
+
+    out = tmp / "scan.parquet"
+    summary = _json(capsys, "scan", IDENT, "--catalog", NAME, "--backend", "cpu", "-o", str(out))
+    assert summary["rows"] == expected.num_rows
+    assert _sorted(pq.read_table(out)) == _sorted(expected)
+    loaded = ge.load_catalog(NAME).load_table(IDENT).scan(backend="cpu").to_arrow()
+    assert _sorted(loaded) == _sorted(expected)
+
+
+def test_create_from_json_schema_and_rich_output(
+    catalog_env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    schema = {
+        "type": "struct",
+        "fields": [
+            {"id": 1, "name": "id", "required": True, "type": "long"},
+            {"id": 2, "name": "ts", "required": False, "type": "timestamp"},
+        ],
+    }
+    path = catalog_env / "schema.json"
+    path.write_text(json.dumps(schema))
+    argv = ["create", "db.v3", "--catalog", NAME, "--schema", str(path), "--partition-by", "day(ts)"]
+    assert main([*argv, "--format-version", "3"]) == 0
+    assert "metadata" in capsys.readouterr().out  # the summary table
+    table = ge.load_catalog(NAME).load_table("db.v3")
+    assert table.format_version == 3 and [f.name for f in table.schema().fields] == ["id", "ts"]
+
+    data = pa.table(
+        {"id": pa.array([1, 2], pa.int64()), "ts": pa.array([0, 86_400_000_000], pa.timestamp("us"))}
+    )
+    assert main(["append", "db.v3", "--catalog", NAME, _write(catalog_env, "d.parquet", data)]) == 0
+    assert "rows written" in capsys.readouterr().out
+    assert main(["delete", "db.v3", "--catalog", NAME, "--filter", "id = 1"]) == 0
+    assert "rows deleted" in capsys.readouterr().out
+    assert ge.load_catalog(NAME).load_table("db.v3").scan(backend="cpu").to_arrow()["id"].to_pylist() == [2]
+
+
+def test_errors_exit_2_naming_the_cause(catalog_env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp = catalog_env
+    data = _write(tmp, "a.parquet", _rows(0, 10))
+    assert main(["create", IDENT, "--catalog", NAME, "--schema", data]) == 0
+    assert main(["append", IDENT, "--catalog", NAME, data]) == 0
+    capsys.readouterr()
+    before = ge.load_catalog(NAME).load_table(IDENT).metadata.current_snapshot_id
+
+    def fails(*argv: str, naming: str) -> None:
+        assert main(list(argv)) == 2
+        assert naming in capsys.readouterr().err.replace("\n", "")
+
+    fails("create", IDENT, "--catalog", NAME, "--schema", data, naming="db.events")  # exists
+    fails(
+        "create", "db.other", "--catalog", NAME, "--schema", str(tmp / "nope.parquet"), naming="nope.parquet"
+    )
+    fails(
+        "create", "db.other", "--catalog", NAME, "--schema", data, "--property", "novalue", naming="novalue"
+    )
+    fails("append", IDENT, "--catalog", NAME, data, str(tmp / "missing.parquet"), naming="missing.parquet")
+    fails(
+        "delete",
+        IDENT,
+        "--catalog",
+        NAME,
+        "--filter",
+        "id = 1",
+        "--keys",
+        data,
+        "--on",
+        "id",
+        naming="--keys",
+    )
+    fails("delete", IDENT, "--catalog", NAME, naming="--filter")
+    fails("delete", IDENT, "--catalog", NAME, "--keys", data, "--on", "id,no_such_col", naming="no_such_col")
+    fails("delete", IDENT, "--catalog", NAME, "--keys", data, naming="--on")
+    fails(
+        "delete", IDENT, "--catalog", NAME, "--keys", str(tmp / "k.parquet"), "--on", "id", naming="k.parquet"
+    )
+    fails("delete", IDENT, "--catalog", NAME, "--filter", "bogus_col = 1", naming="bogus_col")
+    fails("delete", "db.absent", "--catalog", NAME, "--filter", "id = 1", naming="absent")
+    assert ge.load_catalog(NAME).load_table(IDENT).metadata.current_snapshot_id == before  # nothing committed
