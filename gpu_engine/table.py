@@ -20,11 +20,14 @@ from .io.fileio import FileIO, load_file_io, local_path, scheme_of
 from .io.paths import PathMap
 
 if TYPE_CHECKING:
+    import datetime
+
     import pyarrow as pa
 
     from .catalog.base import Catalog
     from .commit import AppendResult, CommitResult, SnapshotUpdate
     from .commit.delete import DeleteResult
+    from .commit.expire import ExpireResult
     from .commit.update import Faults
     from .expressions import Expression
     from .io.parquet_write import Data
@@ -189,6 +192,26 @@ class Table:
         from .commit.producer import commit
 
         return commit(self, update, branch=branch, faults=faults)
+
+    def expire_snapshots(
+        self, *, older_than: int | datetime.datetime | None = None, retain_last: int | None = None
+    ) -> ExpireResult:
+        """Expire snapshots by the table's and refs' retention policies (``older_than``: ms since the epoch
+        or a datetime; ``retain_last``: keep at least this many per branch), then delete the files only the
+        expired snapshots reached (see :mod:`gpu_engine.commit.expire`)."""
+        from .commit.expire import expire_snapshots
+
+        return expire_snapshots(self, older_than=older_than, retain_last=retain_last)
+
+    def remove_orphan_files(
+        self, *, older_than: int | datetime.datetime | None = None, dry_run: bool = False
+    ) -> list[str]:
+        """Delete (unless ``dry_run``) and list the files under the table's data/ and metadata/ that no
+        snapshot of the current metadata reaches and that are older than ``older_than`` (default: 3 days
+        ago); local tables only (see :mod:`gpu_engine.commit.orphans`)."""
+        from .commit.orphans import remove_orphan_files
+
+        return remove_orphan_files(self, older_than=older_than, dry_run=dry_run)
 
     def _advance(self, metadata: TableMetadata, metadata_location: str) -> None:
         """Move this handle to metadata this process just committed (the commit path only)."""

@@ -1,0 +1,296 @@
+"""Snapshot expiration (spec "Snapshot Retention Policy"): a metadata-only commit that drops expired
+snapshots, their ``snapshot-log`` entries and statistics, and refs past ``max-ref-age-ms`` (never ``main``);
+after the commit lands, the files reachable only from expired snapshots are deleted.
+
+Retention per ref: tags keep their snapshot; a branch keeps its head and the ancestors that are among its
+first ``min-snapshots-to-keep`` (ref setting, else ``history.expire.min-snapshots-to-keep``, else 1; raised
+to ``retain_last`` when given) or younger than its cutoff (``now - max-snapshot-age-ms`` of the ref, else
+``older_than``, else ``now - history.expire.max-snapshot-age-ms`` (5 days)). Snapshots in no ref's history
+expire when older than that table-level cutoff. ``older_than`` also bounds everything: a snapshot at or
+after it never expires.
+
+The commit reuses :mod:`.table_update` (``now_ms``, ``metadata_path``, ``write_metadata``), the producer's
+catalog checks and cleanup (:func:`.producer.check_committable`, :func:`.producer.delete_files`) and the
+``commit.retry.*`` policy; every attempt recomputes the expiration on the refreshed table. Files: reachable
+= manifest lists, manifests and every entry's file (any status) of the kept snapshots, plus their
+statistics files; candidates = the same of the expired snapshots; candidates minus reachable are deleted.
+Nothing is deleted when the commit fails.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from ..errors import CommitConflict, CommitStateUnknown, GpuEngineError, UnsupportedFeature, ValidationError
+from ..iceberg.manifest_list import ManifestFile
+from ..iceberg.manifests import read_manifest
+from ..iceberg.metadata import TableMetadata
+from ..iceberg.snapshots import MAIN_BRANCH, MetadataLogEntry, Snapshot, SnapshotRef
+from ..io.fileio import FileIO
+from . import table_update
+from .entries import snapshot_manifests
+from .producer import check_committable, delete_files, is_file_system_catalog
+from .retry import RetryPolicy
+
+if TYPE_CHECKING:
+    from ..table import Table
+
+_log = logging.getLogger("gpu_engine.commit")
+
+MAX_SNAPSHOT_AGE_MS = "history.expire.max-snapshot-age-ms"
+MIN_SNAPSHOTS_TO_KEEP = "history.expire.min-snapshots-to-keep"
+MAX_REF_AGE_MS = "history.expire.max-ref-age-ms"
+DEFAULT_MAX_SNAPSHOT_AGE_MS = 5 * 24 * 3600 * 1000
+DEFAULT_MIN_SNAPSHOTS_TO_KEEP = 1
+_POSITION_OR_EQUALITY = (1, 2)
+
+
+@dataclass(frozen=True)
+class ExpireResult:
+    """What :func:`expire_snapshots` did. ``metadata_location`` is None when nothing expired (no commit);
+    ``undeleted``: files that should have been deleted but could not be."""
+
+    expired_snapshot_ids: tuple[int, ...]
+    removed_refs: tuple[str, ...]
+    metadata_location: str | None
+    deleted_manifest_lists: tuple[str, ...] = ()
+    deleted_manifests: tuple[str, ...] = ()
+    deleted_data_files: tuple[str, ...] = ()
+    deleted_delete_files: tuple[str, ...] = ()
+    deleted_statistics_files: tuple[str, ...] = ()
+    undeleted: tuple[str, ...] = ()
+
+
+def to_ms(value: int | dt.datetime) -> int:
+    """Milliseconds since the epoch; a naive datetime is read as UTC."""
+    if isinstance(value, dt.datetime):
+        aware = value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
+        return int(aware.timestamp() * 1000)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"expected milliseconds since the epoch or a datetime, not {type(value).__name__}")
+    return value
+
+
+def _int_prop(md: TableMetadata, name: str, default: int | None) -> int | None:
+    raw = md.properties.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise UnsupportedFeature(f"table property {name}={raw!r}: expected a positive integer")
+    return value
+
+
+@dataclass(frozen=True)
+class _Plan:
+    expired: tuple[Snapshot, ...]
+    removed_refs: tuple[str, ...]
+    kept_refs: dict[str, SnapshotRef]
+
+
+def plan_expiration(md: TableMetadata, *, now: int, older_than: int | None, retain_last: int | None) -> _Plan:
+    """Which snapshots expire and which refs are removed (see the module doc); pure."""
+    if retain_last is not None and retain_last < 1:
+        raise ValueError(f"retain_last must be >= 1, not {retain_last}")
+    table_age = _int_prop(md, MAX_SNAPSHOT_AGE_MS, DEFAULT_MAX_SNAPSHOT_AGE_MS)
+    assert table_age is not None
+    table_min = _int_prop(md, MIN_SNAPSHOTS_TO_KEEP, DEFAULT_MIN_SNAPSHOTS_TO_KEEP)
+    assert table_min is not None
+    table_ref_age = _int_prop(md, MAX_REF_AGE_MS, None)
+    table_cutoff = older_than if older_than is not None else now - table_age
+    by_id = md.snapshots_by_id
+
+    kept_refs: dict[str, SnapshotRef] = {}
+    removed: list[str] = []
+    for name, ref in sorted(md.refs.items()):
+        head = by_id.get(ref.snapshot_id)
+        max_ref_age = ref.max_ref_age_ms if ref.max_ref_age_ms is not None else table_ref_age
+        if (
+            name != MAIN_BRANCH
+            and max_ref_age is not None
+            and (head is None or now - head.timestamp_ms > max_ref_age)
+        ):
+            removed.append(name)
+        else:
+            kept_refs[name] = ref
+
+    retained: set[int] = set()
+    for ref in kept_refs.values():
+        retained.add(ref.snapshot_id)
+        if not ref.is_branch:
+            continue
+        min_keep = ref.min_snapshots_to_keep if ref.min_snapshots_to_keep is not None else table_min
+        if retain_last is not None:
+            min_keep = max(min_keep, retain_last)
+        cutoff = now - ref.max_snapshot_age_ms if ref.max_snapshot_age_ms is not None else table_cutoff
+        snap: Snapshot | None = by_id.get(ref.snapshot_id)
+        count = 0
+        while snap is not None and (count < min_keep or snap.timestamp_ms >= cutoff):
+            retained.add(snap.snapshot_id)
+            count += 1
+            parent = snap.parent_snapshot_id
+            snap = None if parent is None else by_id.get(parent)
+    in_ref_history = _ancestors(md, (r.snapshot_id for r in kept_refs.values()))
+    expired = []
+    for s in md.snapshots:
+        if s.snapshot_id in retained:
+            continue
+        if older_than is not None and s.timestamp_ms >= older_than:
+            continue
+        if s.snapshot_id not in in_ref_history and s.timestamp_ms >= table_cutoff:
+            continue  # unreferenced snapshots expire by the table-level cutoff only
+        expired.append(s)
+    return _Plan(tuple(expired), tuple(removed), kept_refs)
+
+
+def _ancestors(md: TableMetadata, heads: Iterable[int]) -> set[int]:
+    out: set[int] = set()
+    for sid in heads:
+        while sid not in out and sid in md.snapshots_by_id:
+            out.add(sid)
+            parent = md.snapshots_by_id[sid].parent_snapshot_id
+            if parent is None:
+                break
+            sid = parent
+    return out
+
+
+def _without(md: TableMetadata, base_location: str, plan: _Plan, timestamp_ms: int) -> TableMetadata:
+    gone = {s.snapshot_id for s in plan.expired}
+    refs = {n: r for n, r in plan.kept_refs.items() if n in md.snapshot_refs or n != MAIN_BRANCH}
+    keep_log = int(md.properties.get(table_update.PREVIOUS_VERSIONS_MAX, "100") or 100)
+    log = (*md.metadata_log, MetadataLogEntry(md.last_updated_ms, base_location))[-max(keep_log, 1) :]
+    return replace(
+        md,
+        snapshots=tuple(s for s in md.snapshots if s.snapshot_id not in gone),
+        snapshot_refs=refs,
+        snapshot_log=tuple(e for e in md.snapshot_log if e.snapshot_id not in gone),
+        statistics=tuple(f for f in md.statistics if f.snapshot_id not in gone),
+        partition_statistics=tuple(f for f in md.partition_statistics if f.snapshot_id not in gone),
+        metadata_log=log,
+        last_updated_ms=timestamp_ms,
+    )
+
+
+def expire_snapshots(
+    table: Table,
+    *,
+    older_than: int | dt.datetime | None = None,
+    retain_last: int | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> ExpireResult:
+    """Expire snapshots of ``table`` (see the module doc); ``table`` moves to the new metadata."""
+    catalog = check_committable(table)
+    cutoff = None if older_than is None else to_ms(older_than)
+    policy = RetryPolicy.from_properties(table.properties)
+    deadline = time.monotonic() + policy.total_timeout_ms / 1000.0
+    attempt = 0
+    while True:
+        attempt += 1
+        base, base_location, io = table.metadata, table.metadata_location, table.io
+        now = table_update.now_ms(base)
+        plan = plan_expiration(base, now=now, older_than=cutoff, retain_last=retain_last)
+        if not plan.expired and not plan.removed_refs:
+            return ExpireResult((), (), None)
+        if base.current_snapshot_id in {s.snapshot_id for s in plan.expired}:
+            raise ValidationError(f"table {base.location}: refusing to expire the current snapshot")
+        new_md = _without(base, base_location, plan, now)
+        path = table_update.metadata_path(
+            new_md, base_location, file_system_table=is_file_system_catalog(catalog)
+        )
+        table_update.write_metadata(io, path, new_md)
+        try:
+            location = catalog.commit_metadata(table.identifier, base_location, path)
+        except CommitConflict as exc:
+            delete_files(io, [path], fault=None)
+            if attempt > policy.num_retries or time.monotonic() >= deadline:
+                raise CommitConflict(
+                    f"expire_snapshots on {table.location} failed after {attempt} attempt(s): {exc}"
+                ) from exc
+            sleep(min(policy.wait_s(attempt), max(deadline - time.monotonic(), 0.0)))
+            table.refresh()
+            continue
+        except CommitStateUnknown:
+            raise
+        except GpuEngineError:
+            delete_files(io, [path], fault=None)
+            raise
+        except Exception as exc:
+            raise CommitStateUnknown(
+                f"expire_snapshots on {table.location}: the catalog swap to {path} failed with "
+                f"{type(exc).__name__}: {exc}; whether it landed is unknown"
+            ) from exc
+        table._advance(new_md, location)
+        return _delete_unreachable(io, base, new_md, plan, location)
+
+
+def _files_of(io: FileIO, manifests: Iterable[ManifestFile]) -> dict[str, int]:
+    """Every entry's file of ``manifests`` (any status) with its content type."""
+    out: dict[str, int] = {}
+    for m in manifests:
+        resolved = replace(m, manifest_path=io.resolve(m.manifest_path))
+        entries = read_manifest(resolved, open_input=io.open_input)
+        paths = entries.column("file_path").to_pylist()
+        contents = entries.column("content").to_pylist()
+        out.update(zip(paths, contents, strict=True))
+    return out
+
+
+def _stats_paths(md: TableMetadata) -> set[str]:
+    return {f.statistics_path for f in md.statistics} | {f.statistics_path for f in md.partition_statistics}
+
+
+def _delete_unreachable(
+    io: FileIO, base: TableMetadata, new_md: TableMetadata, plan: _Plan, location: str
+) -> ExpireResult:
+    kept_lists: set[str] = set()
+    kept_manifests: dict[str, ManifestFile] = {}
+    for s in new_md.snapshots:
+        if s.manifest_list is not None:
+            kept_lists.add(s.manifest_list)
+        kept_manifests.update((m.manifest_path, m) for m in snapshot_manifests(io, s))
+    expired_lists: set[str] = set()
+    expired_manifests: dict[str, ManifestFile] = {}
+    for s in plan.expired:
+        if s.manifest_list is not None:
+            expired_lists.add(s.manifest_list)
+        try:
+            manifests = snapshot_manifests(io, s)
+        except (OSError, GpuEngineError) as exc:  # a broken expired snapshot: delete what is known
+            _log.warning("expire: cannot read the manifests of snapshot %d: %s", s.snapshot_id, exc)
+            continue
+        expired_manifests.update((m.manifest_path, m) for m in manifests)
+    only_expired = {p: m for p, m in expired_manifests.items() if p not in kept_manifests}
+    reachable = _files_of(io, kept_manifests.values())
+    candidates = _files_of(io, only_expired.values())
+    doomed = {p: c for p, c in candidates.items() if p not in reachable}
+    kept_stats = _stats_paths(new_md)
+    stats = _stats_paths(base) - kept_stats
+    lists = sorted(expired_lists - kept_lists)
+    manifests_gone = sorted(only_expired)
+    data = sorted(p for p, c in doomed.items() if c not in _POSITION_OR_EQUALITY)
+    deletes = sorted(p for p, c in doomed.items() if c in _POSITION_OR_EQUALITY)
+    left = set(delete_files(io, [*data, *deletes, *manifests_gone, *lists, *sorted(stats)], fault=None))
+
+    def done(paths: Iterable[str]) -> tuple[str, ...]:
+        return tuple(p for p in paths if p not in left)
+
+    return ExpireResult(
+        expired_snapshot_ids=tuple(s.snapshot_id for s in plan.expired),
+        removed_refs=plan.removed_refs,
+        metadata_location=location,
+        deleted_manifest_lists=done(lists),
+        deleted_manifests=done(manifests_gone),
+        deleted_data_files=done(data),
+        deleted_delete_files=done(deletes),
+        deleted_statistics_files=done(sorted(stats)),
+        undeleted=tuple(sorted(left)),
+    )

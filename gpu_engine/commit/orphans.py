@@ -1,0 +1,94 @@
+"""Orphan file removal: files under a table's ``data/`` and ``metadata/`` directories that nothing in the
+current metadata reaches and that are older than a cutoff (default: three days ago, so the files of commits
+in flight survive).
+
+Reachable: the current metadata file and those in ``metadata-log``, ``version-hint.text``, and for every
+snapshot its manifest list, manifests and every entry's file (any status), plus statistics and partition
+statistics files. Local tables only: file ages come from ``os.stat``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import time
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from ..errors import UnsupportedFeature
+from ..iceberg.manifest_list import ManifestFile
+from ..iceberg.manifests import read_manifest
+from ..io.fileio import FileIO, local_path, scheme_of
+from .entries import snapshot_manifests
+from .expire import to_ms
+from .producer import delete_files
+
+if TYPE_CHECKING:
+    from ..table import Table
+
+DEFAULT_AGE_MS = 3 * 24 * 3600 * 1000
+_HINTS = ("version-hint.text", "version-hint.txt")
+
+
+def _key(io: FileIO, path: str) -> str:
+    return os.path.normpath(os.path.abspath(local_path(io.resolve(path))))
+
+
+def _is_local(path: str) -> bool:
+    return scheme_of(path) in ("", "file")
+
+
+def reachable_files(table: Table) -> set[str]:
+    """Normalised local paths of every file the current metadata of ``table`` reaches."""
+    md, io = table.metadata, table.io
+    recorded = {table.metadata_location, *(e.metadata_file for e in md.metadata_log)}
+    recorded.update(f.statistics_path for f in md.statistics)
+    recorded.update(f.statistics_path for f in md.partition_statistics)
+    manifests: dict[str, ManifestFile] = {}
+    for s in md.snapshots:
+        if s.manifest_list is not None:
+            recorded.add(s.manifest_list)
+        manifests.update((m.manifest_path, m) for m in snapshot_manifests(io, s))
+    for path, m in manifests.items():
+        recorded.add(path)
+        entries = read_manifest(replace(m, manifest_path=io.resolve(path)), open_input=io.open_input)
+        recorded.update(entries.column("file_path").to_pylist())
+    out = {_key(io, p) for p in recorded}
+    metadata_dir = os.path.join(_key(io, md.location), "metadata")
+    out.update(os.path.join(metadata_dir, h) for h in _HINTS)
+    return out
+
+
+def remove_orphan_files(
+    table: Table, *, older_than: int | dt.datetime | None = None, dry_run: bool = False
+) -> list[str]:
+    """The orphan files of ``table`` (sorted local paths), deleted unless ``dry_run``; files that could not
+    be deleted raise :class:`OSError` after the others were deleted."""
+    io = table.io
+    root = io.resolve(table.location)
+    if not _is_local(root):
+        raise UnsupportedFeature(
+            f"table {table.location}: remove_orphan_files supports local tables only (file ages come "
+            "from os.stat)"
+        )
+    cutoff = int(time.time() * 1000) - DEFAULT_AGE_MS if older_than is None else to_ms(older_than)
+    reachable = reachable_files(table)
+    root_dir = os.path.normpath(os.path.abspath(local_path(root)))
+    orphans: list[str] = []
+    for sub in ("data", "metadata"):
+        top = os.path.join(root_dir, sub)
+        if not os.path.isdir(top):
+            continue
+        for dirpath, _dirs, names in os.walk(top):
+            for name in names:
+                path = os.path.normpath(os.path.join(dirpath, name))
+                if path in reachable or os.path.islink(path):
+                    continue
+                if os.stat(path).st_mtime * 1000 < cutoff:
+                    orphans.append(path)
+    orphans.sort()
+    if not dry_run:
+        left = delete_files(io, orphans, fault=None)
+        if left:
+            raise OSError(f"remove_orphan_files: could not delete {len(left)} file(s): {list(left)[:5]}")
+    return orphans

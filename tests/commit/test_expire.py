@@ -1,0 +1,138 @@
+"""Snapshot expiration: retention by ``retain_last`` / ``older_than`` / ref policies, the metadata-only
+commit (read back by our scan and PyIceberg), deletion of the files only expired snapshots reached, and
+nothing deleted when the commit fails."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from gpu_engine.catalog.sql import SqlCatalog
+from gpu_engine.commit import table_update
+from gpu_engine.errors import CommitConflict
+from gpu_engine.iceberg.snapshots import SnapshotRef
+from gpu_engine.table import Table
+
+from ._support import (
+    assert_same_rows,
+    ours,
+    pyiceberg_static,
+    referenced_files,
+    rows,
+    sql_catalog,
+    table_files,
+)
+
+FAST_RETRIES = {
+    "commit.retry.min-wait-ms": "1",
+    "commit.retry.max-wait-ms": "2",
+    "commit.retry.num-retries": "2",
+}
+
+
+def build(tmp_path: Path) -> tuple[SqlCatalog, Table]:
+    """Four snapshots: append, append, delete (removes the first append's rows), append."""
+    cat = sql_catalog(tmp_path)
+    props = {"format-version": "2", **FAST_RETRIES}
+    tbl = cat.create_table("db.t", rows(0, 0).schema, properties=props)
+    tbl.append(rows(0, 10))
+    tbl.append(rows(10, 10))
+    tbl.delete("id < 5")
+    tbl.append(rows(20, 5))
+    assert len(tbl.metadata.snapshots) == 4
+    return cat, tbl
+
+
+def set_refs(cat: SqlCatalog, tbl: Table, refs: dict[str, SnapshotRef]) -> None:
+    md = replace(tbl.metadata, snapshot_refs={**tbl.metadata.snapshot_refs, **refs})
+    path = table_update.metadata_path(md, tbl.metadata_location, file_system_table=False)
+    table_update.write_metadata(tbl.io, path, md)
+    cat.commit_metadata(tbl.identifier, tbl.metadata_location, path)
+    tbl.refresh()
+
+
+def after_all(tbl: Table) -> int:
+    return max(s.timestamp_ms for s in tbl.metadata.snapshots) + 1
+
+
+def assert_kept_files_exist(tbl: Table) -> None:
+    assert not {p for p in referenced_files(tbl) if not Path(p).exists()}
+
+
+def test_retain_last_expires_old_snapshots_and_their_files(tmp_path: Path) -> None:
+    cat, tbl = build(tmp_path)
+    before = ours(tbl)
+    files_before = referenced_files(tbl)
+    old_ids = [s.snapshot_id for s in tbl.metadata.snapshots]
+    result = tbl.expire_snapshots(older_than=after_all(tbl), retain_last=2)
+    assert result.expired_snapshot_ids == tuple(old_ids[:2])
+    assert [s.snapshot_id for s in tbl.metadata.snapshots] == old_ids[2:]
+    assert {e.snapshot_id for e in tbl.metadata.snapshot_log} <= set(old_ids[2:])
+    fresh = cat.load_table("db.t")
+    assert fresh.metadata_location == result.metadata_location
+    assert_same_rows(ours(fresh), before, context="ours after expire")
+    assert_same_rows(pyiceberg_static(fresh), before, context="pyiceberg after expire")
+    assert_kept_files_exist(fresh)
+    kept = referenced_files(fresh)
+    gone = files_before - kept
+    assert gone  # the first snapshots' manifest lists at least
+    assert not {p for p in gone if Path(p).exists()}
+    deleted = {
+        *result.deleted_manifest_lists, *result.deleted_manifests, *result.deleted_data_files,
+        *result.deleted_delete_files,
+    }  # fmt: skip
+    assert deleted == gone
+    assert len(result.deleted_manifest_lists) == 2
+    assert not result.undeleted
+
+
+def test_older_than_bounds_expiration_and_nothing_to_do(tmp_path: Path) -> None:
+    _, tbl = build(tmp_path)
+    first = min(s.timestamp_ms for s in tbl.metadata.snapshots)
+    before = tbl.metadata_location
+    noop = tbl.expire_snapshots(older_than=first, retain_last=1)
+    assert noop.expired_snapshot_ids == () and noop.metadata_location is None
+    assert tbl.metadata_location == before
+    when = dt.datetime.fromtimestamp(after_all(tbl) / 1000, tz=dt.UTC)
+    result = tbl.expire_snapshots(older_than=when + dt.timedelta(seconds=1))
+    assert len(result.expired_snapshot_ids) == 3  # min-snapshots-to-keep defaults to 1
+    assert [s.snapshot_id for s in tbl.metadata.snapshots] == [tbl.metadata.current_snapshot_id]
+    assert_kept_files_exist(tbl)
+    assert_same_rows(pyiceberg_static(tbl), ours(tbl), context="pyiceberg after expire")
+
+
+def test_tags_keep_their_snapshot_and_old_refs_are_removed(tmp_path: Path) -> None:
+    cat, tbl = build(tmp_path)
+    snaps = tbl.metadata.snapshots
+    set_refs(
+        cat, tbl,
+        {"keep": SnapshotRef(snaps[0].snapshot_id, "tag"),
+         "stale": SnapshotRef(snaps[1].snapshot_id, "tag", max_ref_age_ms=1)},
+    )  # fmt: skip
+    result = tbl.expire_snapshots(older_than=after_all(tbl) + 5, retain_last=1)
+    assert result.removed_refs == ("stale",)
+    assert set(tbl.metadata.refs) == {"main", "keep"}
+    assert set(result.expired_snapshot_ids) == {snaps[1].snapshot_id, snaps[2].snapshot_id}
+    assert_kept_files_exist(cat.load_table("db.t"))
+    assert_same_rows(tbl.scan(ref="keep").to_arrow(), rows(0, 10), context="tag scan")
+    fresh = cat.load_table("db.t")
+    assert_same_rows(pyiceberg_static(fresh), ours(fresh), context="pyiceberg after expire")
+
+
+def test_failed_commit_deletes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cat, tbl = build(tmp_path)
+    files = table_files(tbl)
+    location = tbl.metadata_location
+
+    def conflict(self: SqlCatalog, *args: object) -> str:
+        raise CommitConflict("always")
+
+    monkeypatch.setattr(SqlCatalog, "commit_metadata", conflict)
+    with pytest.raises(CommitConflict, match="3 attempt"):
+        tbl.expire_snapshots(older_than=after_all(tbl), retain_last=1)
+    monkeypatch.undo()
+    assert table_files(tbl) == files
+    assert cat.load_table("db.t").metadata_location == location

@@ -1,0 +1,48 @@
+"""Orphan file removal: old stray files go, young ones stay, dry runs delete nothing, referenced files are
+never listed."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from ._support import referenced_files, rows, sql_catalog
+
+DAY_S = 24 * 3600
+
+
+def test_remove_orphan_files(tmp_path: Path) -> None:
+    cat = sql_catalog(tmp_path)
+    tbl = cat.create_table("db.t", rows(0, 0).schema, properties={"format-version": "2"})
+    tbl.append(rows(0, 10))
+    tbl.append(rows(10, 10))
+    tbl.delete("id < 3")
+    referenced = referenced_files(tbl)
+    old = time.time() - 10 * DAY_S
+    for ref in referenced:  # referenced files are old too: age alone must not make them orphans
+        os.utime(ref, (old, old))
+    root = Path(tbl.location)
+    stray_old = [root / "data" / "stray.parquet", root / "metadata" / "nested" / "x-m0.avro"]
+    stray_young = root / "data" / "young.parquet"
+    for p in [*stray_old, stray_young]:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(b"x")
+    for p in stray_old:
+        os.utime(p, (old, old))
+    expected = sorted(str(p) for p in stray_old)
+
+    listed = tbl.remove_orphan_files(dry_run=True)
+    assert listed == expected
+    assert all(p.exists() for p in stray_old)
+
+    assert tbl.remove_orphan_files() == expected
+    assert not any(p.exists() for p in stray_old)
+    assert stray_young.exists()
+    assert all(Path(ref).exists() for ref in referenced)
+    assert Path(tbl.metadata_location).exists()
+    assert all(Path(e.metadata_file).exists() for e in tbl.metadata.metadata_log)
+    assert tbl.scan().to_arrow().num_rows == 17
+
+    young = tbl.remove_orphan_files(older_than=int(time.time() * 1000) + 60_000, dry_run=True)
+    assert young == [str(stray_young)]
