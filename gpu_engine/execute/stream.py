@@ -26,7 +26,7 @@ class _Done:
 
 
 class _Cancelled(Exception):
-    pass
+    """The consumer stopped: the worker drops its task."""
 
 
 class _Channel(Generic[B]):
@@ -70,7 +70,7 @@ def ordered(
                 done(task)
             channel.put(_Done())
         except _Cancelled:
-            pass
+            return
         except BaseException as e:  # handed to the consumer, which raises it in order
             with contextlib.suppress(_Cancelled):
                 channel.put(_Done(e))
