@@ -71,6 +71,7 @@ bench: $(STAMP)
 	@$(BIN)/python -c 'import daft' 2>/dev/null || $(BIN)/python -m pip install -e '.[dev,bench]'
 	$(BIN)/python bench/kernels.py
 	$(BIN)/python bench/scan.py
+	$(BIN)/python bench/write.py
 
 clean:
 	rm -rf build dist *.egg-info .mypy_cache .ruff_cache .pytest_cache .hypothesis bench/results/*.tmp
