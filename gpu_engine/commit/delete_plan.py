@@ -42,7 +42,7 @@ from ..execute.projection import project
 from ..execute.scan import execute
 from ..expressions import TRUE, Expression
 from ..iceberg.content_file import ContentFile
-from ..iceberg.deletion_vectors import read_dv
+from ..iceberg.deletion_vectors import read_dv, sorted_unique
 from ..iceberg.manifest_list import ManifestFile
 from ..iceberg.manifests import DELETED, read_manifest
 from ..iceberg.metadata import TableMetadata
@@ -217,7 +217,7 @@ def _positions_by_file(batches: Iterable[pa.RecordBatch]) -> dict[str, Positions
     ends = np.append(starts[1:], len(pos))
     names = list(ids)
     return {
-        names[int(file_ids[s])]: _unique_sorted(pos[s:e])
+        names[int(file_ids[s])]: sorted_unique(pos[s:e])
         for s, e in zip(starts.tolist(), ends.tolist(), strict=True)
     }
 
@@ -266,7 +266,7 @@ def _existing_deletes(
                 loaded[d.path] = load_position_deletes(io, d)
                 targets[(d.path, d.content_offset)] = loaded[d.path].targets
             parts.append(np.asarray(loaded[d.path].positions_for(task.file.path), dtype=np.int64))
-        merged = _unique_sorted(np.concatenate(parts)) if parts else np.empty(0, dtype=np.int64)
+        merged = sorted_unique(np.concatenate(parts)) if parts else np.empty(0, dtype=np.int64)
         if len(merged) and int(merged[-1]) >= task.file.record_count:
             raise PlanningError(
                 f"data file {task.file.path}: its deletes name position {int(merged[-1])} but it has "
@@ -436,19 +436,9 @@ def write_row_deletes(
 # -- helpers ----------------------------------------------------------------------------------------------
 
 
-def _unique_sorted(values: Positions) -> Positions:
-    if len(values) > 1 and not bool(np.all(values[1:] > values[:-1])):
-        values = np.sort(values)
-        keep = np.empty(len(values), dtype=bool)
-        keep[0] = True
-        np.not_equal(values[1:], values[:-1], out=keep[1:])
-        values = values[keep]
-    return values
-
-
 def _union(a: Positions, b: Positions) -> Positions:
     if not len(a):
         return b
     if not len(b):
         return a
-    return _unique_sorted(np.concatenate([a, b]))
+    return sorted_unique(np.concatenate([a, b]))

@@ -12,7 +12,8 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..errors import UnsupportedFeature
+from ..errors import InvalidProperty
+from ..properties import int_property
 
 NUM_RETRIES = "commit.retry.num-retries"
 MIN_WAIT_MS = "commit.retry.min-wait-ms"
@@ -30,13 +31,13 @@ class RetryPolicy:
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> RetryPolicy:
         policy = cls(
-            _prop(props, NUM_RETRIES, cls.num_retries),
-            _prop(props, MIN_WAIT_MS, cls.min_wait_ms),
-            _prop(props, MAX_WAIT_MS, cls.max_wait_ms),
-            _prop(props, TOTAL_TIMEOUT_MS, cls.total_timeout_ms),
+            int_property(props, NUM_RETRIES, cls.num_retries, minimum=0),
+            int_property(props, MIN_WAIT_MS, cls.min_wait_ms, minimum=0),
+            int_property(props, MAX_WAIT_MS, cls.max_wait_ms, minimum=0),
+            int_property(props, TOTAL_TIMEOUT_MS, cls.total_timeout_ms, minimum=0),
         )
         if policy.max_wait_ms < policy.min_wait_ms:
-            raise UnsupportedFeature(
+            raise InvalidProperty(
                 f"table property {MAX_WAIT_MS}={policy.max_wait_ms} is below "
                 f"{MIN_WAIT_MS}={policy.min_wait_ms}"
             )
@@ -46,16 +47,3 @@ class RetryPolicy:
         """Seconds to wait before retry number ``retry`` (1-based)."""
         base = min(self.min_wait_ms * 2.0 ** min(retry - 1, 62), float(self.max_wait_ms))
         return base * (rng or random).uniform(0.5, 1.0) / 1000.0
-
-
-def _prop(props: Mapping[str, str], name: str, default: int) -> int:
-    raw = props.get(name)
-    if raw is None:
-        return default
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise UnsupportedFeature(f"table property {name}={raw!r}: expected an integer >= 0")
-    return value

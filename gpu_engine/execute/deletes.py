@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import DataFileError
-from ..iceberg.deletion_vectors import read_dv
+from ..iceberg.deletion_vectors import read_dv, sorted_unique
 from ..iceberg.metadata import TableMetadata
 from ..iceberg.name_mapping import NameMapping
 from ..iceberg.schema import Schema
@@ -99,7 +99,7 @@ class DeleteLoader:
         if len(parts) == 1:
             positions = parts[0]
         elif parts:
-            positions = _sorted_unique(np.concatenate(parts))
+            positions = sorted_unique(np.concatenate(parts))
         equality = []
         for ids in dict.fromkeys(i for d in task.deletes if (i := _ids(d)) is not None):
             files = tuple(d for d in task.deletes if _ids(d) == ids)
@@ -118,17 +118,6 @@ class DeleteLoader:
     def release(self, task: ScanTask) -> None:
         for key in task_keys(task):
             self.cache.release(key)
-
-
-def _sorted_unique(values: np.ndarray) -> np.ndarray:
-    """``np.unique`` by sort and mask (np.unique is far slower on large int64 arrays here)."""
-    values = np.sort(values)
-    if len(values) < 2:
-        return values
-    keep = np.empty(len(values), dtype=bool)
-    keep[0] = True
-    np.not_equal(values[1:], values[:-1], out=keep[1:])
-    return values[keep]
 
 
 def _checked(positions: np.ndarray, d: DeleteFile, task: ScanTask, file_rows: int) -> np.ndarray:

@@ -33,6 +33,7 @@ import numpy as np
 
 from ..errors import ExpressionError
 from ..iceberg import types as it
+from ..iceberg.json_values import offset_nanos
 
 
 @dataclass(frozen=True)
@@ -286,16 +287,5 @@ def _instant_nanos(value: Any, *, zoned: bool) -> int:
     if m["tz"]:
         if not zoned:
             raise ValueError("an offset is not allowed for a type without zone")
-        nanos -= _offset_nanos(m["tz"])
+        nanos -= offset_nanos(m["tz"])
     return nanos
-
-
-def _offset_nanos(tz: str) -> int:
-    if tz == "Z":
-        return 0
-    sign = -1 if tz[0] == "-" else 1
-    digits = tz[1:].replace(":", "")
-    hours, minutes = int(digits[:2]), int(digits[2:4] or 0)
-    if hours > 18 or minutes > 59:
-        raise ValueError(f"offset {tz} out of range")
-    return sign * (hours * 60 + minutes) * 60 * 10**9

@@ -244,7 +244,7 @@ def _roaring32_extent(data: bytes, start: int, source: str) -> tuple[int, int]:
 def encode_bitmap64(positions: npt.ArrayLike) -> bytes:
     """The portable 64-bit Roaring serialization of ``positions`` as Iceberg Java writes it: containers
     run-length encoded where that is smaller, one bucket per key from 0 to the largest."""
-    values = _sorted_unique(np.asarray(positions).astype(np.int64, casting="same_kind", copy=False))
+    values = sorted_unique(np.asarray(positions).astype(np.int64, casting="same_kind", copy=False))
     if len(values) and values[0] < 0:
         raise ValueError(f"deleted positions must be >= 0, got {int(values[0])}")
     if len(values) and values[-1] >> 32 > _MAX_KEY:
@@ -261,7 +261,7 @@ def encode_bitmap64(positions: npt.ArrayLike) -> bytes:
     return b"".join(out)
 
 
-def _sorted_unique(values: Positions) -> Positions:
+def sorted_unique(values: Positions) -> Positions:
     """``values`` sorted without duplicates (np.unique is ~50x slower here: it hashes)."""
     if len(values) > 1 and not bool(np.all(values[1:] > values[:-1])):
         values = np.sort(values)

@@ -186,11 +186,12 @@ def _timestamp(t: it.PrimitiveType, value: Any) -> int:
     if not zoned and tz is not None:
         raise _fail(t, value, "a timestamp without zone must not carry an offset")
     days = (dt.date(int(m["y"]), int(m["mo"]), int(m["d"])) - _EPOCH).days
-    nanos = days * _US_PER_DAY * 1000 + _clock_nanos(m) - (_offset_nanos(tz) if tz else 0)
+    nanos = days * _US_PER_DAY * 1000 + _clock_nanos(m) - (offset_nanos(tz) if tz else 0)
     return _exact(t, value, nanos, 1 if t.name.endswith("_ns") else 1000)
 
 
-def _offset_nanos(tz: str) -> int:
+def offset_nanos(tz: str) -> int:
+    """A zone offset (``Z``, ``+05:30``, ``-0800``) in nanoseconds; ValueError out of range."""
     if tz == "Z":
         return 0
     sign = -1 if tz[0] == "-" else 1

@@ -223,7 +223,7 @@ def test_interruption_before_the_swap_cleans_up(tmp_path: Path) -> None:
 def test_bad_retry_property_fails_before_committing_and_removes_data(tmp_path: Path) -> None:
     cat = sql_catalog(tmp_path)
     tbl = cat.create_table("db.t", rows(0, 0).schema, properties={"commit.retry.num-retries": "many"})
-    with pytest.raises(ge.UnsupportedFeature, match=r"commit\.retry\.num-retries='many'"):
+    with pytest.raises(ge.errors.InvalidProperty, match=r"commit\.retry\.num-retries='many'"):
         tbl.append(rows(0, 5))
     assert not list(Path(tbl.location).rglob("*.parquet"))
     assert cat.load_table("db.t").metadata.current_snapshot_id is None

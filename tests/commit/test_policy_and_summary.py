@@ -8,7 +8,7 @@ import pytest
 
 from gpu_engine.commit import RetryPolicy
 from gpu_engine.commit.summary import snapshot_summary
-from gpu_engine.errors import UnsupportedFeature
+from gpu_engine.errors import InvalidProperty
 from gpu_engine.iceberg.content_file import EQUALITY_DELETES, POSITION_DELETES, ContentFile
 
 
@@ -36,7 +36,7 @@ def test_backoff_grows_exponentially_with_jitter_up_to_the_max() -> None:
      {"commit.retry.min-wait-ms": "10", "commit.retry.max-wait-ms": "5"}],
 )  # fmt: skip
 def test_bad_retry_properties(props: dict[str, str]) -> None:
-    with pytest.raises(UnsupportedFeature, match=r"commit\.retry"):
+    with pytest.raises(InvalidProperty, match=r"commit\.retry"):
         RetryPolicy.from_properties(props)
 
 
