@@ -6,6 +6,11 @@ the plural names Spark uses), ``bucket(N, c)``, ``truncate(W, c)``, ``void(c)``,
 or maps). Fields are named as Iceberg names them (``ts_day``, ``id_bucket``, ``name_trunc``, ``c_null``,
 the column name for identity) and numbered from 1000. A transform that cannot apply to its column's type
 is an :class:`UnsupportedTransform` naming both.
+
+Sort orders (:func:`parse_sort_order`) are written as in Spark's ``WRITE ORDERED BY``: comma-separated
+items ``<column or transform(column)> [ASC|DESC] [NULLS FIRST|NULLS LAST]`` with the same transform forms
+(commas inside a call do not separate items); keywords are case-insensitive, the defaults are Iceberg's
+(``ASC``; ``NULLS FIRST`` when ascending, ``NULLS LAST`` when descending).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from ..errors import InvalidType, UnsupportedTransform
 from ..iceberg import types as it
 from ..iceberg.partitioning import V1_FIRST_PARTITION_FIELD_ID, PartitionField, PartitionSpec
 from ..iceberg.schema import Schema
+from ..iceberg.sorting import SortField, SortOrder
 from ..transforms.spec import parse_transform
 
 _CALL = re.compile(r"^\s*([A-Za-z_]+)\s*(?:\[\s*(\d+)\s*\])?\s*\((.*)\)\s*$")
@@ -32,13 +38,7 @@ def parse_partition_spec(fields: Sequence[str], schema: Schema, *, spec_id: int 
     out: list[PartitionField] = []
     for i, text in enumerate(fields):
         transform, column = _parse(text)
-        source = _source(schema, column, text)
-        parsed = parse_transform(transform)
-        if not isinstance(source.type, it.PrimitiveType) or not parsed.can_transform(source.type):
-            raise UnsupportedTransform(
-                f"partition field {text!r}: transform {transform} cannot apply to column {column!r} of type "
-                f"{source.type}"
-            )
+        source = _checked_source(schema, transform, column, f"partition field {text!r}")
         name = column if transform == "identity" else f"{column}_{_SUFFIX[transform.split('[')[0]]}"
         if any(f.name == name for f in out):
             raise UnsupportedTransform(
@@ -48,12 +48,77 @@ def parse_partition_spec(fields: Sequence[str], schema: Schema, *, spec_id: int 
     return PartitionSpec(spec_id, tuple(out))
 
 
-def _parse(text: str) -> tuple[str, str]:
-    """(Iceberg transform string, column name) of one field string."""
+def parse_sort_order(text: str | Sequence[str], schema: Schema, *, order_id: int = 1) -> SortOrder:
+    """The sort order of ``text`` (see the module doc): one string of comma-separated items or a list of
+    them, over ``schema``; an :class:`UnsupportedTransform` names the item at fault."""
+    items = [item for part in ([text] if isinstance(text, str) else text) for item in _split_items(part)]
+    if not items:
+        raise UnsupportedTransform(f"sort order {text!r}: expected at least one column or transform(column)")
+    return SortOrder(order_id, tuple(_sort_field(item, schema) for item in items))
+
+
+_SORT_ITEM = re.compile(
+    r"^(?P<expr>.*?)(?:\s+(?P<direction>asc|desc))?(?:\s+nulls\s+(?P<nulls>first|last))?\s*$",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
+def _split_items(text: str) -> list[str]:
+    """``text`` split at the commas outside parentheses and brackets, each item stripped."""
+    items: list[str] = []
+    depth = start = 0
+    for i, char in enumerate(text):
+        if char in "([":
+            depth += 1
+        elif char in ")]":
+            depth -= 1
+        elif char == "," and depth == 0:
+            items.append(text[start:i].strip())
+            start = i + 1
+    items.append(text[start:].strip())
+    if len(items) == 1 and not items[0]:
+        return []  # an empty list element or string: no items (an empty order is refused above)
+    return items
+
+
+def _sort_field(item: str, schema: Schema) -> SortField:
+    where = f"sort field {item!r}"
+    m = _SORT_ITEM.match(item)
+    assert m is not None  # the pattern matches every string
+    expr, direction, nulls = m.group("expr"), m.group("direction"), m.group("nulls")
+    if not expr.strip():
+        raise UnsupportedTransform(f"{where}: expected a column or transform(column) before ASC/DESC/NULLS")
+    transform, column = _parse(expr, where)
+    source = _checked_source(schema, transform, column, where)
+    direction = (direction or "asc").lower()
+    if nulls is None:
+        null_order = "nulls-first" if direction == "asc" else "nulls-last"
+    else:
+        null_order = f"nulls-{nulls.lower()}"
+    return SortField((source.field_id,), transform, direction, null_order)
+
+
+def _checked_source(schema: Schema, transform: str, column: str, where: str) -> it.NestedField:
+    """The source field of ``column``, checked to be a primitive that ``transform`` applies to."""
+    source = _source(schema, column, where)
+    try:
+        parsed = parse_transform(transform)
+    except UnsupportedTransform as exc:  # bucket[0], truncate[0]: name the item too
+        raise UnsupportedTransform(f"{where}: {exc}") from None
+    if not isinstance(source.type, it.PrimitiveType) or not parsed.can_transform(source.type):
+        raise UnsupportedTransform(
+            f"{where}: transform {transform} cannot apply to column {column!r} of type {source.type}"
+        )
+    return source
+
+
+def _parse(text: str, where: str | None = None) -> tuple[str, str]:
+    """(Iceberg transform string, column name) of one field string; errors start with ``where``."""
+    where = f"partition field {text!r}" if where is None else where
     m = _CALL.match(text)
     if m is None:
         if not text.strip() or "(" in text or ")" in text:
-            raise UnsupportedTransform(f"partition field {text!r}: expected a column or transform(column)")
+            raise UnsupportedTransform(f"{where}: expected a column or transform(column)")
         return "identity", text.strip()
     name, bracket, args = m.group(1).lower(), m.group(2), [a.strip() for a in m.group(3).split(",")]
     name = _PLURAL.get(name, name)
@@ -62,30 +127,30 @@ def _parse(text: str) -> tuple[str, str]:
             return f"{name}[{bracket}]", args[0]
         if bracket is None and len(args) == 2 and args[0].isdigit():
             return f"{name}[{args[0]}]", args[1]
-        raise UnsupportedTransform(f"partition field {text!r}: expected {name}(N, column)")
+        raise UnsupportedTransform(f"{where}: expected {name}(N, column)")
     if bracket is not None or len(args) != 1 or not args[0]:
-        raise UnsupportedTransform(f"partition field {text!r}: expected {name}(column)")
+        raise UnsupportedTransform(f"{where}: expected {name}(column)")
     if name not in ("identity", "void", "year", "month", "day", "hour"):
         raise UnsupportedTransform(
-            f"partition field {text!r}: unknown transform {m.group(1)!r} (identity, year, month, day, hour, "
+            f"{where}: unknown transform {m.group(1)!r} (identity, year, month, day, hour, "
             "bucket, truncate, void)"
         )
     return name, args[0]
 
 
-def _source(schema: Schema, column: str, text: str) -> it.NestedField:
+def _source(schema: Schema, column: str, where: str) -> it.NestedField:
     try:
         found = schema.find_field(column)
     except InvalidType:
-        raise UnsupportedTransform(f"partition field {text!r}: the schema has no column {column!r}") from None
+        raise UnsupportedTransform(f"{where}: the schema has no column {column!r}") from None
     path = schema.paths_by_id[found.field_id]
     fields = schema.fields
     for step in path[:-1]:  # every ancestor must be a struct field
         parent = next((f for f in fields if f.name == step), None)
         if parent is None or not isinstance(parent.type, it.StructType):
             raise UnsupportedTransform(
-                f"partition field {text!r}: column {column!r} is inside a list or map: "
-                "it cannot be partitioned by"
+                f"{where}: column {column!r} is inside a list or map: only top-level and struct "
+                "fields can be transform sources"
             )
         fields = parent.type.fields
     return found
