@@ -101,3 +101,7 @@ class SchemaMismatch(GpuEngineError, ValueError):
 
 class InvalidProperty(GpuEngineError, ValueError):
     """A table property (or option) whose value does not parse or is out of range; names the property."""
+
+
+class InvalidOption(GpuEngineError, ValueError):
+    """An action option (e.g. a compaction's ``min-input-files``) is unknown or has a bad value."""

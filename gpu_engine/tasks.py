@@ -10,7 +10,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from .expressions import Expression
+from .iceberg.content_file import ContentFile
 from .iceberg.schema import Schema
+from .iceberg.sorting import SortOrder
 
 POSITION_DELETES = 1
 EQUALITY_DELETES = 2
@@ -112,3 +114,96 @@ class ScanPlan:
     filter: Expression
     tasks: tuple[ScanTask, ...]
     summary: PlanSummary
+
+
+@dataclass(frozen=True)
+class FileGroup:
+    """One rewrite unit of a compaction: data files of one partition, read in ``tasks`` (their deletes
+    attached, no residual: every live row of the files is rewritten) and written as about
+    ``expected_output_files`` files of ``output_spec_id``.
+
+    ``partition`` is the files' partition in ``spec_id``; files of another spec than the output spec are
+    grouped together (``spec_id`` None, ``partition`` empty), their rows repartitioned when written.
+    """
+
+    index: int
+    spec_id: int | None
+    partition: tuple[Any, ...]
+    files: tuple[DataFile, ...]
+    tasks: tuple[ScanTask, ...]
+    output_spec_id: int
+    expected_output_files: int
+    max_output_file_size: int
+
+    @property
+    def input_bytes(self) -> int:
+        return sum(f.file_size_in_bytes for f in self.files)
+
+    @property
+    def input_rows(self) -> int:
+        """Rows stored in the files, deleted ones included."""
+        return sum(f.record_count for f in self.files)
+
+    @property
+    def delete_files(self) -> tuple[DeleteFile, ...]:
+        """Every delete file that applies to a file of the group, once, in first-seen order."""
+        seen: dict[tuple[str, int | None], DeleteFile] = {}
+        for t in self.tasks:
+            for d in t.deletes:
+                seen.setdefault((d.path, d.content_offset), d)
+        return tuple(seen.values())
+
+    def __repr__(self) -> str:
+        where = "other specs" if self.spec_id is None else f"spec {self.spec_id} {self.partition}"
+        return (
+            f"FileGroup(#{self.index}, {where}, files={len(self.files)}, bytes={self.input_bytes}, "
+            f"deletes={len(self.delete_files)}, outputs~{self.expected_output_files})"
+        )
+
+
+STRATEGIES = ("binpack", "sort", "zorder")
+
+
+@dataclass(frozen=True)
+class RewriteStrategy:
+    """How a compaction orders the rows it rewrites: ``binpack`` (as read), ``sort`` by ``sort_order``,
+    or ``zorder`` over ``zorder_columns``."""
+
+    kind: str = "binpack"
+    sort_order: SortOrder | None = None
+    zorder_columns: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.kind not in STRATEGIES:
+            raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, not {self.kind!r}")
+        if (self.kind == "sort") != (self.sort_order is not None and not self.sort_order.is_unsorted):
+            raise ValueError("a sort strategy needs a sort order with fields; other strategies take none")
+        if (self.kind == "zorder") != bool(self.zorder_columns):
+            raise ValueError("a zorder strategy needs columns; other strategies take none")
+
+    def __str__(self) -> str:
+        if self.kind == "zorder":
+            return f"zorder({', '.join(self.zorder_columns)})"
+        return self.kind
+
+
+@dataclass(frozen=True)
+class RewriteResult:
+    """What rewriting one :class:`FileGroup` wrote (files not committed yet) and how long each step took."""
+
+    group_index: int
+    added: tuple[ContentFile, ...]
+    rows_read: int
+    rows_written: int
+    read_seconds: float = 0.0
+    order_seconds: float = 0.0
+    write_seconds: float = 0.0
+    backend: str = "cpu"
+
+    @property
+    def bytes_written(self) -> int:
+        return sum(f.file_size_in_bytes for f in self.added)
+
+    @property
+    def seconds(self) -> float:
+        return self.read_seconds + self.order_seconds + self.write_seconds
