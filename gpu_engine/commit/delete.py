@@ -13,30 +13,23 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..errors import SchemaMismatch, ValidationError
 from ..expressions import Expression
-from ..iceberg.content_file import POSITION_DELETES, ContentFile
-from ..iceberg.manifests import DELETED, read_manifest
+from ..iceberg.content_file import ContentFile
 from ..iceberg.metadata import TableMetadata
-from ..iceberg.snapshots import Snapshot
 from ..io.equality_delete_write import write_equality_deletes
-from ..io.fileio import FileIO
 from .delete_plan import plan_row_deletes, write_row_deletes
-from .entries import entries_of, snapshot_manifests
 from .producer import check_committable, commit
-from .table_update import parent_of
 from .update import CommitResult, Faults, Removed, SnapshotUpdate, file_key
+from .validation import validate_no_new_deletes
 
 if TYPE_CHECKING:
     from ..table import Table
-
-_FILE_PATH_ID = 2147483546  # the ``file_path`` column of position delete files
 
 
 @dataclass(frozen=True)
@@ -79,7 +72,7 @@ def delete(
     planned = plan.snapshot_id
 
     def validate(base: TableMetadata) -> None:
-        _validate_no_conflicting_deletes(table.io, base, branch, planned, targets)
+        validate_no_new_deletes(table.io, base, branch, planned, targets, action="this delete")
 
     update = SnapshotUpdate("delete", added=out.added, removed=removed, validate=validate)
     result = commit(
@@ -122,70 +115,3 @@ def delete_rows(
     update = SnapshotUpdate("delete", added=files)
     result = commit(table, update, branch=branch, faults=faults, sleep=sleep, owned=[f.path for f in files])
     return DeleteResult(sum(f.record_count for f in files), tuple(files), commit=result)
-
-
-# -- validation -------------------------------------------------------------------------------------------
-
-
-def _validate_no_conflicting_deletes(
-    io: FileIO, base: TableMetadata, branch: str, planned: int, targets: frozenset[str]
-) -> None:
-    """:class:`ValidationError` unless the head of ``branch`` descends from ``planned`` and no snapshot
-    since removed a targeted data file or added a DV or position delete file that may apply to one."""
-    for snap in _since(base, branch, planned):
-        for m in snapshot_manifests(io, snap):
-            if m.added_snapshot_id != snap.snapshot_id:
-                continue
-            table = read_manifest(
-                replace(m, manifest_path=io.resolve(m.manifest_path)), open_input=io.open_input
-            )
-            if m.content == 0:
-                gone = pc.and_(
-                    pc.equal(table.column("status"), pa.scalar(DELETED, pa.int32())),
-                    pc.is_in(table.column("file_path"), value_set=pa.array(sorted(targets), pa.string())),
-                )
-                if pc.any(gone).as_py():
-                    path = pc.filter(table.column("file_path"), gone)[0].as_py()
-                    raise ValidationError(
-                        f"table {base.location}: data file {path} was removed by snapshot {snap.snapshot_id} "
-                        f"after this delete was planned on snapshot {planned}"
-                    )
-                continue
-            spec_id = m.partition_spec_id if m.partition_spec_id is not None else 0
-            for e in entries_of(table, m, base.spec_by_id(spec_id)):
-                if e.snapshot_id != snap.snapshot_id or e.file.content != POSITION_DELETES:
-                    continue
-                hit = _may_target(e.file, targets)
-                if hit is not None:
-                    raise ValidationError(
-                        f"table {base.location}: snapshot {snap.snapshot_id} added deletes ({e.file.path}) "
-                        f"for data file {hit} after this delete was planned on snapshot {planned}"
-                    )
-
-
-def _since(base: TableMetadata, branch: str, planned: int) -> list[Snapshot]:
-    """The snapshots of ``branch`` after ``planned``, newest first."""
-    out: list[Snapshot] = []
-    snap = parent_of(base, branch)
-    while snap is not None and snap.snapshot_id != planned:
-        out.append(snap)
-        parent = snap.parent_snapshot_id
-        snap = None if parent is None else base.snapshots_by_id.get(parent)
-    if snap is None:
-        raise ValidationError(
-            f"table {base.location}: branch {branch!r} no longer descends from snapshot {planned}, on which "
-            "this delete was planned"
-        )
-    return out
-
-
-def _may_target(f: ContentFile, targets: frozenset[str]) -> str | None:
-    """A target the position delete file or DV ``f`` may apply to (by ``referenced_data_file``, else by its
-    ``file_path`` bounds; without bounds any target)."""
-    if f.referenced_data_file is not None:
-        return f.referenced_data_file if f.referenced_data_file in targets else None
-    lower, upper = f.lower_bounds.get(_FILE_PATH_ID), f.upper_bounds.get(_FILE_PATH_ID)
-    for t in sorted(targets):
-        if lower is None or upper is None or lower <= t.encode("utf-8") <= upper:
-            return t
-    return None

@@ -19,7 +19,7 @@ from ..errors import ValidationError
 from ..iceberg.content_file import DATA, ContentFile
 from ..iceberg.manifest_list import ManifestFile
 from ..iceberg.manifest_write import ManifestContent, ManifestEntry, write_manifest
-from ..iceberg.manifests import DELETED, EXISTING, read_manifest
+from ..iceberg.manifests import ADDED, DELETED, EXISTING, read_manifest
 from ..iceberg.metadata import TableMetadata
 from ..io.fileio import FileIO
 from .entries import entries_of
@@ -50,14 +50,21 @@ def write_added(
     new_path: NewPath,
     faults: Faults,
     written: list[str],
+    data_sequence_number: int | None = None,
 ) -> tuple[ManifestFile, ...]:
-    """One manifest per (data or deletes, spec) of ``files``, entries ADDED; paths appended to ``written``."""
+    """One manifest per (data or deletes, spec) of ``files``, entries ADDED; paths appended to ``written``.
+    ``data_sequence_number``: written into the entries (the file sequence number is still inherited)."""
     groups: dict[tuple[ManifestContent, int], list[ContentFile]] = {}
     for f in files:
         groups.setdefault(("data" if f.content == DATA else "deletes", f.spec_id), []).append(f)
     out = []
     for (content, spec_id), group in sorted(groups.items()):
-        entries = [ManifestEntry.added(f) for f in group]
+        entries = [
+            ManifestEntry(ADDED, None, data_sequence_number, None, f)
+            if data_sequence_number is not None
+            else ManifestEntry.added(f)
+            for f in group
+        ]
         out.append(_write(io, md, content, spec_id, entries, snapshot_id, new_path, faults, written))
     return tuple(out)
 

@@ -165,6 +165,7 @@ class _Producer:
             self.added = manifest_set.write_added(
                 io, base, self.update.added, snapshot_id=self.snapshot_id, new_path=self._manifest_path,
                 faults=self.faults, written=self.files.added,
+                data_sequence_number=self.update.data_sequence_number if base.format_version >= 2 else None,
             )  # fmt: skip
         existing = () if parent is None else snapshot_manifests(io, parent)
         kept, removed, replaced, processed = manifest_set.filter_existing(

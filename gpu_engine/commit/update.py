@@ -58,7 +58,9 @@ class SnapshotUpdate:
     :data:`FileKey` values (normalised to keys: removing one DV of a Puffin file keeps its other DVs).
 
     ``summary`` adds properties to the snapshot summary (``operation`` and the Appendix F metrics are
-    computed). ``validate`` runs against the base metadata of every attempt.
+    computed). ``validate`` runs against the base metadata of every attempt. ``data_sequence_number``: the
+    data sequence number of the added files (a compaction keeps the one it read at, so that deletes
+    committed meanwhile still apply to the rewritten rows); None: the new snapshot's, by inheritance.
     """
 
     operation: Operation
@@ -66,6 +68,7 @@ class SnapshotUpdate:
     removed: frozenset[FileKey]
     validate: Validation | None = field(compare=False)
     summary: Mapping[str, str]
+    data_sequence_number: int | None
 
     def __init__(
         self,
@@ -74,6 +77,7 @@ class SnapshotUpdate:
         removed: Iterable[Removed] = frozenset(),
         validate: Validation | None = None,
         summary: Mapping[str, str] | None = None,
+        data_sequence_number: int | None = None,
     ) -> None:
         if operation not in OPERATIONS:
             raise ValueError(f"operation must be one of {', '.join(OPERATIONS)}, not {operation!r}")
@@ -82,6 +86,7 @@ class SnapshotUpdate:
         object.__setattr__(self, "removed", _keys(removed))
         object.__setattr__(self, "validate", validate)
         object.__setattr__(self, "summary", dict(summary or {}))
+        object.__setattr__(self, "data_sequence_number", data_sequence_number)
         self._check()
 
     def _check(self) -> None:
