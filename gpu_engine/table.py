@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .errors import MetadataError, NoSuchTable
 from .expressions import TRUE
@@ -26,10 +26,12 @@ if TYPE_CHECKING:
 
     from .catalog.base import Catalog
     from .commit import AppendResult, CommitResult, SnapshotUpdate
+    from .commit.compact import CompactionProgress, CompactionResult
     from .commit.delete import DeleteResult
     from .commit.expire import ExpireResult
     from .commit.update import Faults
     from .expressions import Expression
+    from .iceberg.sorting import SortOrder
     from .io.parquet_write import Data
     from .scan import TableScan
 
@@ -192,6 +194,31 @@ class Table:
         from .commit.producer import commit
 
         return commit(self, update, branch=branch, faults=faults)
+
+    def compact(
+        self,
+        strategy: str = "binpack",
+        *,
+        sort_order: str | Sequence[str] | SortOrder | None = None,
+        options: Mapping[str, Any] | None = None,
+        where: str | Expression | None = None,
+        branch: str = "main",
+        backend: str = "auto",
+        dry_run: bool = False,
+        progress: CompactionProgress | None = None,
+        faults: Faults | None = None,
+    ) -> CompactionResult:
+        """Rewrite small files and merge-on-read deletes into target-sized files (Iceberg's
+        ``rewrite_data_files``: ``options`` by Iceberg's names, e.g. ``{"min-input-files": "2"}``), as
+        ``replace`` snapshots. ``strategy``: ``binpack``, ``sort`` (by ``sort_order`` or the table's) or
+        ``zorder`` (``sort_order="a, b"``). ``dry_run``: plan only (``result.plan.explain()``). See
+        :mod:`gpu_engine.commit.compact`."""
+        from .commit.compact import compact
+
+        return compact(
+            self, strategy=strategy, sort_order=sort_order, options=options, where=where, branch=branch,
+            backend=backend, dry_run=dry_run, progress=progress, faults=faults,
+        )  # fmt: skip
 
     def expire_snapshots(
         self, *, older_than: int | datetime.datetime | None = None, retain_last: int | None = None

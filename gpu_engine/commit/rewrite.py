@@ -1,0 +1,89 @@
+"""Commit rewritten file groups as one ``replace`` snapshot (compaction's commit).
+
+The new files keep the data sequence number the compaction read at (``use-starting-sequence-number``,
+the default), so equality deletes committed meanwhile still apply to the rewritten rows; the replaced data
+files are removed together with their file-scoped deletes (DVs, position delete files of one data file),
+which would otherwise dangle. Validation (:mod:`.validation`), on every attempt: since the planned
+snapshot no replaced file was removed and no DV or position delete was added for one; with a new
+sequence number (``use-starting-sequence-number=false``) no equality delete either.
+
+:func:`conflicting_groups` checks groups one by one before the commit, so one group that lost a race
+fails alone while the others commit.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from ..errors import ValidationError
+from ..iceberg.metadata import TableMetadata
+from ..planning.compaction import CompactionPlan
+from ..tasks import DeleteFile, FileGroup, RewriteResult
+from .producer import commit
+from .update import CommitResult, Faults, FileKey, SnapshotUpdate
+from .validation import validate_no_new_deletes
+
+if TYPE_CHECKING:
+    from ..table import Table
+
+
+def dropped_deletes(group: FileGroup) -> tuple[DeleteFile, ...]:
+    """The deletes that apply only to files of ``group``: its DVs and position delete files that name
+    their one data file (``referenced_data_file``)."""
+    paths = {f.path for f in group.files}
+    return tuple(
+        d
+        for d in group.delete_files
+        if d.content == 1 and d.referenced_data_file is not None and d.referenced_data_file in paths
+    )
+
+
+def _validate(table: Table, plan: CompactionPlan, targets: frozenset[str], base: TableMetadata) -> None:
+    if plan.snapshot_id is None:
+        return
+    validate_no_new_deletes(
+        table.io, base, plan.branch, plan.snapshot_id, targets, action="this compaction",
+        equality=not plan.options.use_starting_sequence_number,
+    )  # fmt: skip
+
+
+def conflicting_groups(
+    table: Table, plan: CompactionPlan, groups: Sequence[FileGroup]
+) -> dict[int, ValidationError]:
+    """The groups (by index) that would fail validation on the table's current metadata."""
+    out: dict[int, ValidationError] = {}
+    for g in groups:
+        try:
+            _validate(table, plan, frozenset(f.path for f in g.files), table.metadata)
+        except ValidationError as exc:
+            out[g.index] = exc
+    return out
+
+
+def commit_rewrite(
+    table: Table,
+    plan: CompactionPlan,
+    done: Sequence[tuple[FileGroup, RewriteResult]],
+    *,
+    faults: Faults | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> CommitResult:
+    """Commit the rewritten groups ``done`` in one ``replace`` snapshot (see the module doc); on a definite
+    failure their files are deleted, on an unknown commit state kept."""
+    targets = frozenset(f.path for g, _ in done for f in g.files)
+    removed: list[str | FileKey] = sorted(targets)
+    removed += sorted({(d.path, d.content_offset) for g, _ in done for d in dropped_deletes(g)}, key=repr)
+    added = [f for _, r in done for f in r.added]
+
+    def validate(base: TableMetadata) -> None:
+        _validate(table, plan, targets, base)
+
+    seq = plan.starting_sequence_number if plan.options.use_starting_sequence_number else None
+    update = SnapshotUpdate(
+        "replace", added=added, removed=removed, validate=validate, data_sequence_number=seq or None
+    )
+    return commit(
+        table, update, branch=plan.branch, faults=faults, sleep=sleep, owned=[f.path for f in added]
+    )

@@ -1,0 +1,168 @@
+"""The row order of a rewrite: as read (binpack), sorted, or z-ordered, within a memory budget.
+
+A group whose rows fit ``budget_bytes`` (Arrow bytes) is ordered in memory. A larger one is
+range-partitioned through spill files (Arrow IPC, in a temporary directory removed afterwards):
+
+1. the rows stream to a spill file while a uniform sample of them is kept;
+2. the sorted sample gives ``B - 1`` boundary rows, ``B`` chosen so each range holds about half the
+   budget; each spilled batch is ordered together with the boundary rows, and a row goes to the range
+   of the boundaries ordered before it (ties go to the lower range, the same way in every batch);
+3. each range is read back, ordered in memory and streamed out, ranges in order.
+
+For ``sort`` this is a global sort of the group. For ``zorder`` the ranges come from z-ordering each
+batch with the boundaries, and rows are z-ordered within their range: a clustering as good as the
+sample, not the exact Morton order of the whole group.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from ..iceberg.schema import Schema
+from ..tasks import RewriteStrategy
+from .ordering import sort_indices, zorder_indices
+
+SAMPLE_ROWS = 20_000
+_SEED = 20261123
+
+
+def ordered(
+    batches: Iterator[pa.RecordBatch],
+    strategy: RewriteStrategy,
+    schema: Schema,
+    arrow_schema: pa.Schema,
+    *,
+    backend: str,
+    budget_bytes: int,
+    expected_rows: int,
+    spill_dir: str | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """``batches`` in the strategy's order (see the module doc)."""
+    if strategy.kind == "binpack":
+        yield from batches
+        return
+    held: list[pa.RecordBatch] = []
+    size = 0
+    for batch in batches:
+        held.append(batch)
+        size += batch.nbytes
+        if size > budget_bytes:
+            yield from _external(held, batches, strategy, schema, arrow_schema, backend, budget_bytes,
+                                 expected_rows, spill_dir)  # fmt: skip
+            return
+    if held:
+        table = pa.Table.from_batches(held, schema=arrow_schema)
+        held.clear()
+        yield from _in_memory(table, strategy, schema, backend).to_batches()
+
+
+def _indices(table: pa.Table, strategy: RewriteStrategy, schema: Schema, backend: str) -> np.ndarray:
+    if strategy.kind == "sort":
+        assert strategy.sort_order is not None
+        return sort_indices(table, schema, strategy.sort_order, backend=backend)
+    return zorder_indices(table, schema, strategy.zorder_columns, backend=backend)
+
+
+def _in_memory(table: pa.Table, strategy: RewriteStrategy, schema: Schema, backend: str) -> pa.Table:
+    if table.num_rows <= 1:
+        return table
+    return table.take(pa.array(_indices(table, strategy, schema, backend), pa.int64()))
+
+
+def _external(
+    held: list[pa.RecordBatch],
+    rest: Iterator[pa.RecordBatch],
+    strategy: RewriteStrategy,
+    schema: Schema,
+    arrow_schema: pa.Schema,
+    backend: str,
+    budget_bytes: int,
+    expected_rows: int,
+    spill_dir: str | None,
+) -> Iterator[pa.RecordBatch]:
+    work = tempfile.mkdtemp(prefix="gpu-engine-sort-", dir=spill_dir)
+    try:
+        rng = np.random.default_rng(_SEED)
+        rate = min(1.0, SAMPLE_ROWS / max(expected_rows, 1))
+        spill = os.path.join(work, "all.arrow")
+        samples: list[pa.RecordBatch] = []
+        total = 0
+        with pa.OSFile(spill, "wb") as sink, pa.ipc.new_file(sink, arrow_schema) as writer:
+            for batch in _chain(held, rest):
+                total += batch.nbytes
+                writer.write_batch(batch)
+                pick = np.flatnonzero(rng.random(batch.num_rows) < rate)
+                if len(pick):
+                    samples.append(batch.take(pa.array(pick, pa.int64())))
+        held.clear()
+        ranges = max(1, -(-total // max(budget_bytes // 2, 1)))
+        bounds = _boundaries(samples, arrow_schema, ranges, strategy, schema, backend)
+        paths = [os.path.join(work, f"range-{i}.arrow") for i in range(bounds.num_rows + 1)]
+        _partition(spill, paths, bounds, arrow_schema, strategy, schema, backend)
+        os.remove(spill)
+        for path in paths:
+            with pa.memory_map(path) as source:
+                table = pa.ipc.open_file(source).read_all()
+            os.remove(path)
+            if table.num_rows:
+                yield from _in_memory(table, strategy, schema, backend).to_batches()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _chain(held: list[pa.RecordBatch], rest: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    while held:
+        yield held.pop(0)
+    yield from rest
+
+
+def _boundaries(
+    samples: list[pa.RecordBatch], arrow_schema: pa.Schema, ranges: int, strategy: RewriteStrategy,
+    schema: Schema, backend: str,
+) -> pa.Table:  # fmt: skip
+    """``ranges - 1`` sample rows at even quantiles of the order (fewer when the sample is small)."""
+    sample = _in_memory(pa.Table.from_batches(samples, schema=arrow_schema), strategy, schema, backend)
+    n = sample.num_rows
+    if ranges <= 1 or n == 0:
+        return sample.slice(0, 0)
+    cuts = sorted({min(n - 1, (i * n) // ranges) for i in range(1, ranges)})
+    return sample.take(pa.array(cuts, pa.int64()))
+
+
+def _partition(
+    spill: str, paths: list[str], bounds: pa.Table, arrow_schema: pa.Schema, strategy: RewriteStrategy,
+    schema: Schema, backend: str,
+) -> None:  # fmt: skip
+    """Route every spilled row to the range file of the boundaries ordered before it."""
+    sinks = [pa.OSFile(p, "wb") for p in paths]
+    writers = [pa.ipc.new_file(s, arrow_schema) for s in sinks]
+    try:
+        with pa.memory_map(spill) as source:
+            reader = pa.ipc.open_file(source)
+            for i in range(reader.num_record_batches):
+                batch = reader.get_batch(i)
+                if batch.num_rows == 0:
+                    continue
+                if bounds.num_rows == 0:
+                    writers[0].write_batch(batch)
+                    continue
+                joint = pa.concat_tables([pa.Table.from_batches([batch], schema=arrow_schema), bounds])
+                order = _indices(joint, strategy, schema, backend)
+                position = np.empty(len(order), dtype=np.int64)
+                position[order] = np.arange(len(order), dtype=np.int64)
+                bound_pos = np.sort(position[batch.num_rows :])
+                which = np.searchsorted(bound_pos, position[: batch.num_rows], side="left")
+                for r in np.unique(which):
+                    rows = np.flatnonzero(which == r)
+                    writers[int(r)].write_batch(batch.take(pa.array(rows, pa.int64())))
+    finally:
+        for w in writers:
+            w.close()
+        for s in sinks:
+            s.close()
