@@ -1,4 +1,4 @@
-"""The ``gpu-engine`` command: plan, scan, create, append, delete (compact and inspect as they land)."""
+"""The ``gpu-engine`` command: plan, scan, create, append, delete, compact (inspect as it lands)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from ..errors import GpuEngineError
-from . import plan, scan, write
+from . import compact, plan, scan, write
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -21,6 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_parser(sub)
     scan.add_parser(sub)
     write.add_parsers(sub)
+    compact.add_parser(sub)
     return parser
 
 

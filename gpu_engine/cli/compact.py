@@ -1,0 +1,109 @@
+"""``gpu-engine compact TABLE``: plan and run a compaction (Iceberg's rewrite_data_files), with a progress
+bar per file group and a report; ``--dry-run`` explains the plan and writes nothing."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Table as RichTable
+
+from ..commit.compact import CompactionResult
+from ..errors import InvalidOption
+from ..tasks import FileGroup, RewriteResult
+from .common import open_table, table_options
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("compact", help="rewrite small files and deletes into target-sized files")
+    table_options(p)
+    p.add_argument("--strategy", default="binpack", choices=["binpack", "sort", "zorder"])
+    p.add_argument(
+        "--sort-order",
+        help='sort: "id DESC NULLS LAST, bucket(16, name)" (default: the table\'s); zorder: "a, b"',
+    )
+    p.add_argument(
+        "--option", action="append", default=[], metavar="K=V",
+        help="an Iceberg rewrite option, e.g. min-input-files=2 or target-file-size-bytes=134217728",
+    )  # fmt: skip
+    p.add_argument("--where", help="rewrite only files that may hold rows matching this filter")
+    p.add_argument("--branch", default="main", help="the branch to compact (default main)")
+    p.add_argument("--backend", default="auto", choices=["auto", "cpu", "cuda"], help="where kernels run")
+    p.add_argument("--dry-run", action="store_true", help="explain the plan; write nothing")
+    p.set_defaults(run=cmd_compact)
+
+
+def _options(pairs: list[str]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise InvalidOption(f"--option {pair!r}: expected K=V, e.g. min-input-files=2")
+        out[key.strip()] = value.strip()
+    return out
+
+
+class _Bars:
+    """A rich progress bar per file group (bytes of input), advanced as groups finish."""
+
+    def __init__(self, progress: Progress):
+        self.progress = progress
+        self.ids: dict[int, TaskID] = {}
+
+    def group_started(self, group: FileGroup) -> None:
+        self.ids[group.index] = self.progress.add_task(
+            f"group {group.index}", total=len(group.files), files=len(group.files), status="rewriting"
+        )
+
+    def group_finished(self, group: FileGroup, result: RewriteResult | None, error: str | None) -> None:
+        status = f"failed: {error}" if error is not None else f"{len(result.added) if result else 0} file(s)"
+        self.progress.update(self.ids[group.index], completed=len(group.files), status=status)
+
+
+def cmd_compact(args: argparse.Namespace, console: Console) -> int:
+    table = open_table(args)
+    err = Console(stderr=True)
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("input files · {task.fields[status]}"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal or args.dry_run,
+    ) as bar:
+        result = table.compact(
+            args.strategy, sort_order=args.sort_order, options=_options(args.option), where=args.where,
+            branch=args.branch, backend=args.backend, dry_run=args.dry_run, progress=_Bars(bar),
+        )  # fmt: skip
+    if args.json:
+        print(json.dumps({**result.to_json(), "plan": result.plan.explain().splitlines()}, indent=2))
+        return 0
+    console.print(result.plan.explain(), highlight=False)
+    if not args.dry_run:
+        _report(console, result)
+    return 1 if result.failures else 0
+
+
+def _report(console: Console, result: CompactionResult) -> None:
+    out = RichTable(title="compaction")
+    out.add_column("what")
+    out.add_column("value", justify="right")
+    rows = [
+        ("data files rewritten", f"{result.rewritten_data_files:,}"),
+        ("bytes rewritten", f"{result.rewritten_bytes:,}"),
+        ("data files added", f"{result.added_data_files:,}"),
+        ("bytes added", f"{result.added_bytes:,}"),
+        ("delete files removed", f"{result.removed_delete_files:,}"),
+        ("commits", ", ".join(str(c.snapshot_id) for c in result.commits) or "none"),
+        ("failed groups", "\n".join(str(f) for f in result.failures) or "none"),
+        ("backend", result.backend),
+        ("seconds", f"{result.seconds:.2f}"),
+    ]
+    for what, value in rows:
+        out.add_row(what, value)
+    console.print(out)
