@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from .commit import AppendResult, CommitResult, SnapshotUpdate
     from .commit.compact import CompactionProgress, CompactionResult
     from .commit.delete import DeleteResult
+    from .commit.delete_rewrite import DeleteRewriteResult
     from .commit.expire import ExpireResult
     from .commit.update import Faults
     from .expressions import Expression
@@ -219,6 +220,26 @@ class Table:
             self, strategy=strategy, sort_order=sort_order, options=options, where=where, branch=branch,
             backend=backend, dry_run=dry_run, progress=progress, faults=faults,
         )  # fmt: skip
+
+    def rewrite_position_deletes(
+        self, *, options: Mapping[str, Any] | None = None, branch: str = "main", faults: Faults | None = None
+    ) -> DeleteRewriteResult:
+        """Rewrite position delete files and DVs keeping only positions that still apply: one position
+        delete file per partition (v2), one DV per data file (v3: position delete files become DVs);
+        dangling deletes are removed. ``options``: ``min-input-files`` (5), ``rewrite-all``. See
+        :mod:`gpu_engine.commit.delete_rewrite`."""
+        from .commit.delete_rewrite import rewrite_position_deletes
+
+        return rewrite_position_deletes(self, options=options, branch=branch, faults=faults)
+
+    def convert_equality_deletes(
+        self, *, branch: str = "main", backend: str = "auto", faults: Faults | None = None
+    ) -> DeleteRewriteResult:
+        """Replace the equality deletes by the positions they delete: DVs (v3) or position delete files
+        (v2), found by matching keys against the data files on ``backend``."""
+        from .commit.delete_rewrite import convert_equality_deletes
+
+        return convert_equality_deletes(self, branch=branch, backend=backend, faults=faults)
 
     def expire_snapshots(
         self, *, older_than: int | datetime.datetime | None = None, retain_last: int | None = None

@@ -149,8 +149,8 @@ def plan_row_deletes(
         return RowDeletes(plan.summary.snapshot_id, md.format_version, plan.filter, ())
     tasks = {t.file.path: t for t in plan.tasks}
     hit = [tasks[p] for p in matches]
-    recorded = _RecordedEntries.read(md, io, plan, hit)
-    existing, targets = _existing_deletes(io, hit)
+    recorded = RecordedEntries.read(md, io, plan, hit)
+    existing, targets = existing_deletes(io, hit)
     live = _live_rows(md, io, plan, hit, existing, backend, case_sensitive)
     files: list[FileRowDeletes] = []
     for task in hit:
@@ -185,10 +185,10 @@ def _matching_positions(
     md: TableMetadata, io: FileIO, plan: ScanPlan, backend: str, case_sensitive: bool
 ) -> dict[str, Positions]:
     """Resolved data file path -> sorted unique positions of its live rows matching the plan's filter."""
-    return _positions_by_file(_scan(md, io, plan, backend, case_sensitive))
+    return positions_by_file(scan_positions(md, io, plan, backend, case_sensitive))
 
 
-def _scan(
+def scan_positions(
     md: TableMetadata, io: FileIO, plan: ScanPlan, backend: str, case_sensitive: bool
 ) -> Iterable[pa.RecordBatch]:
     projection = project(md, plan.schema, _COLUMNS, case_sensitive=case_sensitive)
@@ -196,7 +196,7 @@ def _scan(
     return batches
 
 
-def _positions_by_file(batches: Iterable[pa.RecordBatch]) -> dict[str, Positions]:
+def positions_by_file(batches: Iterable[pa.RecordBatch]) -> dict[str, Positions]:
     """Group ``_file``/``_pos`` rows by file, keeping only a small id per row (never a string per row)."""
     ids: dict[str, int] = {}
     id_parts: list[npt.NDArray[np.int64]] = []
@@ -237,7 +237,9 @@ def _live_rows(
     equality = {t.file.path for t in hit if any(d.content == EQUALITY_DELETES for d in t.deletes)}
     if equality:
         tasks = tuple(replace(t, residual=TRUE) for t in plan.tasks if t.file.path in equality)
-        counted = _positions_by_file(_scan(md, io, replace(plan, tasks=tasks), backend, case_sensitive))
+        counted = positions_by_file(
+            scan_positions(md, io, replace(plan, tasks=tasks), backend, case_sensitive)
+        )
         for path in equality:
             out[path] = len(counted.get(path, ()))
     return out
@@ -246,7 +248,7 @@ def _live_rows(
 # -- existing deletes --------------------------------------------------------------------------------------
 
 
-def _existing_deletes(
+def existing_deletes(
     io: FileIO, hit: Sequence[ScanTask]
 ) -> tuple[dict[str, Positions], dict[tuple[str, int | None], frozenset[str]]]:
     """Per resolved data file path the positions its DVs and position delete files delete now, and per
@@ -281,7 +283,7 @@ def _with_replaced(
     files: list[FileRowDeletes],
     hit: Sequence[ScanTask],
     targets: dict[tuple[str, int | None], frozenset[str]],
-    recorded: _RecordedEntries,
+    recorded: RecordedEntries,
 ) -> list[FileRowDeletes]:
     """Fill ``replaced``: the file's DVs (when it gets a new DV or is removed) and the position delete
     files all of whose targets are covered (v3: every file of this delete gets a DV or is removed; v2: only
@@ -310,7 +312,7 @@ def _with_replaced(
 
 
 @dataclass
-class _RecordedEntries:
+class RecordedEntries:
     """The manifest entries (recorded paths) of the plan's data files and delete files, by resolved path
     (delete files by resolved path and content offset)."""
 
@@ -321,7 +323,7 @@ class _RecordedEntries:
         return self.deletes[(d.path, d.content_offset)]
 
     @staticmethod
-    def read(md: TableMetadata, io: FileIO, plan: ScanPlan, hit: Sequence[ScanTask]) -> _RecordedEntries:
+    def read(md: TableMetadata, io: FileIO, plan: ScanPlan, hit: Sequence[ScanTask]) -> RecordedEntries:
         snapshot = (
             md.snapshot_by_id(plan.summary.snapshot_id) if plan.summary.snapshot_id is not None else None
         )
@@ -333,7 +335,7 @@ class _RecordedEntries:
         }
         data_manifests = [m for m in manifests if m.content == 0]
         delete_manifests = [m for m in manifests if m.content != 0]
-        entries = _RecordedEntries({}, {})
+        entries = RecordedEntries({}, {})
         if want_data:
             for m in pruning.prune_manifests(md, plan.schema, plan.filter, data_manifests):
                 for resolved, f in _entries(md, io, m, want_data, data=True):
