@@ -66,7 +66,9 @@ def test_rewrite_position_deletes_keeps_rows_and_merges_files(tmp_path: Path, ve
     deletes_before = _deletes(tbl)
     result = tbl.rewrite_position_deletes(options={"rewrite-all": "true"})
     assert result.commit is not None
-    assert tbl.metadata.current_snapshot().summary["operation"] == "replace"  # type: ignore[union-attr]
+    head = tbl.metadata.current_snapshot()
+    assert head is not None and head.summary is not None
+    assert head.summary["operation"] == "replace"
     after = _deletes(tbl)
     positional = [k for k, kind in after.items() if kind != "equality"]
     if version == 2:  # one position delete file per partition (2 buckets)
