@@ -68,13 +68,14 @@ class RewriteOptions:
     def resolve(
         cls, options: Mapping[str, Any] | None, table_properties: Mapping[str, str]
     ) -> RewriteOptions:
-        """The options of ``options`` (Iceberg names) over the defaults and the table's properties."""
-        given = dict(options or {})
-        unknown = sorted(k for k in given if k not in _NAMES)
+        """The options of ``options`` (Iceberg names) over the defaults and the table's properties; a None
+        value leaves the option unset (so :meth:`as_dict` resolves back to the same options)."""
+        unknown = sorted(k for k in (options or {}) if k not in _NAMES)
         if unknown:
             raise InvalidOption(
                 f"compaction option(s) {unknown} are not supported; known options: {sorted(_NAMES)}"
             )
+        given = {k: v for k, v in (options or {}).items() if v is not None}
         table_target = int_property(table_properties, "write.target-file-size-bytes", DEFAULT_TARGET)
         target = _int(given, "target-file-size-bytes", table_target, minimum=1)
         values: dict[str, Any] = {
