@@ -23,7 +23,6 @@ collectors of disjoint rows, and :meth:`MetricsCollector.result` applies each co
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -96,15 +95,20 @@ class MetricsCollector:
         self._stats: dict[int, _Stats] = {}
 
     def add(self, data: pa.RecordBatch | pa.Table) -> None:
-        """Count the rows of ``data`` (columns by Iceberg field name; absent ones are skipped)."""
-        batches: Iterable[pa.RecordBatch] = [data]
-        if isinstance(data, pa.Table):  # an empty table has no batches, but its columns have 0 values
-            batches = data.to_batches() or [pa.RecordBatch.from_pylist([], schema=data.schema)]
-        for batch in batches:
-            for f in self.schema.fields:
-                index = batch.schema.get_field_index(f.name)
-                if index >= 0:
-                    self._walk(batch.column(index), f.field_id, f.type, False)
+        """Count the rows of ``data`` (columns by Iceberg field name; absent ones are skipped). A table's
+        primitive columns are counted whole (one kernel call per column, however many chunks)."""
+        for f in self.schema.fields:
+            index = data.schema.get_field_index(f.name)
+            if index < 0:
+                continue
+            column = data.column(index)
+            if isinstance(column, pa.Array):
+                self._walk(column, f.field_id, f.type, False)
+            elif isinstance(f.type, it.PrimitiveType):
+                self._leaf(column, _Leaf(f.field_id, f.type, False))
+            else:  # an empty table has no chunks, but its columns have 0 values
+                for chunk in column.chunks or [pa.array([], column.type)]:
+                    self._walk(chunk, f.field_id, f.type, False)
 
     def merge(self, other: MetricsCollector) -> None:
         """Add the counts and bounds of ``other`` (metrics of other rows of the same file)."""
@@ -127,7 +131,7 @@ class MetricsCollector:
             self._walk(entries.field(0), t.key_id, t.key, True)
             self._walk(entries.field(1), t.value_id, t.value, True)
 
-    def _leaf(self, arr: pa.Array, leaf: _Leaf) -> None:
+    def _leaf(self, arr: pa.Array | pa.ChunkedArray, leaf: _Leaf) -> None:
         mode = self.config.mode(leaf.field_id)
         if not mode.counts:
             return
@@ -163,15 +167,23 @@ class MetricsCollector:
         return out
 
 
-def _min_max(arr: pa.Array, t: it.PrimitiveType) -> tuple[Any, Any]:
-    """Minimum and maximum physical values of ``arr``'s non-null, non-NaN values (None, None: none)."""
+def _physical(arr: pa.Array, t: it.PrimitiveType) -> pa.Array:
+    """``arr`` as values ordered as Iceberg orders them: extension storage, dates and times as integers."""
     if isinstance(arr.type, pa.BaseExtensionType):
         arr = arr.storage
-    name = t.name
-    if name in _INT_VIEW:
-        arr = arr.view(_INT_VIEW[name])
-    elif pa.types.is_timestamp(arr.type):
-        arr = arr.view(pa.int64())
+    if t.name in _INT_VIEW:
+        return arr.view(_INT_VIEW[t.name])
+    if pa.types.is_timestamp(arr.type):
+        return arr.view(pa.int64())
+    return arr
+
+
+def _min_max(arr: pa.Array | pa.ChunkedArray, t: it.PrimitiveType) -> tuple[Any, Any]:
+    """Minimum and maximum physical values of ``arr``'s non-null, non-NaN values (None, None: none)."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = pa.chunked_array([_physical(c, t) for c in arr.chunks])  # has rows: not empty
+    else:
+        arr = _physical(arr, t)
     mm = pc.min_max(arr)
     lo, hi = mm["min"].as_py(), mm["max"].as_py()
     if isinstance(lo, float):

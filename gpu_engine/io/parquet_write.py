@@ -9,6 +9,11 @@ open file, so a file is at most the target plus one row group and only a partiti
 smaller than a row group. Files are written by pyarrow to a temporary file and published
 create-exclusively (locally: a hard link in the target directory, as :meth:`LocalFileIO.write_bytes`).
 
+Threads (pyarrow encodes, compresses and computes without the GIL): a row group's metrics are counted on a
+small pool while it is written, and at the end the partitions' tails are written and their files closed
+side by side. Every decision (row group cuts, rolling, file names) is taken in the calling thread in input
+order, so the files, their rows and their order do not depend on the threads.
+
 Parquet layout (Appendix A): field ids on every column, 3-level lists and maps, decimals as INT32 (P <= 9),
 INT64 (P <= 18) or the minimal FIXED_LEN_BYTE_ARRAY (``store_decimal_as_integer``), uuid as
 FIXED_LEN_BYTE_ARRAY(16) with the UUID logical type, times and timestamps in their unit (time with
@@ -24,8 +29,10 @@ import math
 import os
 import shutil
 import tempfile
+import threading
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Protocol, TypeAlias
 
@@ -49,6 +56,7 @@ from .partition_split import partition_path, split_by_partition
 Data: TypeAlias = pa.Table | pa.RecordBatch | pa.RecordBatchReader | Iterable[pa.RecordBatch]
 _CODECS = {"zstd": "zstd", "gzip": "gzip", "snappy": "snappy", "lz4": "lz4", "brotli": "brotli"}
 _CODECS |= {"uncompressed": "none", "none": "none"}
+_MAX_WORKERS = 4
 
 
 @dataclass(frozen=True)
@@ -83,10 +91,6 @@ class WriteOptions:
             if level is None
             else int_property(props, "write.parquet.compression-level", 0, minimum=None),
         )
-
-
-def _level(props: Mapping[str, str], level: str | None) -> int | None:
-    return None if level is None else int_property(props, "write.parquet.compression-level", 0, minimum=None)
 
 
 class LocationProvider(Protocol):
@@ -128,19 +132,31 @@ def write_data_files(
     props = dict(properties or {})
     provider = DataLocations(location, props) if isinstance(location, str) else location
     config = metrics_config(schema, props, sort_order=sort_order)
-    writer = _Writer(io, provider, schema, spec, WriteOptions.from_properties(props), config)
-    writer.spec_id = spec.spec_id if spec_id is None else spec_id
-    writer.sort_order_id = None if sort_order is None else sort_order.order_id
-    target = writer.arrow_schema
+    options = WriteOptions.from_properties(props)
+    workers = _workers()
+    with ThreadPoolExecutor(workers) if workers > 1 else contextlib.nullcontext() as pool:
+        writer = _Writer(io, provider, schema, spec, options, config, pool)
+        writer.spec_id = spec.spec_id if spec_id is None else spec_id
+        writer.sort_order_id = None if sort_order is None else sort_order.order_id
+        target = writer.arrow_schema
+        try:
+            for batch in _batches(data):
+                conformed = conform_batch(batch, schema, target)
+                for key, part in split_by_partition(conformed, schema, spec, backend):
+                    writer.add(key, part)
+            return writer.finish()
+        except BaseException:
+            writer.abort()
+            raise
+
+
+def _workers() -> int:
+    """Threads writing files side by side (pyarrow encodes and compresses without the GIL)."""
     try:
-        for batch in _batches(data):
-            conformed = conform_batch(batch, schema, target)
-            for key, part in split_by_partition(conformed, schema, spec, backend):
-                writer.add(key, part)
-        return writer.finish()
-    except BaseException:
-        writer.abort()
-        raise
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, _MAX_WORKERS))
 
 
 def _batches(data: Data) -> Iterator[pa.RecordBatch]:
@@ -183,9 +199,12 @@ class _Writer:
         spec: PartitionSpec,
         options: WriteOptions,
         config: MetricsConfig,
+        pool: ThreadPoolExecutor | None = None,
     ) -> None:
         self.io, self.provider, self.schema, self.spec = io, provider, schema, spec
         self.options, self.config = options, config
+        self.pool = pool  # None: everything in this thread
+        self.lock = threading.Lock()  # the byte counts, updated by the pool's threads in finish
         self.spec_id = spec.spec_id
         self.sort_order_id: int | None = None
         self.parts: dict[tuple[Any, ...], _Partition] = {}
@@ -208,8 +227,7 @@ class _Writer:
         )
 
     def add(self, key: tuple[Any, ...], batch: pa.RecordBatch) -> None:
-        dict_key = tuple(("nan",) if isinstance(v, float) and math.isnan(v) else v for v in key)
-        part = self.parts.setdefault(dict_key, _Partition(key))
+        part = self.parts.setdefault(tuple(map(_same_value, key)), _Partition(key))
         per_row = batch.nbytes / max(batch.num_rows, 1)
         start, n = 0, batch.num_rows
         while start < n:
@@ -226,9 +244,10 @@ class _Writer:
         if sum(p.nbytes for p in self.parts.values()) > self.buffer_limit:
             self._flush(max(self.parts.values(), key=lambda p: p.nbytes), last=False)
 
-    def _flush(self, part: _Partition, *, last: bool) -> None:
+    def _flush(self, part: _Partition, *, last: bool, overlap: bool = True) -> None:
         """Write ``part``'s buffered rows as one row group: into its open file, or (when a full group would
-        take the file past the target) a new one; ``last``: the partition's tail, into the open file."""
+        take the file past the target) a new one; ``last``: the partition's tail, into the open file.
+        ``overlap``: count the group's metrics on the pool while this thread writes it."""
         if not part.buffer:
             return
         table = pa.Table.from_batches(part.buffer)
@@ -238,15 +257,25 @@ class _Writer:
             and not last
             and f.handle.tell() + part.nbytes * self._ratio() > self.options.target_file_size_bytes
         ):
-            self._close(part)
+            self.done.append(self._close(part))
             f = None
         if f is None:
             f = part.file = self._open(part.key)
-        before = f.handle.tell()
-        f.writer.write_table(table, row_group_size=max(table.num_rows, 1))
-        self.disk_bytes += f.handle.tell() - before
-        self.arrow_bytes += part.nbytes
-        f.metrics.add(table)
+        metrics = self.pool.submit(f.metrics.add, table) if overlap and self.pool is not None else None
+        try:
+            before = f.handle.tell()
+            f.writer.write_table(table, row_group_size=max(table.num_rows, 1))
+            written = f.handle.tell() - before
+        finally:
+            if metrics is not None:
+                wait([metrics])
+        if metrics is None:
+            f.metrics.add(table)
+        else:
+            metrics.result()
+        with self.lock:
+            self.disk_bytes += written
+            self.arrow_bytes += part.nbytes
         part.buffer, part.nbytes = [], 0.0
 
     def _open(self, key: tuple[Any, ...]) -> _OpenFile:
@@ -281,7 +310,8 @@ class _Writer:
             raise
         return _OpenFile(path, target, tmp, handle, writer, MetricsCollector(self.schema, self.config), key)
 
-    def _close(self, part: _Partition) -> None:
+    def _close(self, part: _Partition) -> ContentFile:
+        """Finish ``part``'s open file and publish it; the caller records the result in ``done``."""
         f = part.file
         assert f is not None
         part.file = None
@@ -291,12 +321,12 @@ class _Writer:
                 f.handle.flush()
                 os.fsync(f.handle.fileno())
             md = pq.read_metadata(f.tmp)
-            size = os.path.getsize(f.tmp)
+            done = self._content_file(f, md, os.path.getsize(f.tmp))
         except BaseException:
             os.unlink(f.tmp)
             raise
         _publish(self.io, f.tmp, f.target, f.path)
-        self.done.append(self._content_file(f, md, size))
+        return done
 
     def _content_file(self, f: _OpenFile, md: pq.FileMetaData, size: int) -> ContentFile:
         ids = self.column_ids
@@ -330,11 +360,24 @@ class _Writer:
         )
 
     def finish(self) -> list[ContentFile]:
-        for part in self.parts.values():
-            self._flush(part, last=True)
-            if part.file is not None:
-                self._close(part)
+        """Write every partition's tail into its open file and close it; with a pool and more than one
+        partition left, partitions side by side (files opened here first, so names follow partition order
+        and ``done`` lists the files in the same order as without a pool)."""
+        pending = [p for p in self.parts.values() if p.buffer or p.file is not None]
+        if self.pool is None or len(pending) < 2:
+            for part in pending:
+                self.done.append(self._finish(part, overlap=True))
+            return self.done
+        for part in pending:
+            if part.file is None:
+                part.file = self._open(part.key)
+        jobs = [lambda part=part: self._finish(part, overlap=False) for part in pending]
+        self.done.extend(_run_all(self.pool, jobs, self.done))
         return self.done
+
+    def _finish(self, part: _Partition, *, overlap: bool) -> ContentFile:
+        self._flush(part, last=True, overlap=overlap)
+        return self._close(part)
 
     def abort(self) -> None:
         for part in self.parts.values():
@@ -349,27 +392,70 @@ class _Writer:
                 self.io.delete(self.io.resolve(done.path), missing_ok=True)
 
 
+def _same_value(value: Any) -> Any:
+    """A dict key equal for equal partition values: every NaN one value, -0.0 and 0.0 two (as Iceberg
+    Java's partition keys; identity-partition readers take the value from the partition tuple)."""
+    if isinstance(value, float):
+        return ("nan",) if math.isnan(value) else ("float", value, math.copysign(1.0, value))
+    return value
+
+
+def _run_all(
+    pool: ThreadPoolExecutor, jobs: Sequence[Callable[[], ContentFile]], done: list[ContentFile]
+) -> list[ContentFile]:
+    """The results of ``jobs`` run on ``pool``, in order. On the first failure (or an interrupt) the jobs
+    not started yet are cancelled; every job has ended when this returns or raises, and then the files the
+    finished jobs published are added to ``done`` (so an abort deletes them) and the failure is raised."""
+    futures: list[Future[ContentFile]] = [pool.submit(job) for job in jobs]
+    completed = False
+    try:
+        wait(futures, return_when=FIRST_EXCEPTION)
+        completed = True
+    finally:
+        for fut in futures:
+            fut.cancel()  # only those not started
+        wait(futures)
+        ok = [fut.result() for fut in futures if not fut.cancelled() and fut.exception() is None]
+        if not completed or len(ok) < len(futures):
+            done.extend(ok)
+    failed = [exc for fut in futures if not fut.cancelled() and (exc := fut.exception()) is not None]
+    if failed:
+        raise failed[0]
+    return ok
+
+
 def _is_local(io: FileIO, path: str) -> bool:
     return isinstance(io, (LocalFileIO, DefaultFileIO)) and scheme_of(path) in ("", "file")
 
 
 def _publish(io: FileIO, tmp: str, target: str, recorded: str) -> None:
-    """Move the finished ``tmp`` to ``target`` without ever overwriting (FileExistsError)."""
+    """Move the finished ``tmp`` to ``target`` without ever overwriting (FileExistsError); a failure after
+    ``target`` was created removes it (the caller records only files that were published whole)."""
     try:
         if not _is_local(io, target):
             with open(tmp, "rb") as f:
                 io.write_bytes(target, f.read())
             return
+        path = local_path(target)
+        created = False
         try:
-            os.link(tmp, local_path(target))  # atomic, and fails when the target exists
-        except FileExistsError:
-            raise FileExistsError(f"{recorded} already exists: new files are never overwritten") from None
-        except OSError:  # no hard links here: copy into an exclusively created file
-            with open(tmp, "rb") as src, open(local_path(target), "xb") as dst:
-                shutil.copyfileobj(src, dst, 1 << 20)
-                dst.flush()
-                os.fsync(dst.fileno())
-        _fsync_dir(os.path.dirname(local_path(target)) or ".")
+            try:
+                os.link(tmp, path)  # atomic, and fails when the target exists
+                created = True
+            except FileExistsError:
+                raise FileExistsError(f"{recorded} already exists: new files are never overwritten") from None
+            except OSError:  # no hard links here: copy into an exclusively created file
+                with open(tmp, "rb") as src, open(path, "xb") as dst:
+                    created = True
+                    shutil.copyfileobj(src, dst, 1 << 20)
+                    dst.flush()
+                    os.fsync(dst.fileno())
+            _fsync_dir(os.path.dirname(path) or ".")
+        except BaseException:
+            if created:
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+            raise
     finally:
         os.unlink(tmp)
 

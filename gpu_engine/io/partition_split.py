@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..errors import UnsupportedFeature
 from ..iceberg import types as it
@@ -34,10 +35,16 @@ _EPOCH = dt.datetime(1970, 1, 1)
 def split_by_partition(
     batch: pa.RecordBatch, schema: Schema, spec: PartitionSpec, backend: str
 ) -> Iterator[tuple[tuple[Any, ...], pa.RecordBatch]]:
-    """The rows of ``batch`` by partition tuple (physical values in spec field order), first seen first."""
+    """The rows of ``batch`` by partition tuple (physical values in spec field order), first seen first;
+    each partition's rows keep their order in ``batch``.
+
+    The key columns are computed once and encoded as one dense group id per row (first seen first). When
+    every group's rows are one contiguous run (input clustered by partition, as sorted data is) the groups
+    are zero-copy slices of ``batch``; otherwise one stable sort by group id and one ``take`` reorder the
+    batch and the groups are slices of that."""
     if batch.num_rows == 0:
         return
-    keys: dict[str, pa.Array] = {}
+    keys: dict[int, pa.Array] = {}
     for i, f in enumerate(spec.fields):
         if len(f.source_ids) != 1:
             raise UnsupportedFeature(f"partition field {f.name!r}: multi-argument transforms are not written")
@@ -50,24 +57,52 @@ def split_by_partition(
             arr = batch.column(schema.paths_by_id[f.source_id][0])
             for name in schema.paths_by_id[f.source_id][1:]:
                 arr = arr.flatten()[arr.type.get_field_index(name)]  # a null struct: a null source
-            keys[str(i)] = physical_array(apply(f.transform, source.type, arr, backend=backend))
+            if isinstance(arr.type, pa.BaseExtensionType):  # uuid is written as arrow.uuid
+                arr = arr.storage
+            keys[i] = physical_array(apply(f.transform, source.type, arr, backend=backend))
     if not keys:
         yield (None,) * len(spec.fields), batch
         return
-    rows = pa.array(np.arange(batch.num_rows, dtype=np.int64))
-    groups = (
-        pa.table({**keys, "_rows": rows})
-        .group_by(list(keys), use_threads=False)
-        .aggregate([("_rows", "list")])
-    )
     ptype = spec.partition_type(schema)
-    for g in range(groups.num_rows):
-        values = tuple(
-            _python(ptype.fields[i].type, groups.column(str(i))[g].as_py()) if str(i) in keys else None
-            for i in range(len(spec.fields))
-        )
-        take = groups.column("_rows_list")[g].values
-        yield values, batch if len(take) == batch.num_rows else batch.take(take)
+    codes, groups = _group_ids(list(keys.values()))
+    if groups == 1:
+        yield _values(ptype, keys, 0), batch
+        return
+    bounds = np.flatnonzero(codes[1:] != codes[:-1]) + 1
+    if len(bounds) + 1 == groups:  # one run per group, in first-seen order
+        starts = np.concatenate([[0], bounds]).tolist()
+        ends = [*starts[1:], batch.num_rows]
+        for start, end in zip(starts, ends, strict=True):
+            yield _values(ptype, keys, start), batch.slice(start, end - start)
+        return
+    order = pc.sort_indices(pa.array(codes))  # stable: a group's rows keep their order
+    ordered = batch.take(order)
+    first = order.to_numpy()
+    offsets = np.concatenate([[0], np.cumsum(np.bincount(codes, minlength=groups))]).tolist()
+    for g in range(groups):
+        start, end = offsets[g], offsets[g + 1]
+        yield _values(ptype, keys, int(first[start])), ordered.slice(start, end - start)
+
+
+def _group_ids(columns: list[pa.Array]) -> tuple[np.ndarray[Any, Any], int]:
+    """A dense integer id per row of the key ``columns`` (rows with equal values in every column share one;
+    null is a value; ids numbered in order of first appearance) and the number of ids."""
+    encoded = pc.dictionary_encode(columns[0], null_encoding="encode")
+    codes, count = encoded.indices.to_numpy(), len(encoded.dictionary)
+    for col in columns[1:]:
+        encoded = pc.dictionary_encode(col, null_encoding="encode")
+        ids, size = encoded.indices.to_numpy(), len(encoded.dictionary)
+        combined = codes.astype(np.int64) * size + ids  # < rows**2: no overflow
+        encoded = pc.dictionary_encode(pa.array(combined))
+        codes, count = encoded.indices.to_numpy(), len(encoded.dictionary)
+    return codes, count
+
+
+def _values(ptype: it.StructType, keys: dict[int, pa.Array], row: int) -> tuple[Any, ...]:
+    """The partition tuple of ``row`` (None for void fields)."""
+    return tuple(
+        _python(f.type, keys[i][row].as_py()) if i in keys else None for i, f in enumerate(ptype.fields)
+    )
 
 
 def _python(t: it.IcebergType, value: Any) -> Any:

@@ -812,3 +812,128 @@ def test_partition_path_strings(transform: str, source: it.PrimitiveType, value:
     schema = Schema((F(1, "c", source),))
     spec = PartitionSpec(0, (PartitionField((1,), 1000, "p", transform),))
     assert partition_path(spec, schema, (value,)) == f"p={text}"
+
+
+# -- partitions written side by side ---------------------------------------------------------------------
+
+BUCKETS = PartitionSpec(0, (PartitionField((1,), 1000, "b", "bucket[5]"),))
+
+
+def described(files: list[ContentFile], root: Path) -> list[tuple[Any, ...]]:
+    """Everything about the files written but the random name prefix: name counter, directory, partition,
+    counts, metrics, split offsets and the rows in file order."""
+    return [
+        (
+            os.path.basename(f.path)[-len("00000.parquet") :],
+            os.path.relpath(os.path.dirname(f.path), root),
+            f.partition,
+            f.record_count,
+            f.file_size_in_bytes,
+            f.value_counts,
+            f.null_value_counts,
+            f.lower_bounds,
+            f.upper_bounds,
+            f.split_offsets,
+            read_ours(f.path, PART_SCHEMA).column("id").to_pylist(),
+        )
+        for f in files
+    ]
+
+
+def test_threads_write_what_one_thread_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Partitions finished on a thread pool: the same files, names, rows and metrics, in the same order."""
+    rng = np.random.default_rng(11)
+    data = pa.table({"id": rng.integers(0, 2**62, 30_000), "name": [f"n{i % 97}" for i in range(30_000)]})
+    props = {"write.target-file-size-bytes": "60000", "write.parquet.row-group-size-bytes": "20000"}
+    out = {}
+    for workers in (1, 3):
+        monkeypatch.setattr("gpu_engine.io.parquet_write._workers", lambda workers=workers: workers)
+        root = tmp_path / str(workers)
+        files = write_data_files(
+            IO, str(root), PART_SCHEMA, BUCKETS, data.to_batches(max_chunksize=4000), properties=props
+        )
+        out[workers] = described(files, root)
+    assert out[1] == out[3]
+    per_partition = [d[2] for d in out[1]]
+    assert sorted(set(per_partition)) == [(0,), (1,), (2,), (3,), (4,)]
+    assert all(per_partition.count(p) > 1 for p in per_partition)  # files rolled before the tails
+    ids = [i for d in out[1] for i in d[-1]]
+    assert sorted(ids) == sorted(data.column("id").to_pylist())
+
+
+class Taken:
+    """Data locations, but the file of partition ``b=2`` lands on an existing file."""
+
+    def __init__(self, root: Path, taken: Path) -> None:
+        self.root, self.taken = root, taken
+
+    def new_data_location(self, file_name: str, partition_path: str | None) -> str:
+        return str(self.taken) if partition_path == "b=2" else f"{self.root}/{partition_path}/{file_name}"
+
+
+def test_a_failed_partition_removes_the_others_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr("gpu_engine.io.parquet_write._workers", lambda: 2)
+    taken = tmp_path / "taken.parquet"
+    taken.write_bytes(b"precious")
+    data = pa.table({"id": list(range(2000))})
+    with pytest.raises(FileExistsError, match=r"taken\.parquet"):
+        write_data_files(IO, Taken(tmp_path / "data", taken), PART_SCHEMA, BUCKETS, data)
+    assert taken.read_bytes() == b"precious"
+    assert [p for p in tmp_path.rglob("*") if p.is_file()] == [taken]
+
+
+def test_signed_zeros_are_two_partitions_and_nans_one(tmp_path: Path):
+    schema = Schema((F(1, "id", it.LONG, True), F(2, "x", it.DOUBLE)))
+    spec = PartitionSpec(0, (PartitionField((2,), 1000, "x", "identity"),))
+    other_nan = np.frombuffer(struct.pack("<Q", 0x7FF8_0000_0000_0001), np.float64)[0]
+    x = pa.array(np.array([0.0, -0.0, np.nan, other_nan, 0.0, -0.0]))
+    files = write(tmp_path, schema, pa.table({"id": list(range(6)), "x": x}), spec)
+    got = {}
+    for f in files:
+        [value] = f.partition
+        key = "nan" if math.isnan(value) else str(value)
+        got[key] = read_ours(f.path, schema).column("id").to_pylist()
+        assert all(same([v], [value]) for v in read_ours(f.path, schema).column("x").to_pylist())
+    assert got == {"0.0": [0, 4], "-0.0": [1, 5], "nan": [2, 3]}
+
+
+def test_uuid_identity_partition(tmp_path: Path):
+    schema = Schema((F(1, "id", it.LONG, True), F(2, "u", it.UUID)))
+    spec = PartitionSpec(0, (PartitionField((2,), 1000, "u", "identity"),))
+    u = pa.array([U[0].bytes, U[1].bytes, U[0].bytes, None], pa.binary(16))
+    files = write(tmp_path, schema, pa.table({"id": [1, 2, 3, 4], "u": u}), spec)
+    got = {f.partition: read_ours(f.path, schema).column("id").to_pylist() for f in files}
+    assert got == {(U[0],): [1, 3], (U[1],): [2], (None,): [4]}
+    assert {os.path.basename(os.path.dirname(f.path)) for f in files} == {f"u={U[0]}", f"u={U[1]}", "u=null"}
+
+
+def metrics_of(f: ContentFile) -> tuple[Any, ...]:
+    return (f.value_counts, f.null_value_counts, f.nan_value_counts, f.lower_bounds, f.upper_bounds)
+
+
+def test_metrics_of_one_row_batches_equal_one_batch(tmp_path: Path):
+    """A row group gathered from many batches is counted column by column over its chunks."""
+    tables = [
+        (PRIMITIVES, primitive_table()),
+        (NESTED, pa.table(NESTED_ROWS, schema=to_arrow_schema(NESTED))),
+    ]
+    for i, (schema, table) in enumerate(tables):
+        [one] = write(tmp_path / f"one{i}", schema, table, write__metadata__metrics__default="full")
+        batches = table.to_batches(max_chunksize=1)
+        [many] = write(tmp_path / f"many{i}", schema, batches, write__metadata__metrics__default="full")
+        assert len(batches) == 3 and metrics_of(many) == metrics_of(one)
+    schema = Schema((F(1, "x", it.DOUBLE), F(2, "d", it.DATE)))
+    chunks = [[math.nan], [0.0], [None], [-0.0], [math.nan]]
+    days = [[None], [dt.date(2024, 1, 2)], [None], [dt.date(1969, 12, 31)], [None]]
+    data = [
+        pa.record_batch({"x": pa.array(x, pa.float64()), "d": pa.array(d, pa.date32())})
+        for x, d in zip(chunks, days, strict=True)
+    ]
+    [f] = write(tmp_path / "zeros", schema, data)
+    assert metrics_of(f) == (
+        {1: 5, 2: 5},
+        {1: 1, 2: 3},
+        {1: 2},
+        {1: struct.pack("<d", -0.0), 2: struct.pack("<i", -1)},
+        {1: struct.pack("<d", 0.0), 2: struct.pack("<i", 19724)},
+    )
