@@ -242,14 +242,19 @@ class Table:
         return convert_equality_deletes(self, branch=branch, backend=backend, faults=faults)
 
     def expire_snapshots(
-        self, *, older_than: int | datetime.datetime | None = None, retain_last: int | None = None
+        self,
+        *,
+        older_than: int | datetime.datetime | None = None,
+        retain_last: int | None = None,
+        faults: Faults | None = None,
     ) -> ExpireResult:
         """Expire snapshots by the table's and refs' retention policies (``older_than``: ms since the epoch
         or a datetime; ``retain_last``: keep at least this many per branch), then delete the files only the
-        expired snapshots reached (see :mod:`gpu_engine.commit.expire`)."""
+        expired snapshots reached (see :mod:`gpu_engine.commit.expire`). ``faults``: a test hook (stages
+        ``metadata``, ``swap``, ``cleanup``)."""
         from .commit.expire import expire_snapshots
 
-        return expire_snapshots(self, older_than=older_than, retain_last=retain_last)
+        return expire_snapshots(self, older_than=older_than, retain_last=retain_last, faults=faults)
 
     def remove_orphan_files(
         self, *, older_than: int | datetime.datetime | None = None, dry_run: bool = False

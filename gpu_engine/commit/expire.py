@@ -14,7 +14,8 @@ catalog checks and cleanup (:func:`.producer.check_committable`, :func:`.produce
 ``commit.retry.*`` policy; every attempt recomputes the expiration on the refreshed table. Files: reachable
 = manifest lists, manifests and every entry's file (any status) of the kept snapshots, plus their
 statistics files; candidates = the same of the expired snapshots; candidates minus reachable are deleted.
-Nothing is deleted when the commit fails.
+Nothing is deleted when the commit fails (but the attempt's own metadata file, when the failure is
+definite). ``faults``: the producer's test hook, called with ``metadata``, ``swap`` and ``cleanup``.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from . import table_update
 from .entries import snapshot_manifests
 from .producer import check_committable, delete_files, is_file_system_catalog
 from .retry import RetryPolicy
+from .update import Faults
 
 if TYPE_CHECKING:
     from ..table import Table
@@ -186,9 +188,11 @@ def expire_snapshots(
     older_than: int | dt.datetime | None = None,
     retain_last: int | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    faults: Faults | None = None,
 ) -> ExpireResult:
     """Expire snapshots of ``table`` (see the module doc); ``table`` moves to the new metadata."""
     catalog = check_committable(table)
+    fault: Faults = faults or (lambda stage: None)
     cutoff = None if older_than is None else to_ms(older_than)
     policy = RetryPolicy.from_properties(table.properties)
     deadline = time.monotonic() + policy.total_timeout_ms / 1000.0
@@ -206,8 +210,12 @@ def expire_snapshots(
         path = table_update.metadata_path(
             new_md, base_location, file_system_table=is_file_system_catalog(catalog)
         )
+        fault("metadata")
         table_update.write_metadata(io, path, new_md)
+        swapping = False
         try:
+            fault("swap")
+            swapping = True
             location = catalog.commit_metadata(table.identifier, base_location, path)
         except CommitConflict as exc:
             delete_files(io, [path], fault=None)
@@ -223,13 +231,18 @@ def expire_snapshots(
         except GpuEngineError:
             delete_files(io, [path], fault=None)
             raise
-        except Exception as exc:
+        except BaseException as exc:
+            if not swapping:  # failed before the catalog was asked: definitely not committed
+                delete_files(io, [path], fault=None)
+                raise
+            if not isinstance(exc, Exception):  # interrupted during the swap: unknown, nothing deleted
+                raise
             raise CommitStateUnknown(
                 f"expire_snapshots on {table.location}: the catalog swap to {path} failed with "
                 f"{type(exc).__name__}: {exc}; whether it landed is unknown"
             ) from exc
         table._advance(new_md, location)
-        return _delete_unreachable(io, base, new_md, plan, location)
+        return _delete_unreachable(io, base, new_md, plan, location, fault)
 
 
 def _files_of(io: FileIO, manifests: Iterable[ManifestFile]) -> dict[str, int]:
@@ -249,7 +262,7 @@ def _stats_paths(md: TableMetadata) -> set[str]:
 
 
 def _delete_unreachable(
-    io: FileIO, base: TableMetadata, new_md: TableMetadata, plan: _Plan, location: str
+    io: FileIO, base: TableMetadata, new_md: TableMetadata, plan: _Plan, location: str, fault: Faults
 ) -> ExpireResult:
     kept_lists: set[str] = set()
     kept_manifests: dict[str, ManifestFile] = {}
@@ -278,7 +291,7 @@ def _delete_unreachable(
     manifests_gone = sorted(only_expired)
     data = sorted(p for p, c in doomed.items() if c not in _POSITION_OR_EQUALITY)
     deletes = sorted(p for p, c in doomed.items() if c in _POSITION_OR_EQUALITY)
-    left = set(delete_files(io, [*data, *deletes, *manifests_gone, *lists, *sorted(stats)], fault=None))
+    left = set(delete_files(io, [*data, *deletes, *manifests_gone, *lists, *sorted(stats)], fault=fault))
 
     def done(paths: Iterable[str]) -> tuple[str, ...]:
         return tuple(p for p in paths if p not in left)
