@@ -14,12 +14,11 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import CommitStateUnknown, GpuEngineError, InvalidOption
-from ..execute.rewrite import rewrite_group
+from ..execute.group_runner import GroupJob, GroupRunner, LocalRunner, discard
 from ..expressions import TRUE, Expression
 from ..iceberg.sorting import SortOrder
 from ..planning.compaction import CompactionPlan, plan_compaction
@@ -27,7 +26,7 @@ from ..planning.rewrite_options import RewriteOptions
 from ..tasks import STRATEGIES, FileGroup, RewriteResult, RewriteStrategy
 from .dangling import remove_dangling_deletes
 from .producer import check_committable, delete_files
-from .rewrite import commit_rewrite, conflicting_groups, dropped_deletes
+from .rewrite import commit_rewrite, conflicting_groups, dropped_keys
 from .spec_parse import parse_sort_order
 from .update import CommitResult, Faults
 
@@ -63,7 +62,6 @@ class GroupOutcome:
     bytes_rewritten: int
     files_added: int
     bytes_added: int
-    delete_files_removed: int
     rows: int
     read_seconds: float
     order_seconds: float
@@ -83,6 +81,7 @@ class CompactionResult:
     seconds: float = 0.0
     dry_run: bool = False
     dangling_deletes_removed: int = 0
+    delete_files_removed: int = 0  # by the rewrite commits: deletes of the replaced files only
 
     @property
     def rewritten_data_files(self) -> int:
@@ -102,7 +101,8 @@ class CompactionResult:
 
     @property
     def removed_delete_files(self) -> int:
-        return sum(g.delete_files_removed for g in self.groups)
+        """Delete files removed: those of the replaced files, and dangling ones when asked."""
+        return self.delete_files_removed + self.dangling_deletes_removed
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -191,8 +191,11 @@ def compact(
     progress: CompactionProgress | None = None,
     faults: Faults | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    runner: GroupRunner | None = None,
 ) -> CompactionResult:
-    """Compact ``branch`` of ``table`` (see the module doc and :mod:`gpu_engine.planning.compaction`)."""
+    """Compact ``branch`` of ``table`` (see the module doc and :mod:`gpu_engine.planning.compaction`).
+    ``runner``: where groups are rewritten (default: threads of this process; see
+    :mod:`gpu_engine.execute.group_runner`)."""
     start = time.perf_counter()
     if not dry_run:
         check_committable(table)
@@ -205,7 +208,7 @@ def compact(
     if dry_run:
         return CompactionResult(plan, dry_run=True, seconds=time.perf_counter() - start)
     run = _Run(table, plan, backend, progress, faults, sleep)
-    run.execute()
+    run.execute(runner or LocalRunner())
     dangling = 0
     if resolved.remove_dangling_deletes:
         dangling, landed = remove_dangling_deletes(table, branch=branch, faults=faults, sleep=sleep)
@@ -213,6 +216,7 @@ def compact(
     out = CompactionResult(
         plan, tuple(run.outcomes), tuple(run.failures), tuple(run.commits), run.backend,
         time.perf_counter() - start, dangling_deletes_removed=dangling,
+        delete_files_removed=run.deletes_removed,
     )  # fmt: skip
     limit = resolved.partial_progress_max_failed_commits
     if resolved.partial_progress_enabled and limit is not None and run.failed_commits > limit:
@@ -237,57 +241,48 @@ class _Run:
     commits: list[CommitResult] = field(default_factory=list)
     failed_commits: int = 0
     backend: str = "cpu"
+    replaced: set[str] = field(default_factory=set)  # data files replaced by this compaction's commits
+    deletes_removed: int = 0
 
-    def execute(self) -> None:
+    def execute(self, runner: GroupRunner) -> None:
         o = self.plan.options
-        groups = self.plan.groups
-        per_commit = math.ceil(len(groups) / o.partial_progress_max_commits)
+        per_commit = math.ceil(len(self.plan.groups) / o.partial_progress_max_commits)
         pending: list[tuple[FileGroup, RewriteResult]] = []
         uncommitted: list[RewriteResult] = []
-        md, io = self.table.metadata, self.table.io
-        with ThreadPoolExecutor(max_workers=o.max_concurrent_file_group_rewrites) as pool:
-            futures: dict[Future[RewriteResult], FileGroup] = {}
-            queue = list(groups)
-            try:
-                while queue or futures:
-                    while queue and len(futures) < o.max_concurrent_file_group_rewrites:
-                        g = queue.pop(0)
-                        if self.progress is not None:
-                            self.progress.group_started(g)
-                        futures[pool.submit(rewrite_group, md, io, g, self.plan.strategy,
-                                            backend=self.backend_requested)] = g  # fmt: skip
-                    finished, _ = wait(futures, return_when=FIRST_COMPLETED)
-                    for fut in finished:
-                        g = futures.pop(fut)
-                        exc = fut.exception()
-                        if exc is not None:
-                            if self.progress is not None:
-                                self.progress.group_finished(g, None, f"{type(exc).__name__}: {exc}")
-                            if not o.partial_progress_enabled:
-                                raise exc
-                            self.failures.append(
-                                GroupFailure(g.index, "rewrite", f"{type(exc).__name__}: {exc}")
-                            )
-                            continue
-                        r = fut.result()
-                        self.backend = r.backend
-                        uncommitted.append(r)
-                        if self.progress is not None:
-                            self.progress.group_finished(g, r, None)
-                        pending.append((g, r))
-                        if o.partial_progress_enabled and len(pending) >= per_commit:
-                            self._commit(pending, uncommitted)
-                            pending = []
-                if pending:
+        io = self.table.io
+        job = GroupJob(self.table.metadata, self.table.metadata_location, io, self.plan.strategy,
+                       self.backend_requested)  # fmt: skip
+        outcomes = runner.run(
+            job, self.plan.groups, concurrency=o.max_concurrent_file_group_rewrites, started=self._started
+        )
+        try:
+            for g, out in outcomes:
+                if isinstance(out, Exception):
+                    if self.progress is not None:
+                        self.progress.group_finished(g, None, f"{type(out).__name__}: {out}")
+                    if not o.partial_progress_enabled:
+                        raise out
+                    self.failures.append(GroupFailure(g.index, "rewrite", f"{type(out).__name__}: {out}"))
+                    continue
+                self.backend = out.backend
+                uncommitted.append(out)
+                if self.progress is not None:
+                    self.progress.group_finished(g, out, None)
+                pending.append((g, out))
+                if o.partial_progress_enabled and len(pending) >= per_commit:
                     self._commit(pending, uncommitted)
-            except BaseException:
-                for f in futures:
-                    f.cancel()
-                for fut in list(futures):
-                    if not fut.cancelled() and fut.exception() is None:
-                        uncommitted.append(fut.result())
-                delete_files(io, [f.path for r in uncommitted for f in r.added], fault=None)
-                raise
+                    pending = []
+            if pending:
+                self._commit(pending, uncommitted)
+        except BaseException:
+            outcomes.close()
+            for r in uncommitted:
+                discard(io, r)
+            raise
+
+    def _started(self, group: FileGroup) -> None:
+        if self.progress is not None:
+            self.progress.group_started(group)
 
     def _commit(self, done: list[tuple[FileGroup, RewriteResult]], uncommitted: list[RewriteResult]) -> None:
         partial = self.plan.options.partial_progress_enabled
@@ -303,7 +298,10 @@ class _Run:
             self.failed_commits += 1
             return
         try:
-            landed = commit_rewrite(self.table, self.plan, ok, faults=self.faults, sleep=self.sleep)
+            dropped = dropped_keys(self.plan, [g for g, _ in ok], self.replaced)
+            landed = commit_rewrite(
+                self.table, self.plan, ok, replaced_before=self.replaced, faults=self.faults, sleep=self.sleep
+            )
         except CommitStateUnknown:
             for _, r in ok:
                 uncommitted.remove(r)  # possibly the table's files now: never deleted
@@ -318,6 +316,8 @@ class _Run:
                 self.failures.append(GroupFailure(g.index, "commit", f"{type(exc).__name__}: {exc}"))
             return
         self.commits.append(landed)
+        self.replaced.update(f.path for g, _ in ok for f in g.files)
+        self.deletes_removed += len(dropped)
         for g, r in ok:
             uncommitted.remove(r)
             self.outcomes.append(
@@ -327,7 +327,6 @@ class _Run:
                     bytes_rewritten=g.input_bytes,
                     files_added=len(r.added),
                     bytes_added=r.bytes_written,
-                    delete_files_removed=len(dropped_deletes(g)),
                     rows=r.rows_written,
                     read_seconds=r.read_seconds,
                     order_seconds=r.order_seconds,

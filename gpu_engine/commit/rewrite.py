@@ -1,11 +1,14 @@
 """Commit rewritten file groups as one ``replace`` snapshot (compaction's commit).
 
 The new files keep the data sequence number the compaction read at (``use-starting-sequence-number``,
-the default), so equality deletes committed meanwhile still apply to the rewritten rows; the replaced data
-files are removed together with their file-scoped deletes (DVs, position delete files of one data file),
-which would otherwise dangle. Validation (:mod:`.validation`), on every attempt: since the planned
-snapshot no replaced file was removed and no DV or position delete was added for one; with a new
-sequence number (``use-starting-sequence-number=false``) no equality delete either.
+the default), so equality deletes committed meanwhile still apply to the rewritten rows. The replaced
+data files are removed together with their file-scoped deletes (DVs, position delete files of one data
+file) and with the position delete files all of whose live data files are replaced by now
+(:func:`dropped_keys`): those would dangle, still applying by sequence number to the new files (which
+keep the old data sequence number) though they name none of them. Validation (:mod:`.validation`), on
+every attempt: since the planned snapshot no replaced file was removed and no DV or position delete was
+added for one; with a new sequence number (``use-starting-sequence-number=false``) no equality delete
+either.
 
 :func:`conflicting_groups` checks groups one by one before the commit, so one group that lost a race
 fails alone while the others commit.
@@ -14,7 +17,7 @@ fails alone while the others commit.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING
 
 from ..errors import ValidationError
@@ -38,6 +41,21 @@ def dropped_deletes(group: FileGroup) -> tuple[DeleteFile, ...]:
         for d in group.delete_files
         if d.content == 1 and d.referenced_data_file is not None and d.referenced_data_file in paths
     )
+
+
+def dropped_keys(
+    plan: CompactionPlan, groups: Sequence[FileGroup], replaced_before: Collection[str] = ()
+) -> list[FileKey]:
+    """The delete files a commit of ``groups`` removes: their file-scoped deletes, and the position delete
+    files every live data file of which is replaced by now (``replaced_before``: by earlier commits of the
+    same compaction)."""
+    keys = {(d.path, d.content_offset) for g in groups for d in dropped_deletes(g)}
+    replaced = {f.path for g in groups for f in g.files} | set(replaced_before)
+    attached = {(d.path, d.content_offset) for g in groups for d in g.delete_files}
+    for key, targets in plan.position_delete_targets:
+        if key in attached and targets <= replaced:
+            keys.add(key)
+    return sorted(keys, key=repr)
 
 
 def _validate(table: Table, plan: CompactionPlan, targets: frozenset[str], base: TableMetadata) -> None:
@@ -67,14 +85,16 @@ def commit_rewrite(
     plan: CompactionPlan,
     done: Sequence[tuple[FileGroup, RewriteResult]],
     *,
+    replaced_before: Collection[str] = (),
     faults: Faults | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> CommitResult:
     """Commit the rewritten groups ``done`` in one ``replace`` snapshot (see the module doc); on a definite
-    failure their files are deleted, on an unknown commit state kept."""
+    failure their files are deleted, on an unknown commit state kept. ``replaced_before``: data files
+    earlier commits of the same compaction replaced (see :func:`dropped_keys`)."""
     targets = frozenset(f.path for g, _ in done for f in g.files)
     removed: list[str | FileKey] = sorted(targets)
-    removed += sorted({(d.path, d.content_offset) for g, _ in done for d in dropped_deletes(g)}, key=repr)
+    removed += dropped_keys(plan, [g for g, _ in done], replaced_before)
     added = [f for _, r in done for f in r.added]
 
     def validate(base: TableMetadata) -> None:

@@ -52,6 +52,9 @@ class CompactionPlan:
     groups: tuple[FileGroup, ...]
     files_considered: int
     files_selected: int
+    position_delete_targets: tuple[tuple[tuple[str, int | None], frozenset[str]], ...] = ()
+    """Per position delete file (not DV) that applies to a file of the groups: every live data file of the
+    branch it applies to. A compaction drops it once all of those are rewritten."""
 
     @property
     def files(self) -> int:
@@ -126,10 +129,29 @@ def plan_compaction(
     groups = _limit(_order(groups, options.rewrite_job_order), options.max_files_to_rewrite)
     built = tuple(_group(i, g, output_spec_id, options) for i, g in enumerate(groups))
     seq = snapshot.sequence_number if snapshot is not None else 0
+    full = scan if where_text == "true" else plan_scan(md, io, replace(scan_options, filter=TRUE))
     return CompactionPlan(
         md.location, branch, None if snapshot is None else snapshot.snapshot_id, seq, strategy, options,
-        where_text, built, len(files), len(selected),
+        where_text, built, len(files), len(selected), _position_targets(built, full.tasks),
     )  # fmt: skip
+
+
+def _position_targets(
+    groups: Sequence[FileGroup], tasks: Sequence[ScanTask]
+) -> tuple[tuple[tuple[str, int | None], frozenset[str]], ...]:
+    wanted = {
+        (d.path, d.content_offset)
+        for g in groups
+        for d in g.delete_files
+        if d.content == 1 and not d.is_deletion_vector
+    }
+    targets: dict[tuple[str, int | None], set[str]] = {k: set() for k in wanted}
+    for t in tasks:
+        for d in t.deletes:
+            key = (d.path, d.content_offset)
+            if key in targets:
+                targets[key].add(t.file.path)
+    return tuple((k, frozenset(v)) for k, v in sorted(targets.items(), key=repr))
 
 
 @dataclass(frozen=True)

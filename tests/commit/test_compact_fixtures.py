@@ -10,8 +10,7 @@ read in place from the read-only fixture) and compacted with ``rewrite-all`` and
 3. DuckDB's iceberg extension (``iceberg_scan`` of the new metadata file) give those rows too: the limits
    that keep them from reading the fixture itself (equality deletes, data files without field ids or
    without their identity-partition columns, ...) are gone once every file is rewritten by us;
-4. no scan task carries a delete file, except :data:`INERT_POSITION_DELETES` (checked to name no live
-   data file: they remove nothing);
+4. no scan task carries a delete file;
 5. each new data file's manifest entry (read with fastavro) has exact metrics: record count, file size,
    value/null/NaN counts and lower/upper bounds of every top-level primitive column as computed here
    from the Parquet file with pyarrow, under the table's metrics modes (``truncate(16)`` by default,
@@ -62,34 +61,6 @@ COMPACT_CANNOT: dict[str, tuple[type[Exception], str]] = {
     # the v3 variant type: the Parquet writer does not write variant values (shredded or not)
     "fixtures/impala/iceberg_test/iceberg_v3/trino_variant": _VARIANT,
     "fixtures/impala/iceberg_test/iceberg_v3/trino_nested_variant": _VARIANT,
-}
-
-_IMPALA = "fixtures/impala/iceberg_test/hadoop_catalog/ice/"
-# Tables where position delete files stay attached to the new data files (table -> how many), and why.
-#
-# Each is a position delete file without referenced_data_file (partition-scoped for our planner, which
-# does not use file_path bounds) committed in the snapshot the compaction starts from. The new files
-# keep that snapshot's sequence number (use-starting-sequence-number, the default), so by the spec's
-# scope rule (data sequence number <= the delete's, same partition) the delete still applies to them,
-# and remove-dangling-deletes keeps it: like Iceberg Java's RemoveDanglingDeletes, it drops a position
-# delete only when every data file of its partition has a greater data sequence number. The file names
-# only the replaced data files, so it removes no row (checked); the next compaction, starting from a
-# later sequence number, drops it. The Dremio-written ones carry truncated file_path bounds that span
-# every path of the table; the others carry equal lower and upper file_path bounds (one data file), which
-# Iceberg Java's planner reads as file-scoped (ContentFileUtil.referencedDataFile): the copy drops those
-# bounds with the old path spellings, and our planner does not read file_path bounds at all.
-INERT_POSITION_DELETES: dict[str, int] = {
-    "fixtures/dremio-oss/iceberg/table_with_delete": 1,
-    "fixtures/dremio-oss/iceberg/v2/multi_rowgroup_orders_with_deletes": 2,
-    "fixtures/dremio-oss/iceberg/v2/products_with_eq_deletes": 1,
-    "fixtures/duckdb-iceberg/data/iceberg/generated_spec2_0_001/pyspark_iceberg_table": 1,
-    _IMPALA + "iceberg_lineitem_multiblock": 1,
-    _IMPALA + "iceberg_v2_delete_both_eq_and_pos": 1,
-    _IMPALA + "iceberg_v2_delete_positional": 1,
-    _IMPALA + "iceberg_v2_partitioned_position_deletes": 3,
-    _IMPALA + "iceberg_v2_positional_not_all_data_files_have_delete_files": 1,
-    _IMPALA + "iceberg_v2_positional_update_all_rows": 1,
-    "fixtures/pg_lake/sample_tables/public/spark_generated_iceberg_test": 1,
 }
 
 
@@ -336,19 +307,6 @@ def _data_dir_files(tbl: Table) -> set[str]:
     return {str(p) for p in root.rglob("*") if p.is_file()} if root.is_dir() else set()
 
 
-def _inert(tbl: Table, left: dict[str, Any], starting_seq: int, *, context: str) -> None:
-    """Each delete file still attached (path -> DeleteFile) is a partition-scoped position delete of
-    the starting sequence number that names no live data file."""
-    live = {normalize(t.file.path) for t in tbl.scan().plan().tasks}
-    for path, d in left.items():
-        where = f"{context}: delete file {path} still applies"
-        assert d.content == 1 and not d.is_deletion_vector and d.referenced_data_file is None, where
-        assert d.data_sequence_number == starting_seq, f"{where} (sequence number {d.data_sequence_number})"
-        named = pq.read_table(normalize(path), columns=["file_path"]).column(0).to_pylist()
-        hit = {normalize(p) for p in named if p is not None} & live
-        assert not hit, f"{where} and names live data files {sorted(hit)[:3]}"
-
-
 @pytest.mark.parametrize("rel", TABLES)
 def test_rewrite_all_keeps_every_row(rel: str, tmp_path: Path) -> None:
     if rel == MISSING:
@@ -387,11 +345,11 @@ def test_rewrite_all_keeps_every_row(rel: str, tmp_path: Path) -> None:
     if lineage_before is not None:  # v3: each row keeps its row id and last-updated sequence number
         assert_same_rows(_with_lineage(tbl), lineage_before, context=f"{rel}: row lineage")
 
-    # (4) no delete applies any more, except the inert position deletes documented above
+    # (4) no delete applies any more: the compaction removed the deletes of every file it replaced
+    # (position delete files without referenced_data_file too, once all their live data files are replaced)
     tasks = tbl.scan().plan().tasks
     left = {d.path: d for t in tasks for d in t.deletes}
-    assert len(left) == INERT_POSITION_DELETES.get(rel, 0), f"{rel}: deletes still applying: {sorted(left)}"
-    _inert(tbl, left, result.plan.starting_sequence_number, context=rel)
+    assert not left, f"{rel}: deletes still applying: {sorted(left)}"
 
     # (5) every data file is new, and each new file has exact metrics
     rewrite = result.commits[0].snapshot_id

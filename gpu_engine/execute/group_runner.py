@@ -1,0 +1,85 @@
+"""Where a compaction's file groups are rewritten: :class:`LocalRunner` (threads of this process) or a
+cluster runner with the same protocol (:class:`gpu_engine.spark.SparkRunner`).
+
+A runner yields each group with its :class:`~gpu_engine.tasks.RewriteResult`, or the exception that
+failed it, as groups finish, running at most ``concurrency`` at once. Closing the iterator early cancels
+the groups not started and deletes the files of groups that finished but were not yet yielded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from typing import Protocol
+
+from ..iceberg.metadata import TableMetadata
+from ..io.fileio import FileIO
+from ..tasks import FileGroup, RewriteResult, RewriteStrategy
+from .rewrite import rewrite_group
+
+Outcome = RewriteResult | Exception
+
+
+@dataclass(frozen=True)
+class GroupJob:
+    """What every group of one compaction shares: the table as planned and how to rewrite."""
+
+    metadata: TableMetadata
+    metadata_location: str
+    io: FileIO
+    strategy: RewriteStrategy
+    backend: str
+
+
+class GroupRunner(Protocol):
+    def run(
+        self,
+        job: GroupJob,
+        groups: Sequence[FileGroup],
+        *,
+        concurrency: int,
+        started: Callable[[FileGroup], None],
+    ) -> Generator[tuple[FileGroup, Outcome], None, None]: ...
+
+
+def discard(io: FileIO, result: RewriteResult) -> None:
+    """Delete the files a rewrite wrote (a result that will not be committed)."""
+    for f in result.added:
+        io.delete(io.resolve(f.path), missing_ok=True)
+
+
+class LocalRunner:
+    """Groups on a thread pool of this process."""
+
+    def run(
+        self,
+        job: GroupJob,
+        groups: Sequence[FileGroup],
+        *,
+        concurrency: int,
+        started: Callable[[FileGroup], None],
+    ) -> Generator[tuple[FileGroup, Outcome], None, None]:
+        queue = list(groups)
+        futures: dict[Future[RewriteResult], FileGroup] = {}
+        with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+            try:
+                while queue or futures:
+                    while queue and len(futures) < max(1, concurrency):
+                        g = queue.pop(0)
+                        started(g)
+                        futures[pool.submit(rewrite_group, job.metadata, job.io, g, job.strategy,
+                                            backend=job.backend)] = g  # fmt: skip
+                    finished, _ = wait(futures, return_when=FIRST_COMPLETED)
+                    for fut in finished:
+                        g = futures.pop(fut)
+                        exc = fut.exception()
+                        if exc is not None and not isinstance(exc, Exception):
+                            raise exc  # KeyboardInterrupt and the like end the compaction
+                        yield g, exc if exc is not None else fut.result()
+            finally:
+                for fut in futures:
+                    fut.cancel()
+                for fut in futures:
+                    if not fut.cancelled() and fut.exception() is None:
+                        discard(job.io, fut.result())
