@@ -33,6 +33,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--branch", default="main", help="the branch to compact (default main)")
     p.add_argument("--backend", default="auto", choices=["auto", "cpu", "cuda"], help="where kernels run")
     p.add_argument("--dry-run", action="store_true", help="explain the plan; write nothing")
+    p.add_argument("--spark", action="store_true", help="rewrite the file groups on Spark executors")
+    p.add_argument(
+        "--master", help="Spark master URL with --spark (default: the session's, e.g. from spark-submit)"
+    )
     p.set_defaults(run=cmd_compact)
 
 
@@ -64,6 +68,8 @@ class _Bars:
 
 
 def cmd_compact(args: argparse.Namespace, console: Console) -> int:
+    if args.master is not None and not args.spark:
+        raise InvalidOption("--master goes with --spark")
     table = open_table(args)
     err = Console(stderr=True)
     with Progress(
@@ -76,10 +82,13 @@ def cmd_compact(args: argparse.Namespace, console: Console) -> int:
         transient=True,
         disable=not err.is_terminal or args.dry_run,
     ) as bar:
-        result = table.compact(
-            args.strategy, sort_order=args.sort_order, options=_options(args.option), where=args.where,
-            branch=args.branch, backend=args.backend, dry_run=args.dry_run, progress=_Bars(bar),
-        )  # fmt: skip
+        if args.spark:
+            result = _spark_compact(args, table, _Bars(bar))
+        else:
+            result = table.compact(
+                args.strategy, sort_order=args.sort_order, options=_options(args.option), where=args.where,
+                branch=args.branch, backend=args.backend, dry_run=args.dry_run, progress=_Bars(bar),
+            )  # fmt: skip
     if args.json:
         print(json.dumps({**result.to_json(), "plan": result.plan.explain().splitlines()}, indent=2))
         return 0
@@ -87,6 +96,16 @@ def cmd_compact(args: argparse.Namespace, console: Console) -> int:
     if not args.dry_run:
         _report(console, result)
     return 1 if result.failures else 0
+
+
+def _spark_compact(args: argparse.Namespace, table: Any, bars: _Bars) -> CompactionResult:
+    from ..spark import compact, session
+
+    spark = session(args.master)
+    return compact(
+        spark, table, strategy=args.strategy, sort_order=args.sort_order, options=_options(args.option),
+        where=args.where, branch=args.branch, backend=args.backend, dry_run=args.dry_run, progress=bars,
+    )  # fmt: skip
 
 
 def _report(console: Console, result: CompactionResult) -> None:

@@ -1,0 +1,70 @@
+"""``python -m gpu_engine.spark compact|scan TABLE ...``: the Spark entry points, for ``spark-submit``.
+
+``compact`` takes the options of ``gpu-engine compact`` (it is ``gpu-engine compact --spark``);
+``scan`` prints the row count and the first rows, or writes the rows as Parquet with ``-o DIR`` (by
+Spark, one file per task).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+
+from ..cli import compact as compact_cli
+from ..cli.common import open_table, table_options
+from ..errors import GpuEngineError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m gpu_engine.spark", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    compact_cli.add_parser(sub)
+    sub.choices["compact"].set_defaults(spark=True)
+    p = sub.add_parser("scan", help="scan a table into a Spark DataFrame (deletes applied on executors)")
+    table_options(p)
+    p.add_argument("--filter", default="true", help='row filter, e.g. "id < 10"')
+    p.add_argument("--columns", help="comma-separated columns (metadata columns such as _file allowed)")
+    p.add_argument("--backend", default="auto", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--master", help="Spark master URL (default: the session's, e.g. from spark-submit)")
+    p.add_argument("-o", "--output", metavar="DIR", help="write the rows as Parquet files into DIR")
+    p.set_defaults(run=cmd_scan)
+    return parser
+
+
+def cmd_scan(args: argparse.Namespace, console: Console) -> int:
+    from . import scan, session
+
+    table = open_table(args)
+    columns = [c.strip() for c in args.columns.split(",") if c.strip()] if args.columns else None
+    frame: Any = scan(session(args.master), table, filter=args.filter, columns=columns, backend=args.backend)
+    if args.output:
+        frame.write.mode("errorifexists").parquet(args.output)
+        console.print(f"wrote {args.output}")
+        return 0
+    rows = frame.count()
+    if args.json:
+        print(f'{{"rows": {rows}}}')
+        return 0
+    console.print(f"{rows:,} rows")
+    frame.show(20, truncate=False)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    console = Console()
+    try:
+        code: int = args.run(args, console)
+    except GpuEngineError as exc:
+        Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
+        return 2
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,128 @@
+"""What runs inside Spark tasks: nothing but calls into :mod:`gpu_engine.execute`, plus the device choice.
+
+Payloads travel as pickled, frozen values in a binary column: a :class:`GroupPayload` (a compaction file
+group) or a :class:`ScanPayload` (a scan task). Executors read the table metadata from its file once per
+Python worker (cached by location) and run the same pure functions a single process runs. On a GPU
+cluster the task's GPU is the one Spark assigned to it (``TaskContext.resources()["gpu"]``): the task
+binds numba and CuPy to that device before running.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from ..execute.projection import Projection
+from ..execute.rewrite import rewrite_group
+from ..execute.scan import execute
+from ..iceberg.metadata import TableMetadata
+from ..io.fileio import FileIO
+from ..tasks import FileGroup, PlanSummary, RewriteStrategy, ScanPlan, ScanTask
+
+RESULT_SCHEMA = pa.schema([("group_index", pa.int64()), ("result", pa.binary())])
+RESULT_DDL = "group_index bigint, result binary"
+
+
+@dataclass(frozen=True)
+class GroupPayload:
+    metadata_location: str
+    io: FileIO
+    group: FileGroup
+    strategy: RewriteStrategy
+    backend: str
+    fail_attempts: int = 0  # test hook: attempts (Spark's attemptNumber) below this fail, ...
+    crash_after_write: bool = False  # ... by raising before writing, or by killing the worker after it
+
+
+@dataclass(frozen=True)
+class ScanPayload:
+    metadata_location: str
+    io: FileIO
+    schema_id: int
+    task: ScanTask
+    projection: Projection
+    backend: str
+
+
+_METADATA: dict[str, TableMetadata] = {}  # per Python worker: metadata files never change once written
+
+
+def _metadata(location: str, io: FileIO) -> TableMetadata:
+    from ..table import read_metadata
+
+    if location not in _METADATA:
+        _METADATA[location] = read_metadata(io, location)
+    return _METADATA[location]
+
+
+def task_gpu() -> int | None:
+    """The GPU Spark assigned to the running task (its first address), None outside GPU scheduling."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    if ctx is None:
+        return None
+    gpus = ctx.resources().get("gpu")
+    if gpus is None or not gpus.addresses:
+        return None
+    return int(gpus.addresses[0])
+
+
+def bind_device(backend: str) -> None:
+    """Make the task's GPU current for numba and CuPy when the backend may use it."""
+    gpu = task_gpu()
+    if gpu is None or backend == "cpu":
+        return
+    from numba import cuda
+
+    cuda.select_device(gpu)
+    try:
+        import cupy
+
+        cupy.cuda.Device(gpu).use()
+    except ImportError:
+        pass
+
+
+def _attempt() -> int:
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    return 0 if ctx is None else ctx.attemptNumber()
+
+
+def rewrite_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body: each row's :class:`GroupPayload` -> a row of (group index, pickled RewriteResult).
+    A failure raises, so Spark retries the task (``spark.task.maxFailures``); a failed rewrite has deleted
+    the files it wrote."""
+    for batch in batches:
+        for raw in batch.column("payload").to_pylist():
+            payload: GroupPayload = pickle.loads(raw)
+            failing = _attempt() < payload.fail_attempts
+            if failing and not payload.crash_after_write:
+                raise RuntimeError(f"injected failure of group {payload.group.index}, attempt {_attempt()}")
+            bind_device(payload.backend)
+            md = _metadata(payload.metadata_location, payload.io)
+            result = rewrite_group(md, payload.io, payload.group, payload.strategy, backend=payload.backend)
+            if failing:
+                os._exit(17)  # a worker killed after writing: its files stay behind, unreferenced
+            yield pa.RecordBatch.from_pydict(
+                {"group_index": [payload.group.index], "result": [pickle.dumps(result)]}, schema=RESULT_SCHEMA
+            )
+
+
+def scan_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body of a distributed scan: each row's :class:`ScanPayload` -> the task's rows."""
+    for batch in batches:
+        for raw in batch.column("payload").to_pylist():
+            payload: ScanPayload = pickle.loads(raw)
+            bind_device(payload.backend)
+            md = _metadata(payload.metadata_location, payload.io)
+            schema = md.schema_by_id(payload.schema_id)
+            plan = ScanPlan(schema, payload.task.residual, (payload.task,), PlanSummary(None, tasks=1))
+            _, out = execute(md, payload.io, plan, payload.projection, backend=payload.backend, workers=1)
+            yield from out

@@ -1,0 +1,108 @@
+"""Compaction groups as Spark jobs: the driver plans and commits, executors rewrite.
+
+:class:`SparkRunner` implements :class:`~gpu_engine.execute.group_runner.GroupRunner`: each file group
+becomes one Spark job of one task (a one-row DataFrame of the pickled group, ``mapInArrow`` over
+:func:`gpu_engine.spark.executor.rewrite_batches`), submitted from driver threads, at most ``concurrency``
+at a time, as Iceberg's Spark action runs its groups. A task Spark retries writes its files again; only
+the attempt whose result reaches the driver is committed, so retries leave no duplicate data in the table
+(a killed attempt's files are orphans: ``tbl.remove_orphan_files`` finds them). Closing the runner early
+cancels the jobs still running (their Spark job group) and deletes the files of finished, unclaimed ones.
+"""
+
+from __future__ import annotations
+
+import pickle
+import uuid
+from collections.abc import Callable, Generator, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from typing import Any
+
+from ..errors import GpuEngineError
+from ..execute.group_runner import GroupJob, Outcome, discard
+from ..tasks import FileGroup, RewriteResult
+from .executor import RESULT_DDL, GroupPayload, rewrite_batches
+
+
+class GroupRewriteFailed(GpuEngineError, RuntimeError):
+    """A group failed on an executor (its message carries the executor's error)."""
+
+
+class SparkRunner:
+    """Rewrites groups on the executors of ``spark`` (a ``SparkSession``). Test hooks: ``fail_attempts``,
+    group index -> how many attempts of its task fail before one runs; ``crash_after_write``: they fail by
+    killing their Python worker after writing (else by raising before)."""
+
+    def __init__(
+        self, spark: Any, *, fail_attempts: Mapping[int, int] | None = None, crash_after_write: bool = False
+    ):
+        self.spark = spark
+        self.fail_attempts = dict(fail_attempts or {})
+        self.crash_after_write = crash_after_write
+        self.job_group = f"gpu-engine-compaction-{uuid.uuid4()}"
+
+    def run(
+        self,
+        job: GroupJob,
+        groups: Sequence[FileGroup],
+        *,
+        concurrency: int,
+        started: Callable[[FileGroup], None],
+    ) -> Generator[tuple[FileGroup, Outcome], None, None]:
+        queue = list(groups)
+        futures: dict[Future[RewriteResult], FileGroup] = {}
+        pool = ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="gpu-engine-spark")
+        try:
+            while queue or futures:
+                while queue and len(futures) < max(1, concurrency):
+                    g = queue.pop(0)
+                    started(g)
+                    futures[pool.submit(self._one, job, g)] = g
+                finished, _ = wait(futures, return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    g = futures.pop(fut)
+                    exc = fut.exception()
+                    if exc is not None and not isinstance(exc, Exception):
+                        raise exc
+                    yield g, exc if exc is not None else fut.result()
+        finally:
+            if futures:
+                self.spark.sparkContext.cancelJobGroup(self.job_group)
+            pool.shutdown(wait=True)
+            for fut in futures:
+                if not fut.cancelled() and fut.exception() is None:
+                    discard(job.io, fut.result())
+
+    def _one(self, job: GroupJob, group: FileGroup) -> RewriteResult:
+        sc = self.spark.sparkContext
+        sc.setJobGroup(self.job_group, f"gpu-engine rewrite of file group {group.index}", True)
+        payload = GroupPayload(
+            job.metadata_location, job.io, group, job.strategy, job.backend,
+            fail_attempts=self.fail_attempts.get(group.index, 0), crash_after_write=self.crash_after_write,
+        )  # fmt: skip
+        frame = self.spark.createDataFrame(
+            [(group.index, pickle.dumps(payload))], "group_index bigint, payload binary"
+        )
+        try:
+            rows = frame.mapInArrow(rewrite_batches, RESULT_DDL).collect()
+        except Exception as exc:
+            raise GroupRewriteFailed(
+                f"file group {group.index}: its Spark job failed: {_first_line(exc)}"
+            ) from exc
+        if len(rows) != 1 or rows[0]["group_index"] != group.index:
+            raise GroupRewriteFailed(
+                f"file group {group.index}: the Spark job returned {len(rows)} result rows"
+            )
+        result: RewriteResult = pickle.loads(rows[0]["result"])
+        return result
+
+
+def _first_line(exc: BaseException) -> str:
+    """The Python error an executor raised, out of Spark's wrapping (or the first line of the message)."""
+    text = str(exc)
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    raised = [
+        ln
+        for ln in lines
+        if ln.split(":")[0].endswith(("Error", "Exception", "Failed")) and "Traceback" not in ln
+    ]
+    return raised[-1] if raised else (lines[0] if lines else type(exc).__name__)

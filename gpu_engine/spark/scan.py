@@ -1,0 +1,90 @@
+"""``gpu_engine.spark.scan``: a Spark DataFrame whose partitions are ScanTasks run by our engine.
+
+The driver plans (:meth:`Table.scan`); each task becomes one row of pickled :class:`ScanPayload` in its
+own partition, and ``mapInArrow`` runs it on an executor with every delete applied there
+(:func:`gpu_engine.spark.executor.scan_batches`). The Spark schema is the scan's Arrow schema as Spark
+reads it (large strings as strings, fixed binaries as binaries); nanosecond timestamps and times, which
+Spark cannot hold exactly, are refused with the column named.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from ..errors import UnsupportedFeature
+from .executor import ScanPayload, scan_batches
+
+if TYPE_CHECKING:
+    from ..table import Table
+
+
+def scan(
+    spark: Any,
+    table: Table,
+    *,
+    filter: str = "true",
+    columns: Sequence[str] | None = None,
+    snapshot_id: int | None = None,
+    ref: str | None = None,
+    backend: str = "auto",
+) -> Any:
+    """The rows of ``table`` matching ``filter`` as a Spark DataFrame (see the module doc)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    scan_ = table.scan(filter=filter, columns=columns, snapshot_id=snapshot_id, ref=ref, backend=backend)
+    plan = scan_.plan()
+    projection = scan_.projection(plan)
+    target = spark_arrow_schema(projection.arrow_schema)
+    spark_schema = from_arrow_schema(target)
+    payloads = [
+        (
+            i,
+            pickle.dumps(
+                ScanPayload(table.metadata_location, table.io, plan.schema.schema_id, t, projection, backend)
+            ),
+        )
+        for i, t in enumerate(plan.tasks)
+    ]
+    frame = spark.createDataFrame(payloads, "task bigint, payload binary").repartition(
+        max(1, len(payloads)), "task"
+    )
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for out in scan_batches(batches):
+            yield out.cast(target)
+
+    return frame.mapInArrow(run, spark_schema)
+
+
+def spark_arrow_schema(schema: pa.Schema) -> pa.Schema:
+    """``schema`` with the Arrow types Spark reads back exactly (see the module doc)."""
+    return pa.schema([pa.field(f.name, _spark_type(f.type, f.name), f.nullable) for f in schema])
+
+
+def _spark_type(t: pa.DataType, name: str) -> pa.DataType:
+    if pa.types.is_large_string(t):
+        return pa.string()
+    if pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
+        return pa.binary()
+    if pa.types.is_timestamp(t) and t.unit != "us":
+        raise UnsupportedFeature(f"column {name!r}: Spark has no {t.unit} timestamps; scan it without Spark")
+    if pa.types.is_time(t):
+        raise UnsupportedFeature(
+            f"column {name!r}: Spark DataFrames have no time type; scan it without Spark"
+        )
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(f.name, _spark_type(f.type, f"{name}.{f.name}"), f.nullable) for f in t])
+    if pa.types.is_large_list(t) or pa.types.is_list(t):
+        return pa.list_(
+            pa.field("element", _spark_type(t.value_type, f"{name}.element"), t.value_field.nullable)
+        )
+    if pa.types.is_map(t):
+        return pa.map_(
+            _spark_type(t.key_type, f"{name}.key"),
+            pa.field("value", _spark_type(t.item_type, f"{name}.value"), t.item_field.nullable),
+        )
+    return t

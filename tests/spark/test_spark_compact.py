@@ -1,0 +1,164 @@
+"""Compaction on Spark (local[2,2]) against single-process compaction: same rows, same number of files
+and the same metrics; injected task failures are retried without duplicate data; a group that keeps
+failing does not block the others under partial progress; a concurrent delete is validated as in a
+single process."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import gpu_engine as ge
+from gpu_engine.commit.compact import CompactionResult
+from gpu_engine.errors import ValidationError
+from gpu_engine.iceberg.content_file import ContentFile
+from gpu_engine.spark import GroupRewriteFailed, compact
+from gpu_engine.table import Table
+from gpu_engine.tasks import FileGroup, RewriteResult
+
+SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("name", pa.string()), ("x", pa.float64())])
+
+
+def _build(cat: Any, name: str, version: int, kind: str) -> Table:
+    tbl: Table = cat.create_table(
+        f"db.{name}",
+        schema=SCHEMA,
+        partition_spec=["bucket(2, id)"],
+        properties={"format-version": str(version)},
+    )
+    rng = np.random.default_rng(7)
+    for i in range(6):
+        ids = np.arange(i * 50, (i + 1) * 50, dtype=np.int64)
+        names = [None if j % 11 == 0 else f"n{j % 7}" for j in range(50)]
+        tbl.append(pa.table({"id": ids, "name": names, "x": rng.normal(size=50)}, schema=SCHEMA))
+    if kind in ("position", "mixed"):
+        tbl.delete("id in (1, 2, 77, 150, 299)")
+    if kind in ("equality", "mixed"):
+        tbl.delete_rows(pa.table({"id": pa.array([5, 6, 180], pa.int64())}), on=["id"])
+    return tbl
+
+
+def _catalog(tmp_path: Path) -> Any:
+    cat = ge.load_catalog("spark", uri=f"sqlite:///{tmp_path / 'c.db'}", warehouse=(tmp_path / "wh").as_uri())
+    cat.create_namespace("db")
+    return cat
+
+
+def _metrics(files: list[ContentFile]) -> list[tuple[Any, ...]]:
+    return sorted(
+        (f.record_count, f.partition, sorted(f.value_counts.items()), sorted(f.null_value_counts.items()),
+         sorted(f.lower_bounds.items()), sorted(f.upper_bounds.items()))
+        for f in files
+    )  # fmt: skip
+
+
+def _added(result: CompactionResult, tbl: Table) -> list[ContentFile]:
+    from gpu_engine.commit.entries import live_entries, snapshot_manifests
+
+    snap = tbl.metadata.snapshot_by_id(result.commits[0].snapshot_id)
+    out = []
+    for m in snapshot_manifests(tbl.io, snap):
+        if m.added_snapshot_id == snap.snapshot_id and not m.is_delete_manifest:
+            out += [e.file for e in live_entries(tbl.io, m, tbl.metadata.spec_by_id(m.partition_spec_id or 0))
+                    if e.snapshot_id == snap.snapshot_id]  # fmt: skip
+    return out
+
+
+@pytest.mark.parametrize(
+    ("version", "kind"), [(2, "position"), (3, "position"), (2, "equality"), (3, "mixed")]
+)
+def test_same_result_as_single_process(spark: Any, tmp_path: Path, version: int, kind: str) -> None:
+    cat = _catalog(tmp_path)
+    local, distributed = _build(cat, "local", version, kind), _build(cat, "dist", version, kind)
+    expected = local.scan().to_arrow().sort_by("id")
+    options = {"min-input-files": "2"}
+    one = local.compact(options=options, backend="cpu")
+    many = compact(spark, distributed, options=options, backend="cpu")
+    assert distributed.scan().to_arrow().sort_by("id").equals(expected)
+    assert local.scan().to_arrow().sort_by("id").equals(expected)
+    assert (many.rewritten_data_files, many.added_data_files, many.removed_delete_files) == (
+        one.rewritten_data_files, one.added_data_files, one.removed_delete_files,
+    )  # fmt: skip
+    assert len(many.commits) == len(one.commits) == 1
+    assert _metrics(_added(many, distributed)) == _metrics(_added(one, local))
+
+
+def test_failed_attempts_are_retried_without_duplicates(spark: Any, tmp_path: Path) -> None:
+    tbl = _build(_catalog(tmp_path), "t", 3, "position")
+    expected = tbl.scan().to_arrow().sort_by("id")
+    result = compact(spark, tbl, options={"min-input-files": "2"}, backend="cpu", fail_attempts={0: 1, 1: 1})
+    assert not result.failures and len(result.groups) == 2
+    assert tbl.scan().to_arrow().sort_by("id").equals(expected)
+    data_files = {t.file.path for t in tbl.scan().plan().tasks}
+    assert len(data_files) == result.added_data_files == 2
+    # nothing written twice: the data directory holds the table's files and the old, replaced ones only
+    orphans = tbl.remove_orphan_files(older_than=2**62, dry_run=True)
+    assert not [p for p in orphans if p.endswith(".parquet") and "deletes" not in p]
+
+
+def test_a_killed_attempt_leaves_orphans_not_duplicates(spark: Any, tmp_path: Path) -> None:
+    tbl = _build(_catalog(tmp_path), "t", 2, "mixed")
+    expected = tbl.scan().to_arrow().sort_by("id")
+    result = compact(
+        spark,
+        tbl,
+        options={"min-input-files": "2"},
+        backend="cpu",
+        fail_attempts={1: 1},
+        crash_after_write=True,
+    )
+    assert not result.failures and result.added_data_files == 2
+    assert tbl.scan().to_arrow().sort_by("id").equals(expected)
+    live = {t.file.path for t in tbl.scan().plan().tasks}
+    orphans = [p for p in tbl.remove_orphan_files(older_than=2**62, dry_run=True) if p.endswith(".parquet")]
+    written = [p for p in orphans if "deletes" not in p and p not in live]
+    # the killed attempt's file is reported as an orphan (with the files the compaction replaced)
+    replaced = {f.path for g in result.plan.groups for f in g.files}
+    assert len([p for p in written if p not in replaced and p.removeprefix("file://") not in replaced]) == 1
+
+
+def test_a_group_that_keeps_failing_does_not_block_the_others(spark: Any, tmp_path: Path) -> None:
+    tbl = _build(_catalog(tmp_path), "t", 2, "position")
+    expected = tbl.scan().to_arrow().sort_by("id")
+    options = {"min-input-files": "2", "partial-progress.enabled": "true"}
+    result = compact(spark, tbl, options=options, backend="cpu", fail_attempts={0: 99})
+    assert [f.group_index for f in result.failures] == [0]
+    assert "injected failure" in result.failures[0].error
+    assert [g.group_index for g in result.groups] == [1]
+    assert tbl.scan().to_arrow().sort_by("id").equals(expected)
+    with pytest.raises(GroupRewriteFailed, match="injected failure"):
+        compact(spark, tbl, options={"min-input-files": "2"}, backend="cpu", fail_attempts={0: 99})
+
+
+class _ConcurrentDelete:
+    """Commits a DV through another handle as soon as the first group is rewritten."""
+
+    def __init__(self, other: Table, where: str):
+        self.other, self.where, self.done = other, where, False
+
+    def group_started(self, group: FileGroup) -> None:
+        return None
+
+    def group_finished(self, group: FileGroup, result: RewriteResult | None, error: str | None) -> None:
+        if not self.done:
+            self.done = True
+            self.other.delete(self.where)
+
+
+def test_concurrent_delete_is_validated_as_in_one_process(spark: Any, tmp_path: Path) -> None:
+    cat = _catalog(tmp_path)
+    tbl = _build(cat, "t", 3, "position")
+    expected = tbl.scan().to_arrow()
+    expected = expected.filter(
+        pa.compute.invert(pa.compute.is_in(expected["id"], pa.array([3, 4], pa.int64())))
+    )
+    race = _ConcurrentDelete(cat.load_table("db.t"), "id in (3, 4)")
+    with pytest.raises(ValidationError, match="this compaction"):
+        compact(spark, tbl, options={"min-input-files": "2"}, backend="cpu", progress=race,
+                sort_order=None)  # fmt: skip
+    tbl.refresh()
+    assert tbl.scan().to_arrow().sort_by("id").equals(expected.sort_by("id"))

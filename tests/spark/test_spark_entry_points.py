@@ -1,0 +1,64 @@
+"""The Spark entry points: ``python -m gpu_engine.spark compact|scan`` (spark-submit's way in) and
+``gpu-engine compact --spark``, run in-process on the test session; and the RAPIDS session settings."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import gpu_engine as ge
+from gpu_engine.cli import main as cli_main
+from gpu_engine.spark import rapids_conf
+from gpu_engine.spark.__main__ import main as spark_main
+
+NAME = "sparkcli"
+
+
+@pytest.fixture
+def table_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spark: Any) -> str:
+    monkeypatch.setenv("PYICEBERG_HOME", str(tmp_path))
+    monkeypatch.setenv(f"PYICEBERG_CATALOG__{NAME.upper()}__URI", f"sqlite:///{tmp_path / 'catalog.db'}")
+    monkeypatch.setenv(f"PYICEBERG_CATALOG__{NAME.upper()}__WAREHOUSE", (tmp_path / "wh").as_uri())
+    cat = ge.load_catalog(NAME)
+    cat.create_namespace("db")
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("name", pa.string())])
+    tbl = cat.create_table("db.t", schema=schema, properties={"format-version": "2"})
+    for i in range(5):
+        tbl.append(pa.table({"id": list(range(i * 10, i * 10 + 10)), "name": [f"n{i}"] * 10}, schema=schema))
+    tbl.delete("id in (4, 44)")
+    return "db.t"
+
+
+def test_module_compact_and_scan(table_name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert spark_main(["compact", table_name, "--catalog", NAME, "--backend", "cpu", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["rewritten-data-files-count"] == 5 and report["added-data-files-count"] == 1
+    assert spark_main(["scan", table_name, "--catalog", NAME, "--filter", "id < 20", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"rows": 19}
+    out = tmp_path / "out"
+    assert spark_main(["scan", table_name, "--catalog", NAME, "--columns", "id", "-o", str(out)]) == 0
+    assert sorted(pq.read_table(out)["id"].to_pylist()) == [i for i in range(50) if i not in (4, 44)]
+
+
+def test_cli_compact_spark(table_name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main(["compact", table_name, "--catalog", NAME, "--spark", "--dry-run", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["planned-files"] == 5
+    assert cli_main(["compact", table_name, "--catalog", NAME, "--master", "local[1]"]) == 2
+    assert "--master goes with --spark" in capsys.readouterr().err
+
+
+def test_rapids_conf() -> None:
+    conf = rapids_conf(tasks_per_gpu=2, rapids_jar="/opt/rapids.jar")
+    assert conf["spark.plugins"] == "com.nvidia.spark.SQLPlugin"
+    assert conf["spark.executor.resource.gpu.amount"] == "1"
+    assert conf["spark.task.resource.gpu.amount"] == "0.5"
+    assert conf["spark.rapids.sql.concurrentGpuTasks"] == "2"
+    assert conf["spark.jars"] == "/opt/rapids.jar"
+    assert rapids_conf()["spark.task.resource.gpu.amount"] == "1"
+    with pytest.raises(ValueError, match="must be >= 1"):
+        rapids_conf(gpus_per_executor=0)

@@ -1,0 +1,63 @@
+"""gpu_engine.spark.scan: a DataFrame of the table's rows, deletes applied on the executors, equal to the
+single-process scan (and on a fixture table with equality deletes); types Spark cannot hold refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import gpu_engine as ge
+from gpu_engine.errors import UnsupportedFeature
+from gpu_engine.spark import scan
+from gpu_engine.spark.scan import spark_arrow_schema
+
+from ..execute.oracles import assert_same_rows
+from ..planning._support import load
+
+
+def _to_arrow(frame: Any) -> pa.Table:
+    table = frame.toArrow()
+    assert isinstance(table, pa.Table)
+    return table
+
+
+def test_scan_equals_the_local_scan(spark: Any, tmp_path: Path) -> None:
+    cat = ge.load_catalog("s", uri=f"sqlite:///{tmp_path / 'c.db'}", warehouse=(tmp_path / "wh").as_uri())
+    cat.create_namespace("db")
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("name", pa.string()),
+                        ("ts", pa.timestamp("us", tz="UTC"))])  # fmt: skip
+    tbl = cat.create_table(
+        "db.t", schema=schema, partition_spec=["bucket(2, id)"], properties={"format-version": "3"}
+    )
+    for i in range(4):
+        ids = np.arange(i * 25, (i + 1) * 25, dtype=np.int64)
+        ts = pa.array(ids * 3_600_000_000, pa.timestamp("us", tz="UTC"))
+        tbl.append(pa.table({"id": ids, "name": [f"n{j}" for j in ids], "ts": ts}, schema=schema))
+    tbl.delete("id in (1, 30, 99)")
+    tbl.delete_rows(pa.table({"id": pa.array([2, 3], pa.int64())}), on=["id"])
+    columns = ["id", "name", "ts", "_file", "_pos"]
+    local = tbl.scan(columns=columns).to_arrow()
+    distributed = _to_arrow(scan(spark, tbl, columns=columns, backend="cpu"))
+    assert distributed.num_rows == local.num_rows == 95
+    assert_same_rows(distributed, local.cast(spark_arrow_schema(local.schema)), context="spark scan")
+    filtered = _to_arrow(scan(spark, tbl, filter="id >= 50", columns=["id"], backend="cpu"))
+    assert sorted(filtered["id"].to_pylist()) == [i for i in range(50, 100) if i != 99]
+
+
+def test_fixture_with_equality_deletes(spark: Any) -> None:
+    rel = "fixtures/impala/iceberg_test/hadoop_catalog/ice/iceberg_v2_delete_equality"
+    tbl = load(rel)
+    assert_same_rows(_to_arrow(scan(spark, tbl, backend="cpu")), tbl.scan().to_arrow(), context=rel)
+
+
+def test_types_spark_cannot_hold_are_refused() -> None:
+    with pytest.raises(UnsupportedFeature, match="column 't'"):
+        spark_arrow_schema(pa.schema([("t", pa.timestamp("ns"))]))
+    with pytest.raises(UnsupportedFeature, match=r"column 's\.c'"):
+        spark_arrow_schema(pa.schema([("s", pa.struct([("c", pa.time64("us"))]))]))
+    converted = spark_arrow_schema(pa.schema([("f", pa.large_string()), ("u", pa.binary(16))]))
+    assert converted.types == [pa.string(), pa.binary()]
