@@ -1,4 +1,5 @@
-"""``python -m gpu_engine.spark compact|scan TABLE ...``: the Spark entry points, for ``spark-submit``.
+"""``python -m gpu_engine.spark compact|scan TABLE ...``: the Spark entry points; ``spark-submit`` runs
+this file as its application (``spark-submit .../gpu_engine/spark/__main__.py compact TABLE ...``).
 
 ``compact`` takes the options of ``gpu-engine compact`` (it is ``gpu-engine compact --spark``);
 ``scan`` prints the row count and the first rows, or writes the rows as Parquet with ``-o DIR`` (by
@@ -15,13 +16,16 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from ..cli import compact as compact_cli
-from ..cli.common import open_table, table_options
-from ..errors import GpuEngineError
+# absolute imports: spark-submit runs this file as a script (path/to/gpu_engine/spark/__main__.py)
+from gpu_engine.cli import compact as compact_cli
+from gpu_engine.cli.common import open_table, table_options
+from gpu_engine.errors import GpuEngineError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m gpu_engine.spark", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m gpu_engine.spark", description="gpu-engine on Spark: compact and scan Iceberg tables"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     compact_cli.add_parser(sub)
     sub.choices["compact"].set_defaults(spark=True)
@@ -37,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_scan(args: argparse.Namespace, console: Console) -> int:
-    from . import scan, session
+    from gpu_engine.spark import scan, session
 
     table = open_table(args)
     columns = [c.strip() for c in args.columns.split(",") if c.strip()] if args.columns else None
