@@ -1,5 +1,6 @@
-"""Writer processes appending concurrently to one table in a SQLite catalog: every commit lands exactly
-once, as its own snapshot, and every row is present once."""
+"""Writer processes appending concurrently to one table in a SQL catalog (SQLite, and PostgreSQL where a
+throwaway server can start): every commit lands exactly once, as its own snapshot, and every row is
+present once."""
 
 from __future__ import annotations
 
@@ -7,14 +8,18 @@ import multiprocessing
 import os
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
+import gpu_engine as ge
+
+from ..catalog import postgres_server
+from ..catalog.postgres_server import PostgresServer
 from . import _writer
-from ._support import CATALOG_NAME, duckdb_rows, pyiceberg_static, referenced_files, sql_catalog, table_files
+from ._support import CATALOG_NAME, duckdb_rows, pyiceberg_static, referenced_files, table_files
 
 # many writers on two cores: short waits, many retries (the defaults are for real clusters)
 PROPS = {
@@ -28,12 +33,33 @@ COMMITS = int(os.environ.get("COMMIT_TEST_COMMITS", "50"))
 PER_COMMIT = 3
 
 
+@pytest.fixture(scope="module")
+def postgres() -> Iterator[PostgresServer]:
+    server = postgres_server.start()
+    if isinstance(server, str):
+        pytest.skip(f"no PostgreSQL server for the concurrency test: {server}")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def catalog_uri(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'catalog.db'}"
+    server: PostgresServer = request.getfixturevalue("postgres")
+    return server.new_database()
+
+
 @pytest.mark.parametrize(("writers", "commits"), [(WRITERS, COMMITS)])
-def test_writer_processes(tmp_path: Path, writers: int, commits: int) -> None:
-    cat = sql_catalog(tmp_path)
+def test_writer_processes(
+    request: pytest.FixtureRequest, tmp_path: Path, catalog_uri: str, writers: int, commits: int
+) -> None:
+    uri, warehouse = catalog_uri, str(tmp_path / "wh")
+    cat = ge.load_catalog(CATALOG_NAME, uri=uri, warehouse=warehouse)
+    request.addfinalizer(cat.close)
+    cat.create_namespace("db")
     schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("writer", pa.int32())])
     tbl = cat.create_table("db.t", schema, partition_spec=["writer"], properties=PROPS)
-    uri, warehouse = f"sqlite:///{tmp_path / 'catalog.db'}", str(tmp_path / "wh")
     assert CATALOG_NAME == "writes"
     started = time.monotonic()
     ctx = multiprocessing.get_context("spawn")
