@@ -20,12 +20,13 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import CommitConflict, CommitStateUnknown, GpuEngineError, UnsupportedFeature, ValidationError
 from ..iceberg.manifest_list import ManifestFile
 from ..iceberg.manifest_write import write_manifest_list
 from ..iceberg.metadata import TableMetadata
+from ..iceberg.snapshots import Snapshot, snapshot_to_json
 from ..io.fileio import FileIO
 from . import manifest_set, table_update
 from .entries import snapshot_manifests
@@ -46,18 +47,11 @@ def _no_faults(stage: str) -> None:
 
 def check_committable(table: Table) -> Catalog:
     """The catalog that commits ``table``; :class:`UnsupportedFeature` when it cannot be committed here."""
-    from ..catalog.rest import RestCatalog
-
     catalog = table.catalog
     if catalog is None:
         raise UnsupportedFeature(
             f"table {table.metadata_location} was loaded from a metadata file and has no catalog to commit "
             "to: load its table directory (gpu_engine.load_table(dir)) or load it from a catalog"
-        )
-    if isinstance(catalog, RestCatalog):
-        raise UnsupportedFeature(
-            f"catalog {catalog.name!r}: snapshot commits through a REST catalog are not implemented yet "
-            "(the REST protocol commits snapshots as add-snapshot updates, not pointer swaps)"
         )
     if table.io.path_map:
         raise UnsupportedFeature(
@@ -65,6 +59,12 @@ def check_committable(table: Table) -> Catalog:
             "writing to it would mix old and new path spellings: commit where its paths are real"
         )
     return catalog
+
+
+def is_rest_catalog(catalog: Catalog) -> bool:
+    from ..catalog.rest import RestCatalog
+
+    return isinstance(catalog, RestCatalog)
 
 
 def is_file_system_catalog(catalog: Catalog) -> bool:
@@ -202,14 +202,19 @@ class _Producer:
             base, base_location, snapshot_id=self.snapshot_id, branch=self.branch, timestamp_ms=timestamp,
             summary=summary, manifest_list=listed,
         )  # fmt: skip
-        path = table_update.metadata_path(
-            new_md, base_location, file_system_table=is_file_system_catalog(self.catalog)
-        )
-        self.faults("metadata")
-        table_update.write_metadata(io, path, new_md)
-        written.append(path)
-        self.faults("swap")
-        location = self._swap(base_location, path)
+        if is_rest_catalog(self.catalog):  # the server writes the metadata file from our updates
+            self.faults("metadata")
+            self.faults("swap")
+            new_md, location = self._rest_commit(base, new_md, parent)
+        else:
+            path = table_update.metadata_path(
+                new_md, base_location, file_system_table=is_file_system_catalog(self.catalog)
+            )
+            self.faults("metadata")
+            table_update.write_metadata(io, path, new_md)
+            written.append(path)
+            self.faults("swap")
+            location = self._swap(base_location, path)
         table._advance(new_md, location)
         orphaned = self._clean_failed_attempts(referenced={*(m.manifest_path for m in manifests), list_path})
         return CommitResult(
@@ -244,6 +249,46 @@ class _Producer:
             ) from exc
         self.swapping = False
         return location
+
+    def _rest_commit(
+        self, base: TableMetadata, new_md: TableMetadata, parent: Snapshot | None
+    ) -> tuple[TableMetadata, str]:
+        """The REST protocol's commit: ``add-snapshot`` and ``set-snapshot-ref`` updates, required to
+        apply to the same table (uuid) with the branch still at ``parent``; the server's metadata back."""
+        from ..catalog.rest import RestCatalog
+
+        assert isinstance(self.catalog, RestCatalog)
+        snapshot = new_md.snapshots_by_id[self.snapshot_id]
+        requirements: list[dict[str, Any]] = [
+            {"type": "assert-table-uuid", "uuid": base.table_uuid},
+            {"type": "assert-ref-snapshot-id", "ref": self.branch,
+             "snapshot-id": None if parent is None else parent.snapshot_id},
+        ]  # fmt: skip
+        updates: list[dict[str, Any]] = [
+            {"action": "add-snapshot", "snapshot": snapshot_to_json(snapshot)},
+            {"action": "set-snapshot-ref", "ref-name": self.branch, "type": "branch",
+             "snapshot-id": self.snapshot_id},
+        ]  # fmt: skip
+        self.swapping = True
+        try:
+            committed = self.catalog.commit_table(
+                self.table.identifier, requirements=requirements, updates=updates
+            )
+        except (CommitConflict, CommitStateUnknown, GpuEngineError):
+            self.swapping = False
+            raise
+        except Exception as exc:
+            raise CommitStateUnknown(
+                f"commit to {self.table.location}: the REST commit failed with {type(exc).__name__}: {exc}; "
+                "whether it landed is unknown"
+            ) from exc
+        self.swapping = False
+        landed = committed.metadata.snapshots_by_id.get(self.snapshot_id)
+        if landed is None or committed.metadata.snapshot_refs.get(self.branch, None) is None:
+            raise CommitStateUnknown(
+                f"commit to {self.table.location}: the REST server's answer lacks snapshot {self.snapshot_id}"
+            )
+        return committed.metadata, committed.metadata_location
 
     def _clean_failed_attempts(self, referenced: set[str]) -> tuple[str, ...]:
         stale = [p for a in self.files.attempts[:-1] for p in a if p not in referenced]

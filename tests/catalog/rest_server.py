@@ -312,6 +312,12 @@ class RestCatalogServer:
             elif action == "remove-properties":
                 for k in upd["removals"]:
                     new.get("properties", {}).pop(k, None)
+            elif action == "add-snapshot":
+                if failure := _add_snapshot(new, upd["snapshot"]):
+                    return error(400, "BadRequestException", failure)
+            elif action == "set-snapshot-ref":
+                if failure := _set_ref(new, upd):
+                    return error(400, "BadRequestException", failure)
             else:
                 return error(400, "BadRequestException", f"unsupported update action {action!r}")
         new["metadata-log"] = [
@@ -331,6 +337,42 @@ class RestCatalogServer:
         if fault == "commit-drop":
             return Reply(0, drop=True)
         return Reply(200, result, delay_s=self.slow_s if fault == "commit-slow" else 0.0)
+
+
+def _add_snapshot(md: dict[str, Any], snap: dict[str, Any]) -> str | None:
+    """Add ``snap`` as Iceberg Java's TableMetadata.Builder does: a new id, a sequence number past the
+    table's (v2+), and on v3 a first-row-id equal to the table's next-row-id, which then moves past it."""
+    if any(s["snapshot-id"] == snap["snapshot-id"] for s in md.get("snapshots", [])):
+        return f"snapshot {snap['snapshot-id']} already exists"
+    version = md["format-version"]
+    if version >= 2:
+        if snap["sequence-number"] <= md.get("last-sequence-number", 0):
+            return (
+                f"sequence number {snap['sequence-number']} is not past {md.get('last-sequence-number', 0)}"
+            )
+        md["last-sequence-number"] = snap["sequence-number"]
+    if version >= 3:
+        if snap.get("first-row-id") != md.get("next-row-id", 0):
+            return f"first-row-id {snap.get('first-row-id')} is not next-row-id {md.get('next-row-id', 0)}"
+        md["next-row-id"] = snap["first-row-id"] + snap["added-rows"]
+    md["snapshots"] = [*md.get("snapshots", []), snap]
+    return None
+
+
+def _set_ref(md: dict[str, Any], upd: dict[str, Any]) -> str | None:
+    snap_id, name = upd["snapshot-id"], upd["ref-name"]
+    snap = next((s for s in md.get("snapshots", []) if s["snapshot-id"] == snap_id), None)
+    if snap is None:
+        return f"no snapshot {snap_id} for ref {name}"
+    refs = md.setdefault("refs", {})
+    refs[name] = {**refs.get(name, {}), "snapshot-id": snap_id, "type": upd["type"]}
+    if name == "main":
+        md["current-snapshot-id"] = snap_id
+        md["snapshot-log"] = [
+            *md.get("snapshot-log", []),
+            {"snapshot-id": snap_id, "timestamp-ms": snap["timestamp-ms"]},
+        ]
+    return None
 
 
 def _ref_snapshot(md: dict[str, Any], ref: str) -> int | None:
