@@ -5,8 +5,9 @@ snapshot; a group that fails fails the compaction and every file written is dele
 ``partial-progress.enabled`` groups are committed as they finish, in up to
 ``partial-progress.max-commits`` commits; a group that fails to rewrite or to validate is reported in
 :attr:`CompactionResult.failures` and the others still commit, unless more than
-``partial-progress.max-failed-commits`` commits fail (then :class:`CompactionFailed`, after what landed
-stays landed). An unknown commit state is raised at once (its files are kept: they may be the table's).
+``partial-progress.max-failed-commits`` of the planned commits do not land, through failed rewrites or
+failed commits (then :class:`CompactionFailed`, after what landed stays landed). An unknown commit state
+is raised at once (its files are kept: they may be the table's).
 """
 
 from __future__ import annotations
@@ -219,9 +220,10 @@ def compact(
         delete_files_removed=run.deletes_removed,
     )  # fmt: skip
     limit = resolved.partial_progress_max_failed_commits
-    if resolved.partial_progress_enabled and limit is not None and run.failed_commits > limit:
+    failed = run.planned_commits - run.rewrite_commits
+    if resolved.partial_progress_enabled and limit is not None and failed > limit:
         raise CompactionFailed(
-            f"compaction of {table.location}: {run.failed_commits} commit(s) failed, more than "
+            f"compaction of {table.location}: {failed} of {run.planned_commits} commit(s) failed, more than "
             f"partial-progress.max-failed-commits={limit}: {[str(f) for f in run.failures][:3]}",
             out,
         )
@@ -239,14 +241,17 @@ class _Run:
     outcomes: list[GroupOutcome] = field(default_factory=list)
     failures: list[GroupFailure] = field(default_factory=list)
     commits: list[CommitResult] = field(default_factory=list)
-    failed_commits: int = 0
+    planned_commits: int = 0  # the commits the groups were cut into (partial progress: up to max-commits)
+    rewrite_commits: int = 0  # those that landed; the others failed, in the rewrite or in the commit
     backend: str = "cpu"
     replaced: set[str] = field(default_factory=set)  # data files replaced by this compaction's commits
     deletes_removed: int = 0
 
     def execute(self, runner: GroupRunner) -> None:
         o = self.plan.options
-        per_commit = math.ceil(len(self.plan.groups) / o.partial_progress_max_commits)
+        per_commit = max(1, math.ceil(len(self.plan.groups) / o.partial_progress_max_commits))
+        partial = o.partial_progress_enabled
+        self.planned_commits = math.ceil(len(self.plan.groups) / per_commit) if partial else 1
         pending: list[tuple[FileGroup, RewriteResult]] = []
         uncommitted: list[RewriteResult] = []
         io = self.table.io
@@ -295,7 +300,6 @@ class _Run:
                 uncommitted.remove(r)
         ok = [(g, r) for g, r in done if g.index not in bad]
         if not ok:
-            self.failed_commits += 1
             return
         try:
             dropped = dropped_keys(self.plan, [g for g, _ in ok], self.replaced)
@@ -311,11 +315,11 @@ class _Run:
                 uncommitted.remove(r)  # commit() deleted them
             if not partial:
                 raise
-            self.failed_commits += 1
             for g, _ in ok:
                 self.failures.append(GroupFailure(g.index, "commit", f"{type(exc).__name__}: {exc}"))
             return
         self.commits.append(landed)
+        self.rewrite_commits += 1
         self.replaced.update(f.path for g, _ in ok for f in g.files)
         self.deletes_removed += len(dropped)
         for g, r in ok:

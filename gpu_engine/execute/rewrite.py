@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -129,14 +130,23 @@ def _chunks(
     expected_rows: int,
     write: Callable[[Iterator[pa.RecordBatch]], None],
 ) -> None:
-    """Write ``rows`` as ``files`` chunks of ``expected_rows / files`` rows (the last takes the rest)."""
+    """Write ``rows`` as ``files`` chunks of ``expected_rows / files`` rows (the last takes the rest).
+
+    ``expected_rows`` counts no equality deletes nor position deletes of several files, so fewer rows may
+    come: a remainder of at most a tenth of a chunk joins the chunk before it instead of making a tiny
+    file of its own."""
     per_file = max(1, math.ceil(expected_rows / max(files, 1)))
     splitter = _Splitter(rows)
     for i in range(max(files, 1)):
-        last = i == files - 1
         if splitter.exhausted():
             break
-        write(splitter.take(None if last else per_file))
+        write(_chunk(splitter, None if i >= files - 1 else per_file))
+
+
+def _chunk(splitter: _Splitter, limit: int | None) -> Iterator[pa.RecordBatch]:
+    yield from splitter.take(limit)
+    if limit is not None and splitter.rows_left_at_most(limit // 10):
+        yield from splitter.take(None)
 
 
 class _Splitter:
@@ -144,18 +154,31 @@ class _Splitter:
 
     def __init__(self, batches: Iterator[pa.RecordBatch]):
         self._batches = batches
-        self._pending: pa.RecordBatch | None = None
+        self._queue: deque[pa.RecordBatch] = deque()
         self._done = False
 
+    def _pull(self) -> bool:
+        if self._done:
+            return False
+        try:
+            self._queue.append(next(self._batches))
+        except StopIteration:
+            self._done = True
+            return False
+        return True
+
     def exhausted(self) -> bool:
-        while self._pending is None or self._pending.num_rows == 0:
-            if self._done:
+        while not self._queue or self._queue[0].num_rows == 0:
+            if self._queue:
+                self._queue.popleft()
+            elif not self._pull():
                 return True
-            try:
-                self._pending = next(self._batches)
-            except StopIteration:
-                self._done = True
-                self._pending = None
+        return False
+
+    def rows_left_at_most(self, n: int) -> bool:
+        """Whether at most ``n`` rows are left (reading ahead at most ``n`` rows and one batch)."""
+        while sum(b.num_rows for b in self._queue) <= n:
+            if not self._pull():
                 return True
         return False
 
@@ -164,13 +187,12 @@ class _Splitter:
         while left is None or left > 0:
             if self.exhausted():
                 return
-            batch = self._pending
-            assert batch is not None
+            batch = self._queue[0]
             if left is not None and batch.num_rows > left:
-                self._pending = batch.slice(left)
+                self._queue[0] = batch.slice(left)
                 yield batch.slice(0, left)
                 return
-            self._pending = None
+            self._queue.popleft()
             if left is not None:
                 left -= batch.num_rows
             yield batch

@@ -29,6 +29,7 @@ from ..tasks import RewriteStrategy
 from .ordering import sort_indices, zorder_indices
 
 SAMPLE_ROWS = 20_000
+MAX_OPEN_RANGES = 256  # range files written at once (file descriptors): more ranges take more passes
 _SEED = 20261123
 
 
@@ -139,8 +140,18 @@ def _partition(
     spill: str, paths: list[str], bounds: pa.Table, arrow_schema: pa.Schema, strategy: RewriteStrategy,
     schema: Schema, backend: str,
 ) -> None:  # fmt: skip
-    """Route every spilled row to the range file of the boundaries ordered before it."""
-    sinks = [pa.OSFile(p, "wb") for p in paths]
+    """Route every spilled row to the range file of the boundaries ordered before it; at most
+    ``MAX_OPEN_RANGES`` range files are open at once (one pass over the spill file per that many)."""
+    for lo in range(0, len(paths), MAX_OPEN_RANGES):
+        _partition_pass(spill, paths, lo, bounds, arrow_schema, strategy, schema, backend)
+
+
+def _partition_pass(
+    spill: str, paths: list[str], lo: int, bounds: pa.Table, arrow_schema: pa.Schema,
+    strategy: RewriteStrategy, schema: Schema, backend: str,
+) -> None:  # fmt: skip
+    hi = min(len(paths), lo + MAX_OPEN_RANGES)
+    sinks = [pa.OSFile(p, "wb") for p in paths[lo:hi]]
     writers = [pa.ipc.new_file(s, arrow_schema) for s in sinks]
     try:
         with pa.memory_map(spill) as source:
@@ -159,8 +170,9 @@ def _partition(
                 bound_pos = np.sort(position[batch.num_rows :])
                 which = np.searchsorted(bound_pos, position[: batch.num_rows], side="left")
                 for r in np.unique(which):
-                    rows = np.flatnonzero(which == r)
-                    writers[int(r)].write_batch(batch.take(pa.array(rows, pa.int64())))
+                    if lo <= r < hi:
+                        rows = np.flatnonzero(which == r)
+                        writers[int(r) - lo].write_batch(batch.take(pa.array(rows, pa.int64())))
     finally:
         for w in writers:
             w.close()

@@ -1,0 +1,649 @@
+"""Table.compact: binpack, sort and zorder over v1/v2/v3 tables with position deletes, DVs and equality
+deletes. The rows (and on v3 their ``_row_id`` and ``_last_updated_sequence_number``) are unchanged, the
+file count drops, file-scoped deletes are gone, the new files keep the starting sequence number, carry
+exact metrics and are in the strategy's order (floats per the spec's total order), PyIceberg reads the
+result; target sizes, partial progress, the spill path of a large sort, dry runs and bad options."""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+import struct
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+import gpu_engine as ge
+from gpu_engine.commit.compact import CompactionResult
+from gpu_engine.errors import InvalidOption, UnsupportedFeature
+from gpu_engine.execute import rewrite_order
+from gpu_engine.execute.rewrite import rewrite_group
+from gpu_engine.iceberg import types as it
+from gpu_engine.iceberg.content_file import ContentFile
+from gpu_engine.table import Table
+
+from ._compact_support import (
+    REGIONS,
+    assert_no_stray_data_files,
+    assert_nothing_referenced_is_missing,
+    assert_rows_equal,
+    data_files,
+    gen_rows,
+    new_table,
+    operation,
+    parquet_files_on_disk,
+    read_file,
+    snapshot_entries,
+)
+from ._support import pyiceberg_static
+
+LINEAGE = ["_row_id", "_last_updated_sequence_number"]
+REWRITE_ALL = {"rewrite-all": "true"}
+SORT = "name DESC NULLS LAST, id"
+
+
+# -- independent orders -------------------------------------------------------------------------------------
+
+
+def _float_key(v: float) -> tuple[int, float, int]:
+    """The spec's float order: -NaN < -Inf < -x < -0.0 < 0.0 < x < Inf < NaN."""
+    if math.isnan(v):
+        return (0, 0.0, 0) if math.copysign(1.0, v) < 0 else (2, 0.0, 0)
+    return (1, v, 0 if math.copysign(1.0, v) < 0 else 1)
+
+
+def _value_key(v: Any) -> Any:
+    if isinstance(v, float):
+        return _float_key(v)
+    if isinstance(v, str):
+        return v.encode("utf-8")  # unsigned bytes
+    return v
+
+
+def spec_sorted(rows: list[dict[str, Any]], order: list[tuple[str, bool, bool]]) -> list[dict[str, Any]]:
+    """``rows`` in ``order``: (column, ascending, nulls first) items, compared as the spec says."""
+
+    def cmp(r: dict[str, Any], s: dict[str, Any]) -> int:
+        for col, asc, nulls_first in order:
+            a, b = r[col], s[col]
+            if a is None or b is None:
+                if a is None and b is None:
+                    continue
+                return (-1 if a is None else 1) * (1 if nulls_first else -1)
+            ka, kb = _value_key(a), _value_key(b)
+            if ka != kb:
+                return (-1 if ka < kb else 1) * (1 if asc else -1)
+        return 0
+
+    return sorted(rows, key=functools.cmp_to_key(cmp))
+
+
+def _bits(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """Rows as tuples with floats by their bits (NaN signs and zero signs matter)."""
+    return [tuple(struct.pack("<d", v) if isinstance(v, float) else v for v in r.values()) for r in rows]
+
+
+def _zword(v: int | None) -> int:
+    return 0 if v is None else (v & ((1 << 64) - 1)) ^ (1 << 63)
+
+
+def morton(a: int | None, b: int | None) -> int:
+    """Morton key of (a, b): the sign-flipped 64-bit words interleaved MSB first, ``a``'s bit first."""
+    wa, wb = _zword(a), _zword(b)
+    out = 0
+    for i in range(63, -1, -1):
+        out = (out << 2) | (((wa >> i) & 1) << 1) | ((wb >> i) & 1)
+    return out
+
+
+# -- setup ------------------------------------------------------------------------------------------------
+
+
+def build(
+    tmp_path: Path, version: int, *, partitioned: bool, eq: bool, appends: int = 5
+) -> tuple[Table, pa.Table]:
+    """A table of ``appends`` small files; on v2/v3 position deletes or DVs and, with ``eq``, equality
+    deletes on ``id`` and on ``name`` (NULL included); returns the table and its expected rows."""
+    _, tbl = new_table(tmp_path, version, partitioned=partitioned)
+    parts = [gen_rows(i * 40, 40, seed=version) for i in range(appends)]
+    for p in parts:
+        tbl.append(p)
+    expected = pa.concat_tables(parts)
+    if version >= 2:
+        gone = [3, 5, 41, 42, 43, 90, 130, 131, 200, 201, 202, 203]
+        tbl.delete(f"id in ({', '.join(map(str, gone))})", backend="cpu")
+        expected = expected.filter(pc.invert(pc.is_in(expected["id"], pa.array(gone, pa.int64()))))
+        tbl.delete("id >= 60 and id < 70", backend="cpu")
+        expected = expected.filter((pc.field("id") < 60) | (pc.field("id") >= 70))
+    if eq:  # keys carry the partition column: equality deletes are partition-scoped
+        hit = expected.filter(pc.is_in(expected["id"], pa.array([7, 8, 150], pa.int64())))
+        keys = pa.table(
+            {
+                "id": pa.array([*hit["id"].to_pylist(), 999], pa.int64()),
+                "region": [*hit["region"].to_pylist(), "eu"],
+            }
+        )
+        tbl.delete_rows(keys, on=["id", "region"], backend="cpu")
+        expected = expected.filter(pc.invert(pc.is_in(expected["id"], hit["id"])))
+        names = pa.table(
+            {"name": pa.array(["cy", None] * 3, pa.string()), "region": [r for r in REGIONS for _ in "ab"]}
+        )
+        tbl.delete_rows(names, on=["name", "region"], backend="cpu")
+        expected = expected.filter(pc.fill_null(pc.not_equal(expected["name"], "cy"), False))
+    assert_rows_equal(tbl.scan(backend="cpu").to_arrow(), expected, context="before compaction")
+    return tbl, expected
+
+
+def lineage(tbl: Table) -> pa.Table:
+    return tbl.scan(columns=["id", *LINEAGE], backend="cpu").to_arrow()
+
+
+# -- exact metrics ----------------------------------------------------------------------------------------
+
+
+def _decode(t: it.IcebergType, raw: bytes) -> Any:
+    text = str(t)
+    if text == "long":
+        return struct.unpack("<q", raw)[0]
+    if text in ("int", "date"):
+        return struct.unpack("<i", raw)[0]
+    if text == "double":
+        return struct.unpack("<d", raw)[0]
+    if text == "string":
+        return raw.decode("utf-8")
+    raise AssertionError(f"no decoder for {text}")
+
+
+def assert_exact_metrics(tbl: Table, f: ContentFile) -> None:
+    """``f``'s counts and bounds are those pyarrow computes over the file's rows."""
+    data = read_file(f.path)
+    assert f.record_count == data.num_rows
+    assert f.file_size_in_bytes == os.path.getsize(f.path)
+    for fld in tbl.schema().fields:
+        col = data.column(fld.name)
+        fid = fld.field_id
+        assert f.value_counts[fid] == data.num_rows, fld.name
+        assert f.null_value_counts[fid] == col.null_count, fld.name
+        values = [v for v in col.to_pylist() if v is not None]
+        if pa.types.is_floating(col.type):
+            nans = sum(1 for v in values if math.isnan(v))
+            assert f.nan_value_counts.get(fid, 0) == nans, fld.name
+            values = [v for v in values if not math.isnan(v)]
+        if not values:
+            assert fid not in f.lower_bounds and fid not in f.upper_bounds, fld.name
+            continue
+        if isinstance(values[0], str):
+            lo: Any = min(values, key=lambda s: s.encode("utf-8"))
+            hi: Any = max(values, key=lambda s: s.encode("utf-8"))
+        else:
+            lo, hi = min(values), max(values)
+        got_lo, got_hi = _decode(fld.type, f.lower_bounds[fid]), _decode(fld.type, f.upper_bounds[fid])
+        assert got_lo == lo and got_hi == hi, (fld.name, got_lo, got_hi, lo, hi)
+        if isinstance(lo, float) and lo == 0.0 and any(math.copysign(1, v) < 0 for v in values if v == 0):
+            assert math.copysign(1.0, got_lo) < 0, f"{fld.name}: lower bound must be -0.0"
+        if isinstance(hi, float) and hi == 0.0 and any(math.copysign(1, v) > 0 for v in values if v == 0):
+            assert math.copysign(1.0, got_hi) > 0, f"{fld.name}: upper bound must be +0.0"
+
+
+# -- the whole-table checks --------------------------------------------------------------------------------
+
+
+def check_compacted(
+    tbl: Table,
+    expected: pa.Table,
+    result: CompactionResult,
+    *,
+    files_before: list[str],
+    lineage_before: pa.Table | None,
+    pyiceberg: bool,
+    file_order: Callable[[pa.Table], None] | None = None,
+) -> list[ContentFile]:
+    """Everything a completed rewrite-all compaction promises; returns the new data files."""
+    assert not result.failures and result.commits
+    assert_rows_equal(tbl.scan(backend="cpu").to_arrow(), expected, context="after compaction")
+    files_after = data_files(tbl)
+    assert len(files_after) < len(files_before)
+    assert not set(files_after) & set(files_before)  # rewrite-all: every file replaced
+    assert result.rewritten_data_files == len(files_before)
+    assert result.added_data_files == len(files_after)
+
+    md = tbl.metadata
+    (commit,) = result.commits
+    snap = md.current_snapshot()
+    assert snap is not None and snap.snapshot_id == commit.snapshot_id
+    assert operation(snap) == "replace"
+    entries = snapshot_entries(tbl)
+    new = [e for e in entries if e.file.content == 0]
+    assert {e.file.path for e in new} == set(files_after)
+    for e in new:
+        assert e.snapshot_id == commit.snapshot_id
+        if md.format_version >= 2:
+            assert e.sequence_number == result.plan.starting_sequence_number
+            assert e.file_sequence_number == commit.sequence_number
+        assert_exact_metrics(tbl, e.file)
+        if file_order is not None:
+            file_order(read_file(e.file.path))
+    # the deletes of the replaced files are gone from the plan; equality deletes older than the
+    # starting sequence number no longer apply to the new files either
+    for t in tbl.scan(backend="cpu").plan().tasks:
+        assert not t.deletes, [d.path for d in t.deletes]
+    if md.format_version >= 2:
+        # DVs and position delete files of one data file are dropped with it; a v2 position delete file
+        # spanning several data files stays (dangling: it names no live file)
+        assert result.removed_delete_files >= 1
+        scoped = [e.file.path for e in entries if e.file.content == 1 and e.file.referenced_data_file]
+        assert not scoped, scoped
+        if md.format_version >= 3:
+            assert not [e for e in entries if e.file.content == 1]
+    if lineage_before is not None:
+        assert_rows_equal(lineage(tbl), lineage_before, context="row lineage")
+    if pyiceberg:
+        assert_rows_equal(pyiceberg_static(tbl), expected, context="pyiceberg after compaction")
+    assert_nothing_referenced_is_missing(tbl)
+    assert_no_stray_data_files(tbl)
+    return [e.file for e in new]
+
+
+def _sorted_by_name(data: pa.Table) -> None:
+    rows = data.select(["id", "name"]).to_pylist()
+    assert _bits(rows) == _bits(spec_sorted(rows, [("name", False, False), ("id", True, True)]))
+
+
+def _zordered(data: pa.Table) -> None:
+    keys = [morton(a, b) for a, b in zip(data["a"].to_pylist(), data["b"].to_pylist(), strict=True)]
+    assert keys == sorted(keys)
+
+
+ORDER_CHECKS: dict[str, Callable[[pa.Table], None] | None] = {
+    "binpack": None,
+    "sort": _sorted_by_name,
+    "zorder": _zordered,
+}
+
+
+LAYOUTS = [(1, "flat"), (2, "flat"), (2, "partitioned-eq"), (3, "flat"), (3, "partitioned-eq")]
+
+
+@pytest.mark.parametrize(("version", "layout"), LAYOUTS, ids=[f"v{v}-{lay}" for v, lay in LAYOUTS])
+@pytest.mark.parametrize("strategy", ["binpack", "sort", "zorder"])
+def test_compaction_keeps_rows_and_drops_files(
+    tmp_path: Path, version: int, strategy: str, layout: str
+) -> None:
+    partitioned = layout != "flat"
+    eq = partitioned and version >= 2
+    tbl, expected = build(tmp_path, version, partitioned=partitioned, eq=eq)
+    files_before = data_files(tbl)
+    before = lineage(tbl) if version >= 3 else None
+    if version >= 3:
+        assert before is not None and before["_row_id"].null_count == 0
+    order = {"binpack": None, "sort": SORT, "zorder": "a, b"}[strategy]
+    result = tbl.compact(strategy, sort_order=order, options=REWRITE_ALL, backend="cpu")
+    assert result.plan.files == len(files_before)
+    check_compacted(
+        tbl, expected, result, files_before=files_before, lineage_before=before, pyiceberg=not eq,
+        file_order=ORDER_CHECKS[strategy],
+    )  # fmt: skip
+    # the table still takes deletes and appends, and a second compaction finds nothing to do
+    if version >= 2:
+        tbl.delete("id < 20", backend="cpu")
+        expected = expected.filter(pc.field("id") >= 20)
+    tbl.append(gen_rows(1000, 10, seed=9))
+    expected = pa.concat_tables([expected, gen_rows(1000, 10, seed=9)])
+    assert_rows_equal(tbl.scan(backend="cpu").to_arrow(), expected, context="after later writes")
+    if version >= 3:
+        ids = lineage(tbl).filter(pc.field("id") < 1000)
+        assert_rows_equal(ids, before.filter(pc.field("id") >= 20), context="lineage after later writes")  # type: ignore[union-attr]
+    again = tbl.compact(options={"min-input-files": "100"}, backend="cpu")
+    assert not again.plan.groups and not again.commits
+
+
+def test_lineage_of_rows_appended_in_several_commits(tmp_path: Path) -> None:
+    """On v3 the rewrite materialises inherited ``_row_id``s and sequence numbers: appended in three
+    commits, each row keeps the sequence number of its own append."""
+    _, tbl = new_table(tmp_path, 3)
+    for i in range(3):
+        tbl.append(gen_rows(i * 10, 10))
+    before = lineage(tbl)
+    assert sorted(set(before["_last_updated_sequence_number"].to_pylist())) == [1, 2, 3]
+    assert before["_row_id"].to_pylist() == before["id"].to_pylist()  # ids 0..29 appended in order
+    tbl.compact(options=REWRITE_ALL, backend="cpu")
+    assert_rows_equal(lineage(tbl), before, context="lineage")
+    (f,) = data_files(tbl)
+    stored = read_file(f)
+    assert set(LINEAGE) <= set(stored.column_names)  # materialised in the file
+    assert stored["_row_id"].null_count == 0 and stored["_last_updated_sequence_number"].null_count == 0
+    assert (tbl.metadata.next_row_id or 0) >= 60  # the replace snapshot still counts its added rows
+
+
+def test_group_whose_rows_are_all_deleted_is_removed(tmp_path: Path) -> None:
+    _, tbl = new_table(tmp_path, 2)
+    for i in range(3):
+        tbl.append(gen_rows(i * 10, 10))
+    tbl.delete_rows(pa.table({"id": pa.array(range(30), pa.int64())}), on=["id"], backend="cpu")
+    result = tbl.compact(options=REWRITE_ALL, backend="cpu")
+    (group,) = result.groups
+    assert group.files_rewritten == 3 and group.files_added == 0 and group.rows == 0
+    assert not data_files(tbl) and tbl.scan(backend="cpu").to_arrow().num_rows == 0
+    assert operation(tbl.metadata.current_snapshot()) == "replace"
+    assert_no_stray_data_files(tbl)
+
+
+@pytest.mark.parametrize("version", [2, 3])
+def test_compaction_of_a_branch_leaves_main_alone(tmp_path: Path, version: int) -> None:
+    _, tbl = new_table(tmp_path, version)
+    main_rows = [gen_rows(i * 10, 10) for i in range(3)]
+    for p in main_rows:
+        tbl.append(p)
+    branch_rows = [gen_rows(100 + i * 10, 10) for i in range(2)]
+    for p in branch_rows:
+        tbl.append(p, branch="audit")
+    tbl.delete("id in (1, 101, 111)", branch="audit", backend="cpu")
+    main_head = tbl.metadata.current_snapshot_id
+    audit = pa.concat_tables([*main_rows, *branch_rows]).filter(
+        pc.invert(pc.is_in(pc.field("id"), pa.array([1, 101, 111], pa.int64())))
+    )
+    files_before = {t.file.path for t in tbl.scan(ref="audit").plan().tasks}
+    result = tbl.compact(options=REWRITE_ALL, branch="audit", backend="cpu")
+    md = tbl.metadata
+    assert md.current_snapshot_id == main_head  # main did not move
+    audit_head = md.snapshot_for_ref("audit")
+    assert audit_head.snapshot_id == result.commits[0].snapshot_id and operation(audit_head) == "replace"
+    assert result.plan.starting_sequence_number == md.snapshot_by_id(result.plan.snapshot_id).sequence_number  # type: ignore[arg-type]
+    assert_rows_equal(tbl.scan(ref="audit", backend="cpu").to_arrow(), audit)
+    assert_rows_equal(tbl.scan(backend="cpu").to_arrow(), pa.concat_tables(main_rows))
+    after = {t.file.path for t in tbl.scan(ref="audit").plan().tasks}
+    assert len(after) == 1 and not after & files_before
+    assert set(data_files(tbl)) < files_before  # main still reads the old files
+    assert_nothing_referenced_is_missing(tbl)
+
+
+@pytest.mark.parametrize("version", [2, 3])
+def test_files_read_in_several_splits(tmp_path: Path, version: int) -> None:
+    """Files of many row groups planned as several tasks each (with their deletes): every row is
+    rewritten once, positions and row ids intact."""
+    props = {"write.parquet.row-group-size-bytes": "800", "read.split.target-size": "1500"}
+    _, tbl = new_table(tmp_path, version, properties=props)
+    parts = [gen_rows(i * 200, 200, seed=i) for i in range(3)]
+    for p in parts:
+        tbl.append(p)
+    tbl.delete("id in (0, 150, 199, 200, 333, 599)", backend="cpu")
+    expected = tbl.scan(backend="cpu").to_arrow()
+    assert expected.num_rows == 594
+    tasks = tbl.scan(backend="cpu").plan().tasks
+    assert len(tasks) > 2 * len({t.file.path for t in tasks})  # several splits per file
+    before = lineage(tbl) if version >= 3 else None
+    result = tbl.compact("sort", sort_order="id", options=REWRITE_ALL, backend="cpu")
+    assert result.groups[0].rows == 594
+    assert_rows_equal(tbl.scan(backend="cpu").to_arrow(), expected)
+    if before is not None:
+        assert_rows_equal(lineage(tbl), before, context="lineage")
+    for f in data_files(tbl):
+        ids = read_file(f)["id"].to_pylist()
+        assert ids == sorted(ids)
+
+
+# -- sort order details -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("order", "spec"),
+    [
+        ("x DESC NULLS LAST, id", [("x", False, False), ("id", True, True)]),
+        ("x ASC NULLS FIRST, id DESC", [("x", True, True), ("id", False, False)]),
+        ("name, x DESC NULLS FIRST, id", [("name", True, True), ("x", False, True), ("id", True, True)]),
+    ],
+)
+def test_sort_order_of_the_output_file(
+    tmp_path: Path, order: str, spec: list[tuple[str, bool, bool]]
+) -> None:
+    _, tbl = new_table(tmp_path, 2)
+    specials = pa.table(
+        {
+            "id": pa.array(range(500, 512), pa.int64()),
+            "name": ["b", None, "a", "a", "é", "z", None, "b", "a", "b", "c", "c"],
+            "x": pa.array(
+                [math.nan, -math.nan, math.inf, -math.inf, 0.0, -0.0, None, 1.5, -1.5, -0.0, 0.0, math.nan],
+                pa.float64(),
+            ),
+            "a": pa.array([1] * 12, pa.int32()),
+            "b": pa.array([None] * 12, pa.int64()),
+            "region": ["eu"] * 12,
+        },
+        schema=gen_rows(0, 0).schema,
+    )
+    parts = [gen_rows(0, 50, seed=3), specials, gen_rows(50, 50, seed=4)]
+    for p in parts:
+        tbl.append(p)
+    raw = pa.concat_tables(parts)
+    signs = [math.copysign(1, v) for v in raw["x"].to_pylist() if v is not None and math.isnan(v)]
+    assert -1.0 in signs and 1.0 in signs  # both NaN signs reached the files
+    tbl.compact("sort", sort_order=order, options=REWRITE_ALL, backend="cpu")
+    (f,) = data_files(tbl)
+    got = read_file(f).select(["id", "name", "x"]).to_pylist()
+    want = spec_sorted(raw.select(["id", "name", "x"]).to_pylist(), spec)
+    assert _bits(got) == _bits(want)
+
+
+def test_zorder_clusters_both_columns(tmp_path: Path) -> None:
+    """Z-order over (a, b): every output file is in Morton order, and the table is read back intact."""
+    _, tbl = new_table(tmp_path, 2)
+    parts = [gen_rows(i * 100, 100, seed=i) for i in range(4)]
+    for p in parts:
+        tbl.append(p)
+    result = tbl.compact("zorder", sort_order="zorder(a, b)", options=REWRITE_ALL, backend="cpu")
+    assert str(result.plan.strategy) == "zorder(a, b)"
+    (f,) = data_files(tbl)
+    _zordered(read_file(f))
+    assert_rows_equal(tbl.scan(backend="cpu").to_arrow(), pa.concat_tables(parts))
+
+
+# -- sizes, partial progress, spill --------------------------------------------------------------------------
+
+
+def _big_table(tmp_path: Path, version: int = 2, *, appends: int = 8, n: int = 400) -> tuple[Table, pa.Table]:
+    _, tbl = new_table(tmp_path, version)
+    parts = [gen_rows(i * n, n, seed=i) for i in range(appends)]
+    for p in parts:
+        tbl.append(p)
+    return tbl, pa.concat_tables(parts)
+
+
+@pytest.mark.parametrize("deletes", ["none", "file-scoped", "equality", "spanning"])
+@pytest.mark.parametrize("strategy", ["binpack", "sort"])
+def test_small_target_gives_several_similar_files(tmp_path: Path, strategy: str, deletes: str) -> None:
+    """A target of a quarter of the table: several files of about equal size. Deletes the planner cannot
+    count (equality deletes, a v2 position delete file spanning files) leave fewer rows than expected: a
+    remainder that small joins the file before it instead of making a tiny file."""
+    tbl, expected = _big_table(tmp_path, 3 if deletes == "file-scoped" else 2)
+    kept = 1300  # "spanning" keeps one row of the file of ids 1200..1599, so that it stays
+    span = {"none": range(0), "file-scoped": range(1000, 1150), "equality": range(0, 790)}
+    gone = [i for i in span.get(deletes, range(1000, 1790)) if deletes != "spanning" or i != kept]
+    if deletes == "file-scoped":
+        tbl.delete("id >= 1000 and id < 1150", backend="cpu")
+    if deletes == "spanning":  # one position delete file for three data files
+        tbl.delete(f"id >= 1000 and id < 1790 and id != {kept}", backend="cpu")
+    if deletes == "equality":
+        tbl.delete_rows(pa.table({"id": pa.array(gone, pa.int64())}), on=["id"], backend="cpu")
+    expected = expected.filter(pc.invert(pc.is_in(expected["id"], pa.array(gone, pa.int64()))))
+    total = sum(os.path.getsize(f) for f in data_files(tbl))
+    target = total // 4
+    order = SORT if strategy == "sort" else None
+    options = {**REWRITE_ALL, "target-file-size-bytes": str(target)}
+    result = tbl.compact(strategy, sort_order=order, options=options, backend="cpu")
+    assert_rows_equal(tbl.scan(backend="cpu").to_arrow(), expected)
+    (group,) = result.plan.groups
+    new = [e.file for e in snapshot_entries(tbl) if e.file.content == 0]
+    counts = sorted(f.record_count for f in new)
+    sizes = sorted(f.file_size_in_bytes for f in new)
+    assert len(new) >= 2 and len(new) <= group.expected_output_files, counts
+    assert sizes[-1] <= result.plan.options.max_file_size_bytes, sizes
+    if deletes in ("none", "file-scoped"):  # the planner knew the row count: equal files
+        assert counts[-1] - counts[0] < len(new), counts  # ceil(rows / files) each, the rest last
+    else:  # no tiny tail: the remainder joined the last full file
+        assert counts[0] >= counts[-1] // 2 and sizes[0] >= sizes[-1] // 2, (counts, sizes)
+    if strategy == "sort":  # each file sorted, the files in sequence
+        for f in new:
+            _sorted_by_name(read_file(f.path))
+
+
+def test_partial_progress_commits_in_several_snapshots(tmp_path: Path) -> None:
+    tbl, expected = build(tmp_path, 3, partitioned=True, eq=False)
+    snapshots = len(tbl.metadata.snapshots)
+    options = {**REWRITE_ALL, "partial-progress.enabled": "true", "partial-progress.max-commits": "3"}
+    result = tbl.compact(options=options, backend="cpu")
+    assert len(result.plan.groups) == 3  # one per region
+    assert len(result.commits) == 3 and len({c.snapshot_id for c in result.commits}) == 3
+    assert len(tbl.metadata.snapshots) == snapshots + 3
+    ops = [operation(s) for s in tbl.metadata.snapshots[-3:]]
+    assert ops == ["replace"] * 3
+    assert sorted(g.group_index for g in result.groups) == [0, 1, 2]
+    assert_rows_equal(tbl.scan(backend="cpu").to_arrow(), expected)
+    assert_rows_equal(pyiceberg_static(tbl), expected)
+    assert_no_stray_data_files(tbl)
+
+
+def test_partial_progress_max_commits_bounds_the_commits(tmp_path: Path) -> None:
+    tbl, expected = build(tmp_path, 2, partitioned=True, eq=False)
+    options = {**REWRITE_ALL, "partial-progress.enabled": "true", "partial-progress.max-commits": "2"}
+    result = tbl.compact(options=options, backend="cpu")
+    assert len(result.plan.groups) == 3 and len(result.commits) == 2
+    assert sorted(len({g.group_index for g in result.groups if g.snapshot_id == c.snapshot_id})
+                  for c in result.commits) == [1, 2]  # fmt: skip
+    assert_rows_equal(tbl.scan(backend="cpu").to_arrow(), expected)
+
+
+@pytest.mark.parametrize(
+    ("strategy", "budget", "max_open"),
+    [("sort", 4096, None), ("zorder", 4096, None), ("sort", 300, 40), ("zorder", 300, 40)],
+    ids=["sort", "zorder", "sort-many-ranges", "zorder-many-ranges"],
+)
+def test_sort_larger_than_the_memory_budget_spills(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, strategy: str, budget: int, max_open: int | None
+) -> None:
+    """``rewrite_group`` with a memory budget far below the group: the rows go through spill files and
+    come out as the in-memory sort would order them. With many ranges (``max_open``: at most that many
+    range files open at once) the spill file is partitioned in several passes."""
+    tbl, expected = _big_table(tmp_path, 3, appends=4, n=500)
+    tbl.delete("id >= 100 and id < 180", backend="cpu")
+    expected = expected.filter((pc.field("id") < 100) | (pc.field("id") >= 180))
+    order = SORT if strategy == "sort" else "a, b"
+    plan = tbl.compact(strategy, sort_order=order, options=REWRITE_ALL, dry_run=True).plan
+    (group,) = plan.groups
+    on_disk = parquet_files_on_disk(tbl)
+    spill = tmp_path / "spill"
+    spill.mkdir()
+
+    def run(budget: int | None) -> pa.Table:
+        r = rewrite_group(
+            tbl.metadata, tbl.io, group, plan.strategy, backend="cpu", memory_budget_bytes=budget,
+            spill_dir=str(spill),
+        )  # fmt: skip
+        assert r.rows_read == r.rows_written == expected.num_rows
+        return pa.concat_tables([read_file(f.path) for f in r.added])
+
+    in_memory = run(None)
+    used: list[str] = []
+    passes: list[int] = []
+    real_mkdtemp = tempfile.mkdtemp
+    real_pass = rewrite_order._partition_pass
+
+    def spy_mkdtemp(*args: Any, **kwargs: Any) -> str:
+        used.append(real_mkdtemp(*args, **kwargs))
+        return used[-1]
+
+    def spy_pass(spill: str, paths: list[str], lo: int, *args: Any) -> None:
+        passes.append(len(paths))
+        real_pass(spill, paths, lo, *args)
+
+    monkeypatch.setattr("gpu_engine.execute.rewrite_order.tempfile.mkdtemp", spy_mkdtemp)
+    monkeypatch.setattr(rewrite_order, "_partition_pass", spy_pass)
+    if max_open is not None:
+        monkeypatch.setattr(rewrite_order, "MAX_OPEN_RANGES", max_open)
+    spilled = run(budget)
+    monkeypatch.undo()
+    assert used and all(u.startswith(str(spill)) for u in used)  # the spill path ran ...
+    assert not list(spill.iterdir())  # ... and cleaned up after itself
+    if max_open is None:
+        assert len(passes) == 1
+    else:  # more ranges than files open at once: one pass per max_open ranges
+        assert passes[0] > 2 * max_open and len(passes) == -(-passes[0] // max_open)
+    names = expected.column_names
+    assert_rows_equal(spilled.select(names), expected)
+    if strategy == "sort":  # a global sort: the very same sequence
+        assert _bits(spilled.to_pylist()) == _bits(in_memory.to_pylist())
+        _sorted_by_name(spilled)
+    else:
+        assert_rows_equal(in_memory.select(names), expected)
+    for path in parquet_files_on_disk(tbl) - on_disk:  # uncommitted outputs
+        os.remove(path)
+
+
+# -- dry run, options, static tables -------------------------------------------------------------------------
+
+
+def test_dry_run_commits_and_writes_nothing(tmp_path: Path) -> None:
+    tbl, expected = build(tmp_path, 3, partitioned=True, eq=True)
+    location, files = tbl.metadata_location, set(Path(tbl.location).rglob("*"))
+    result = tbl.compact("sort", sort_order=SORT, options=REWRITE_ALL, dry_run=True)
+    assert result.dry_run and len(result.plan.groups) == 3 and not result.commits and not result.groups
+    assert "group 0" in result.plan.explain()
+    assert result.to_json()["planned-files"] == len(data_files(tbl))
+    assert tbl.refresh().metadata_location == location
+    assert set(Path(tbl.location).rglob("*")) == files
+    assert_rows_equal(tbl.scan(backend="cpu").to_arrow(), expected)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "named"),
+    [
+        ({"options": {"min-input-files": "two"}}, "min-input-files"),
+        ({"options": {"min-input-files": 0}}, "min-input-files"),
+        ({"options": {"no-such-option": "1"}}, "no-such-option"),
+        ({"options": {"partial-progress.enabled": "maybe"}}, "partial-progress.enabled"),
+        ({"options": {"rewrite-job-order": "random"}}, "rewrite-job-order"),
+        ({"options": {"delete-ratio-threshold": "2"}}, "delete-ratio-threshold"),
+        ({"options": {"target-file-size-bytes": True}}, "target-file-size-bytes"),
+        ({"options": {"target-file-size-bytes": "100", "min-file-size-bytes": "200"}}, "min-file-size-bytes"),
+        ({"strategy": "hilbert"}, "hilbert"),
+        ({"strategy": "sort"}, "sort order"),
+        ({"strategy": "zorder"}, "zorder"),
+        ({"strategy": "zorder", "sort_order": "a, a"}, "zorder columns"),
+        ({"strategy": "binpack", "sort_order": "id"}, "sort_order"),
+    ],
+)
+def test_bad_options_name_the_option(tmp_path: Path, kwargs: dict[str, Any], named: str) -> None:
+    _, tbl = new_table(tmp_path, 2)
+    tbl.append(gen_rows(0, 5))
+    tbl.append(gen_rows(5, 5))
+    location = tbl.metadata_location
+    for dry_run in (True, False):
+        with pytest.raises(InvalidOption, match=named.replace(".", r"\.")):
+            tbl.compact(**kwargs, dry_run=dry_run)
+    assert tbl.refresh().metadata_location == location
+
+
+def test_unknown_sort_column_is_an_error_naming_it(tmp_path: Path) -> None:
+    _, tbl = new_table(tmp_path, 2)
+    tbl.append(gen_rows(0, 5))
+    with pytest.raises(ValueError, match="nope"):
+        tbl.compact("sort", sort_order="nope DESC")
+    with pytest.raises(ValueError, match="nope"):
+        tbl.compact("zorder", sort_order="a, nope")
+
+
+def test_table_loaded_from_a_metadata_file_cannot_be_compacted(tmp_path: Path) -> None:
+    _, tbl = new_table(tmp_path, 2)
+    for i in range(3):
+        tbl.append(gen_rows(i * 5, 5))
+    static = ge.load_table(tbl.metadata_location)
+    assert static.catalog is None
+    with pytest.raises(UnsupportedFeature, match="no catalog"):
+        static.compact(options=REWRITE_ALL)
+    assert len(static.compact(options=REWRITE_ALL, dry_run=True).plan.groups) == 1  # planning works
+    assert len(data_files(tbl.refresh())) == 3

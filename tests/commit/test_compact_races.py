@@ -1,0 +1,270 @@
+"""Commits that land while a compaction runs (through a second table handle, after planning and before the
+compaction commits): position deletes and DVs on files being rewritten fail their group's validation,
+equality deletes and appends survive, two compactions of the same files do not both commit. In every case
+no row is lost or resurrected and the files of failed groups are deleted."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from gpu_engine.catalog.sql import SqlCatalog
+from gpu_engine.errors import ValidationError
+from gpu_engine.table import Table
+from gpu_engine.tasks import FileGroup
+
+from ._compact_support import (
+    Meanwhile,
+    assert_no_stray_data_files,
+    assert_nothing_referenced_is_missing,
+    assert_rows_equal,
+    data_files,
+    gen_rows,
+    new_table,
+    read_file,
+    replace_snapshots,
+    snapshot_entries,
+)
+
+PARTIAL = {"partial-progress.enabled": "true", "partial-progress.max-commits": "3"}
+
+
+def setup(tmp_path: Path, version: int) -> tuple[SqlCatalog, Table, pa.Table]:
+    """Three partitions (one compaction group each) of four small files."""
+    cat, tbl = new_table(tmp_path, version, partitioned=True)
+    parts = [gen_rows(i * 30, 30, seed=i) for i in range(4)]
+    for p in parts:
+        tbl.append(p)
+    return cat, tbl, pa.concat_tables(parts)
+
+
+def options(partial: bool, **extra: str) -> dict[str, str]:
+    return {"rewrite-all": "true", **(PARTIAL if partial else {}), **extra}
+
+
+def other(cat: SqlCatalog) -> Table:
+    return cat.load_table("db.t")
+
+
+def live_id_in(expected: pa.Table, group: FileGroup) -> int:
+    """An id of a live row stored in the group's first file."""
+    ids = set(read_file(group.files[0].path)["id"].to_pylist()) & set(expected["id"].to_pylist())
+    return int(min(ids))
+
+
+def without_ids(data: pa.Table, ids: list[int]) -> pa.Table:
+    return data.filter(pc.invert(pc.is_in(data["id"], pa.array(ids, pa.int64()))))
+
+
+def assert_table(cat: SqlCatalog, expected: pa.Table) -> Table:
+    fresh = other(cat)
+    assert_rows_equal(fresh.scan(backend="cpu").to_arrow(), expected)
+    assert_nothing_referenced_is_missing(fresh)
+    assert_no_stray_data_files(fresh)  # the files of failed groups are gone
+    return fresh
+
+
+# -- (a) position deletes / DVs on files being rewritten -------------------------------------------------
+
+
+@pytest.mark.parametrize("target", [0, 2], ids=["rewritten-group", "later-group"])
+@pytest.mark.parametrize("partial", [True, False], ids=["partial", "all-or-nothing"])
+@pytest.mark.parametrize("version", [2, 3])
+def test_concurrent_row_delete_fails_its_group(
+    tmp_path: Path, version: int, partial: bool, target: int
+) -> None:
+    """When group 0 has been rewritten, a delete lands on a file of group ``target`` (0: already rewritten
+    from the old state; 2: planned before the delete, rewritten after it)."""
+    cat, tbl, expected = setup(tmp_path, version)
+    plan = tbl.compact(options=options(partial), dry_run=True).plan
+    assert len(plan.groups) == 3
+    victim = live_id_in(expected, plan.groups[target])
+    hook = Meanwhile(lambda g: other(cat).delete(f"id = {victim}", backend="cpu"), at=0)
+    expected = without_ids(expected, [victim])
+    if partial:
+        result = tbl.compact(options=options(partial), progress=hook, backend="cpu")
+        assert [(f.group_index, f.stage) for f in result.failures] == [(target, "validation")]
+        assert "added deletes" in result.failures[0].error
+        assert sorted(g.group_index for g in result.groups) == sorted({0, 1, 2} - {target})
+        assert len(result.commits) == 2
+        fresh = assert_table(cat, expected)
+        assert replace_snapshots(fresh) == 2
+        kept = set(data_files(fresh)) & {f.path for f in plan.groups[target].files}
+        assert kept == {f.path for f in plan.groups[target].files}  # the failed group's files stay
+    else:
+        with pytest.raises(ValidationError, match="added deletes"):
+            tbl.compact(options=options(partial), progress=hook, backend="cpu")
+        fresh = assert_table(cat, expected)
+        assert replace_snapshots(fresh) == 0
+    assert hook.done and hook.finished[0] == (0, None)
+    # the concurrent delete's row stays deleted (the DV or position delete still applies)
+    deletes = [e.file for e in snapshot_entries(fresh) if e.file.content == 1]
+    assert deletes
+    if version >= 3:
+        assert all(d.file_format == "PUFFIN" for d in deletes)
+    # and a new compaction of the current state goes through
+    again = fresh.compact(options=options(False), backend="cpu")
+    assert not again.failures
+    assert_table(cat, expected)
+
+
+@pytest.mark.parametrize("how", ["two-files", "whole-file"])
+@pytest.mark.parametrize("version", [2, 3])
+def test_concurrent_delete_of_several_rows_or_a_whole_file(tmp_path: Path, version: int, how: str) -> None:
+    """A delete over two files of group 1 (on v2 one position delete file for both, matched by its
+    ``file_path`` bounds), or of every row of one of its files (the file is removed)."""
+    cat, tbl, expected = setup(tmp_path, version)
+    plan = tbl.compact(options=options(True), dry_run=True).plan
+    group = plan.groups[1]
+    live = set(expected["id"].to_pylist())
+    first, second = (read_file(f.path)["id"].to_pylist() for f in group.files[:2])
+    victims = [min(set(first) & live), min(set(second) & live)] if how == "two-files" else first
+    hook = Meanwhile(
+        lambda g: other(cat).delete(f"id in ({', '.join(map(str, victims))})", backend="cpu"), at=0
+    )
+    result = tbl.compact(options=options(True), progress=hook, backend="cpu")
+    assert hook.done
+    assert [(f.group_index, f.stage) for f in result.failures] == [(1, "validation")]
+    assert ("was removed" if how == "whole-file" else "added deletes") in result.failures[0].error
+    if how == "two-files" and version == 2:
+        added = [e.file for e in snapshot_entries(other(cat)) if e.file.content == 1]
+        assert any(d.referenced_data_file is None for d in added)  # the spanning file was exercised
+    assert_table(cat, without_ids(expected, victims))
+
+
+@pytest.mark.parametrize("partial", [True, False], ids=["partial", "all-or-nothing"])
+@pytest.mark.parametrize("version", [2, 3])
+def test_delete_landing_while_the_compaction_commits(tmp_path: Path, version: int, partial: bool) -> None:
+    """The delete lands after the pre-commit check, between the manifests and the swap: the swap loses
+    the race, and the retry's validation sees the delete."""
+    cat, tbl, expected = setup(tmp_path, version)
+    plan = tbl.compact(options=options(partial), dry_run=True).plan
+    victim = live_id_in(expected, plan.groups[0])
+    landed: list[object] = []
+
+    def faults(stage: str) -> None:
+        if stage == "manifest-list" and not landed:
+            landed.append(other(cat).delete(f"id = {victim}", backend="cpu"))
+
+    expected = without_ids(expected, [victim])
+    if partial:
+        result = tbl.compact(options=options(partial), faults=faults, backend="cpu")
+        assert [(f.group_index, f.stage) for f in result.failures] == [(0, "commit")]
+        assert len(result.commits) == 2
+    else:
+        with pytest.raises(ValidationError, match="added deletes"):
+            tbl.compact(options=options(partial), faults=faults, backend="cpu")
+    assert landed
+    assert_table(cat, expected)
+
+
+def test_delete_outside_the_compacted_partition_does_not_conflict(tmp_path: Path) -> None:
+    cat, tbl, expected = setup(tmp_path, 3)
+    us = expected.filter(pc.field("region") == "us")["id"].to_pylist()
+    hook = Meanwhile(lambda g: other(cat).delete(f"id in ({us[0]}, {us[1]})", backend="cpu"))
+    result = tbl.compact(options=options(False), where="region = 'eu'", progress=hook, backend="cpu")
+    assert hook.done and not result.failures and len(result.commits) == 1
+    assert_table(cat, without_ids(expected, us[:2]))
+
+
+# -- (b) equality deletes, (c) appends -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("partial", [True, False], ids=["partial", "all-or-nothing"])
+@pytest.mark.parametrize("version", [2, 3])
+def test_concurrent_equality_delete_still_applies(tmp_path: Path, version: int, partial: bool) -> None:
+    cat, tbl, expected = setup(tmp_path, version)
+    plan = tbl.compact(options=options(partial), dry_run=True).plan
+    victims = [live_id_in(expected, g) for g in plan.groups]  # a row in every group
+    hit = expected.filter(pc.is_in(expected["id"], pa.array(victims, pa.int64())))
+    keys = pa.table({"id": hit["id"].combine_chunks(), "region": hit["region"].combine_chunks()})
+    hook = Meanwhile(lambda g: other(cat).delete_rows(keys, on=["id", "region"], backend="cpu"), at=0)
+    result = tbl.compact(options=options(partial), progress=hook, backend="cpu")
+    assert hook.done and not result.failures
+    assert result.rewritten_data_files == plan.files
+    fresh = assert_table(cat, without_ids(expected, victims))
+    # the new files keep the starting sequence number, below the equality delete's
+    eq = [e for e in snapshot_entries(fresh) if e.file.content == 2]
+    new = [e for e in snapshot_entries(fresh) if e.file.content == 0]
+    assert eq and new
+    assert all((n.sequence_number or 0) < (e.sequence_number or 0) for n in new for e in eq)
+    # equality-deleted rows stay deleted after another compaction too (now rewritten away)
+    fresh.compact(options=options(False), backend="cpu")
+    assert_table(cat, without_ids(expected, victims))
+
+
+def test_equality_delete_conflicts_without_the_starting_sequence_number(tmp_path: Path) -> None:
+    cat, tbl, expected = setup(tmp_path, 2)
+    key = expected.slice(0, 1).select(["id", "region"])
+    hook = Meanwhile(lambda g: other(cat).delete_rows(key, on=["id", "region"], backend="cpu"))
+    opts = options(False, **{"use-starting-sequence-number": "false"})
+    with pytest.raises(ValidationError, match="added deletes"):
+        tbl.compact(options=opts, progress=hook, backend="cpu")
+    fresh = assert_table(cat, without_ids(expected, key["id"].to_pylist()))
+    assert replace_snapshots(fresh) == 0
+
+
+@pytest.mark.parametrize("partial", [True, False], ids=["partial", "all-or-nothing"])
+@pytest.mark.parametrize("version", [2, 3])
+def test_concurrent_append_survives(tmp_path: Path, version: int, partial: bool) -> None:
+    cat, tbl, expected = setup(tmp_path, version)
+    extra = gen_rows(5000, 30, seed=77)
+    hook = Meanwhile(lambda g: other(cat).append(extra), at=1)
+    result = tbl.compact(options=options(partial), progress=hook, backend="cpu")
+    assert hook.done and not result.failures
+    fresh = assert_table(cat, pa.concat_tables([expected, extra]))
+    appended = fresh.scan(filter="id >= 5000", backend="cpu").plan().tasks
+    assert len(appended) == 3  # the appended files, untouched
+    if version >= 3:  # the appended rows got fresh row ids, the others kept theirs
+        got = fresh.scan(columns=["id", "_row_id"], backend="cpu").to_arrow()
+        assert len(set(got["_row_id"].to_pylist())) == got.num_rows
+
+
+# -- (d) two compactions of the same files ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("partial", [True, False], ids=["partial", "all-or-nothing"])
+@pytest.mark.parametrize("version", [2, 3])
+def test_overlapping_compactions_commit_once(tmp_path: Path, version: int, partial: bool) -> None:
+    cat, tbl, expected = setup(tmp_path, version)
+    lineage = tbl.scan(columns=["id", "_row_id"], backend="cpu").to_arrow() if version >= 3 else None
+    second: list[Table] = []
+
+    def compact_meanwhile(group: FileGroup) -> object:
+        second.append(other(cat))
+        return second[0].compact("sort", sort_order="id", options=options(False), backend="cpu")
+
+    hook = Meanwhile(compact_meanwhile, at=0)
+    if partial:
+        result = tbl.compact(options=options(partial), progress=hook, backend="cpu")
+        assert sorted((f.group_index, f.stage) for f in result.failures) == [
+            (i, "validation") for i in range(3)
+        ]
+        assert "was removed" in result.failures[0].error
+        assert not result.commits and not result.groups
+    else:
+        with pytest.raises(ValidationError, match="was removed"):
+            tbl.compact(options=options(partial), progress=hook, backend="cpu")
+    fresh = assert_table(cat, expected)
+    assert replace_snapshots(fresh) == 1  # the second compaction's
+    assert fresh.metadata_location == second[0].metadata_location  # the winner's files are the table's
+    assert len(data_files(fresh)) == 3
+    if lineage is not None:
+        assert_rows_equal(fresh.scan(columns=["id", "_row_id"], backend="cpu").to_arrow(), lineage)
+
+
+def test_overlap_in_one_partition_fails_only_that_group(tmp_path: Path) -> None:
+    cat, tbl, expected = setup(tmp_path, 3)
+    plan = tbl.compact(options=options(True), dry_run=True).plan
+    eu = next(g.index for g in plan.groups if g.partition == ("eu",))
+    hook = Meanwhile(
+        lambda g: other(cat).compact(options=options(False), where="region = 'eu'", backend="cpu"), at=0
+    )
+    result = tbl.compact(options=options(True), progress=hook, backend="cpu")
+    assert [(f.group_index, f.stage) for f in result.failures] == [(eu, "validation")]
+    assert sorted(g.group_index for g in result.groups) == sorted({0, 1, 2} - {eu})
+    fresh = assert_table(cat, expected)
+    assert replace_snapshots(fresh) == 3
