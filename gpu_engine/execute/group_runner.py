@@ -49,6 +49,46 @@ def discard(io: FileIO, result: RewriteResult) -> None:
         io.delete(io.resolve(f.path), missing_ok=True)
 
 
+def pooled(
+    groups: Sequence[FileGroup],
+    work: Callable[[FileGroup], RewriteResult],
+    *,
+    io: FileIO,
+    concurrency: int,
+    started: Callable[[FileGroup], None],
+    cancel: Callable[[], None] | None = None,
+) -> Generator[tuple[FileGroup, Outcome], None, None]:
+    """The runner loop: ``work`` on each group from a thread pool, at most ``concurrency`` at once, outcomes
+    as they finish. Closed early, it cancels what has not started (and calls ``cancel`` for what runs
+    elsewhere), waits for the rest and discards their results."""
+    queue = list(groups)
+    futures: dict[Future[RewriteResult], FileGroup] = {}
+    slots = max(1, concurrency)
+    pool = ThreadPoolExecutor(max_workers=slots, thread_name_prefix="gpu-engine-group")
+    try:
+        while queue or futures:
+            while queue and len(futures) < slots:
+                g = queue.pop(0)
+                started(g)
+                futures[pool.submit(work, g)] = g
+            finished, _ = wait(futures, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                g = futures.pop(fut)
+                exc = fut.exception()
+                if exc is not None and not isinstance(exc, Exception):
+                    raise exc  # KeyboardInterrupt and the like end the compaction
+                yield g, exc if exc is not None else fut.result()
+    finally:
+        for fut in futures:
+            fut.cancel()
+        if futures and cancel is not None:
+            cancel()
+        pool.shutdown(wait=True)
+        for fut in futures:
+            if not fut.cancelled() and fut.exception() is None:
+                discard(io, fut.result())
+
+
 class LocalRunner:
     """Groups on a thread pool of this process."""
 
@@ -60,26 +100,7 @@ class LocalRunner:
         concurrency: int,
         started: Callable[[FileGroup], None],
     ) -> Generator[tuple[FileGroup, Outcome], None, None]:
-        queue = list(groups)
-        futures: dict[Future[RewriteResult], FileGroup] = {}
-        with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-            try:
-                while queue or futures:
-                    while queue and len(futures) < max(1, concurrency):
-                        g = queue.pop(0)
-                        started(g)
-                        futures[pool.submit(rewrite_group, job.metadata, job.io, g, job.strategy,
-                                            backend=job.backend)] = g  # fmt: skip
-                    finished, _ = wait(futures, return_when=FIRST_COMPLETED)
-                    for fut in finished:
-                        g = futures.pop(fut)
-                        exc = fut.exception()
-                        if exc is not None and not isinstance(exc, Exception):
-                            raise exc  # KeyboardInterrupt and the like end the compaction
-                        yield g, exc if exc is not None else fut.result()
-            finally:
-                for fut in futures:
-                    fut.cancel()
-                for fut in futures:
-                    if not fut.cancelled() and fut.exception() is None:
-                        discard(job.io, fut.result())
+        def work(g: FileGroup) -> RewriteResult:
+            return rewrite_group(job.metadata, job.io, g, job.strategy, backend=job.backend)
+
+        return pooled(groups, work, io=job.io, concurrency=concurrency, started=started)

@@ -14,11 +14,10 @@ from __future__ import annotations
 import pickle
 import uuid
 from collections.abc import Callable, Generator, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
 
 from ..errors import GpuEngineError
-from ..execute.group_runner import GroupJob, Outcome, discard
+from ..execute.group_runner import GroupJob, Outcome, pooled
 from ..tasks import FileGroup, RewriteResult
 from .executor import RESULT_DDL, GroupPayload, rewrite_batches
 
@@ -48,29 +47,13 @@ class SparkRunner:
         concurrency: int,
         started: Callable[[FileGroup], None],
     ) -> Generator[tuple[FileGroup, Outcome], None, None]:
-        queue = list(groups)
-        futures: dict[Future[RewriteResult], FileGroup] = {}
-        pool = ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="gpu-engine-spark")
-        try:
-            while queue or futures:
-                while queue and len(futures) < max(1, concurrency):
-                    g = queue.pop(0)
-                    started(g)
-                    futures[pool.submit(self._one, job, g)] = g
-                finished, _ = wait(futures, return_when=FIRST_COMPLETED)
-                for fut in finished:
-                    g = futures.pop(fut)
-                    exc = fut.exception()
-                    if exc is not None and not isinstance(exc, Exception):
-                        raise exc
-                    yield g, exc if exc is not None else fut.result()
-        finally:
-            if futures:
-                self.spark.sparkContext.cancelJobGroup(self.job_group)
-            pool.shutdown(wait=True)
-            for fut in futures:
-                if not fut.cancelled() and fut.exception() is None:
-                    discard(job.io, fut.result())
+        def cancel() -> None:
+            self.spark.sparkContext.cancelJobGroup(self.job_group)
+
+        return pooled(
+            groups, lambda g: self._one(job, g), io=job.io, concurrency=concurrency, started=started,
+            cancel=cancel,
+        )  # fmt: skip
 
     def _one(self, job: GroupJob, group: FileGroup) -> RewriteResult:
         sc = self.spark.sparkContext

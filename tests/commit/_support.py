@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import random
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 
@@ -122,3 +123,18 @@ def table_files(tbl: Table) -> set[str]:
     """Every file under the table's location (temporary files included)."""
     root = Path(tbl.location)
     return {str(p) for p in root.rglob("*") if p.is_file()}
+
+
+def raise_at(stage: str, error: BaseException, times: int = 1) -> tuple[list[str], Callable[[str], None]]:
+    """A commit ``faults`` hook raising ``error`` the first ``times`` times ``stage`` runs, and the list of
+    the stages it saw."""
+    seen: list[str] = []
+    left = [times]
+
+    def hook(name: str) -> None:
+        seen.append(name)
+        if name == stage and left[0] > 0:
+            left[0] -= 1
+            raise error
+
+    return seen, hook

@@ -38,7 +38,7 @@ from ._compact_support import (
     parquet_files_on_disk,
     replace_snapshots,
 )
-from ._support import table_files
+from ._support import raise_at, table_files
 
 REPO = Path(__file__).resolve().parents[2]
 PARTIAL = {"partial-progress.enabled": "true", "partial-progress.max-commits": "3"}
@@ -82,19 +82,6 @@ def assert_still_compacts(cat: SqlCatalog, expected: pa.Table) -> None:
     assert result.commits and not result.failures
     assert_rows_equal(fresh.scan(backend="cpu").to_arrow(), expected)
     assert_nothing_referenced_is_missing(fresh)
-
-
-def raise_at(stage: str, error: BaseException, times: int = 1) -> tuple[list[str], Callable[[str], None]]:
-    seen: list[str] = []
-    left = [times]
-
-    def hook(name: str) -> None:
-        seen.append(name)
-        if name == stage and left[0] > 0:
-            left[0] -= 1
-            raise error
-
-    return seen, hook
 
 
 # -- a group that fails to rewrite -----------------------------------------------------------------------

@@ -29,6 +29,7 @@ from ._support import (
     assert_all_readers,
     assert_same_rows,
     ours,
+    raise_at,
     referenced_files,
     rows,
     sql_catalog,
@@ -51,19 +52,6 @@ def setup(tmp_path: Path, version: int = 2) -> tuple[SqlCatalog, Table, pa.Table
     return cat, tbl, first
 
 
-def raise_at(stage: str, error: BaseException, times: int = 1) -> tuple[list[str], object]:
-    seen: list[str] = []
-    left = [times]
-
-    def hook(name: str) -> None:
-        seen.append(name)
-        if name == stage and left[0] > 0:
-            left[0] -= 1
-            raise error
-
-    return seen, hook
-
-
 def assert_intact(cat: SqlCatalog, tbl: Table, expected: pa.Table) -> Table:
     """The catalog's table reads ``expected`` everywhere and every referenced file exists."""
     fresh = cat.load_table("db.t")
@@ -80,7 +68,7 @@ def test_definite_failure_leaves_old_state_and_no_files(tmp_path: Path, stage: s
     before_location, before_files = tbl.metadata_location, table_files(tbl)
     seen, hook = raise_at(stage, Boom(stage))
     with pytest.raises(Boom):
-        tbl.append(rows(20, 15), faults=hook)  # type: ignore[arg-type]
+        tbl.append(rows(20, 15), faults=hook)
     assert seen[-1] == stage
     assert tbl.metadata_location == before_location
     assert table_files(tbl) == before_files  # data files, manifests, lists, metadata: all removed
@@ -115,7 +103,7 @@ def test_unknown_state_before_the_swap_keeps_every_file(tmp_path: Path) -> None:
     before = table_files(tbl)
     _, hook = raise_at("swap", CommitStateUnknown("connection lost"))
     with pytest.raises(CommitStateUnknown):
-        tbl.append(rows(20, 15), faults=hook)  # type: ignore[arg-type]
+        tbl.append(rows(20, 15), faults=hook)
     kept = table_files(tbl) - before
     assert any(p.endswith(".parquet") for p in kept)  # nothing deleted: data, manifest, list, metadata
     assert sum(p.endswith(".metadata.json") for p in kept) == 1
@@ -166,7 +154,7 @@ def test_failed_attempts_are_cleaned_after_success(tmp_path: Path) -> None:
     cat, tbl, first = setup(tmp_path)
     before = table_files(tbl)
     _, hook = raise_at("swap", CommitConflict("lost a race"), times=2)
-    result = tbl.append(rows(20, 15), faults=hook)  # type: ignore[arg-type]
+    result = tbl.append(rows(20, 15), faults=hook)
     assert result.commit.attempts == 3 and result.commit.orphaned == ()
     new = table_files(tbl) - before
     # what remains: the data files, the one new manifest (reused by all attempts), the committed list
@@ -201,7 +189,7 @@ def test_retries_exhausted_removes_everything(tmp_path: Path) -> None:
     before = table_files(tbl)
     seen, hook = raise_at("swap", CommitConflict("always lost"), times=100)
     with pytest.raises(CommitConflict, match="after 5 attempt"):
-        tbl.append(rows(20, 15), faults=hook)  # type: ignore[arg-type]
+        tbl.append(rows(20, 15), faults=hook)
     assert seen.count("swap") == 5  # commit.retry.num-retries = 4
     assert table_files(tbl) == before
     assert_intact(cat, tbl, first)
@@ -233,7 +221,7 @@ def test_interruption_before_the_swap_cleans_up(tmp_path: Path) -> None:
     before = table_files(tbl)
     _, hook = raise_at("metadata", Interrupted())
     with pytest.raises(Interrupted):
-        tbl.append(rows(20, 15), faults=hook)  # type: ignore[arg-type]
+        tbl.append(rows(20, 15), faults=hook)
     assert table_files(tbl) == before
     assert_intact(cat, tbl, first)
 
@@ -464,7 +452,7 @@ def test_expire_definite_failure_deletes_nothing_but_its_metadata(tmp_path: Path
     location, files, referenced = tbl.metadata_location, table_files(tbl), referenced_files(tbl)
     seen, hook = raise_at(stage, Boom(stage))
     with pytest.raises(Boom):
-        tbl.expire_snapshots(older_than=after, retain_last=1, faults=hook)  # type: ignore[arg-type]
+        tbl.expire_snapshots(older_than=after, retain_last=1, faults=hook)
     assert seen == ["metadata", "swap"][: seen.index(stage) + 1] and seen[-1] == stage
     assert tbl.metadata_location == location
     assert table_files(tbl) == files  # no data, manifest or list deleted; the attempt's metadata gone
@@ -479,7 +467,7 @@ def test_expire_unknown_state_before_the_swap_keeps_every_file(tmp_path: Path) -
     files, referenced = table_files(tbl), referenced_files(tbl)
     _, hook = raise_at("swap", CommitStateUnknown("connection lost"))
     with pytest.raises(CommitStateUnknown):
-        tbl.expire_snapshots(older_than=after, retain_last=1, faults=hook)  # type: ignore[arg-type]
+        tbl.expire_snapshots(older_than=after, retain_last=1, faults=hook)
     new = table_files(tbl) - files
     assert files <= table_files(tbl) and len(new) == 1 and new.pop().endswith(".metadata.json")
     check_expired(cat, expected, referenced, landed=False)
@@ -512,14 +500,14 @@ def test_expire_cleanup_failure_after_the_commit_deletes_nothing(
     seen, hook = raise_at("cleanup", error)
     undeleted: set[str] = set()
     if isinstance(error, Exception):  # cleanup skipped: the commit stands, the files are reported
-        result = tbl.expire_snapshots(older_than=after, retain_last=1, faults=hook)  # type: ignore[arg-type]
+        result = tbl.expire_snapshots(older_than=after, retain_last=1, faults=hook)
         assert len(result.expired_snapshot_ids) == 3
         assert not result.deleted_data_files and not result.deleted_manifest_lists
         undeleted = set(result.undeleted)
         assert undeleted and undeleted <= referenced
     else:
         with pytest.raises(Interrupted):
-            tbl.expire_snapshots(older_than=after, retain_last=1, faults=hook)  # type: ignore[arg-type]
+            tbl.expire_snapshots(older_than=after, retain_last=1, faults=hook)
     assert seen == ["metadata", "swap", "cleanup"]
     assert files <= table_files(tbl)  # nothing deleted
     fresh = check_expired(cat, expected, referenced, landed=True)
@@ -556,7 +544,7 @@ def test_expire_lost_race_removes_the_attempts_metadata(tmp_path: Path) -> None:
     cat, tbl, expected, after = expire_case(tmp_path)
     files, referenced = table_files(tbl), referenced_files(tbl)
     seen, hook = raise_at("swap", CommitConflict("lost a race"))
-    result = tbl.expire_snapshots(older_than=after, retain_last=1, faults=hook)  # type: ignore[arg-type]
+    result = tbl.expire_snapshots(older_than=after, retain_last=1, faults=hook)
     assert seen.count("swap") == 2 and len(result.expired_snapshot_ids) == 3
     fresh = check_expired(cat, expected, referenced, landed=True)
     gone = files - table_files(tbl)
