@@ -496,16 +496,16 @@ def run_worker(args: argparse.Namespace) -> None:
 
 
 def run_profile(args: argparse.Namespace) -> None:
-    """cProfile one cpu compaction: the calling thread, plus each group's rewrite (run on compact's thread
-    pool) under its own profiler, merged; the rewrite's scan with ``workers=1`` so that its reads run in the
-    profiled thread (cProfile sees only the threads it runs in)."""
-    from gpu_engine.commit import compact as compact_mod
+    """cProfile one cpu compaction: the calling thread, plus each group's rewrite (run on the group
+    runner's thread pool) under its own profiler, merged; the rewrite's scan with ``workers=1`` so that
+    its reads run in the profiled thread (cProfile sees only the threads it runs in)."""
+    from gpu_engine.execute import group_runner
     from gpu_engine.execute import scan as scan_exec
 
     warm = prepare(OURS_CPU, Path(args.warm_dir))
     warm.run()
     group_profilers: list[cProfile.Profile] = []
-    rewrite_group = compact_mod.rewrite_group  # type: ignore[attr-defined]
+    rewrite_group = group_runner.rewrite_group  # type: ignore[attr-defined]
 
     def profiled_rewrite(*a: Any, **kw: Any) -> Any:
         prof = cProfile.Profile()
@@ -513,7 +513,7 @@ def run_profile(args: argparse.Namespace) -> None:
         return prof.runcall(rewrite_group, *a, **kw)
 
     scan_exec.default_workers = lambda: 1
-    compact_mod.rewrite_group = profiled_rewrite  # type: ignore[attr-defined]
+    group_runner.rewrite_group = profiled_rewrite  # type: ignore[attr-defined]
     prepared = prepare(OURS_CPU, Path(args.table_dir))
     profiler = cProfile.Profile()
     seconds, result = rep.once(lambda: profiler.runcall(prepared.run))

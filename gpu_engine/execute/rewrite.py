@@ -38,6 +38,9 @@ from ..tasks import FileGroup, PlanSummary, RewriteResult, RewriteStrategy, Scan
 from .projection import project
 from .rewrite_order import ordered
 from .scan import execute
+from .stream import prefetch
+
+_READ_AHEAD = 64 << 20  # Arrow bytes read ahead of the writer
 
 
 @dataclass
@@ -71,8 +74,10 @@ def rewrite_group(
     _, batches = execute(md, io, plan, projection, backend=choice.name, workers=workers)
     clock = _Clock()
     counts = {"read": 0, "written": 0}
-    source = _timed(_counted(batches, counts, "read"), clock, "read")
     budget = memory_budget_bytes or max(group.max_output_file_size, 64 << 20)
+    # reads go on while the writer encodes: up to a share of the budget ahead of it
+    ahead = prefetch(batches, max_bytes=min(_READ_AHEAD, budget // 2), size=lambda b: b.nbytes)
+    source = _timed(_counted(ahead, counts, "read"), clock, "read")
     rows = ordered(
         source, strategy, schema, projection.arrow_schema, backend=choice.name,
         budget_bytes=budget, expected_rows=_expected_rows(group), spill_dir=spill_dir,

@@ -97,3 +97,65 @@ def ordered(
     finally:
         stop.set()
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def prefetch(items: Iterator[B], *, max_bytes: int, size: Callable[[B], int]) -> Iterator[B]:
+    """``items``, pulled by a background thread while the consumer works, up to ``max_bytes`` (by
+    ``size``) ahead of it: a writer encoding a row group no longer stalls the reads feeding it. One item
+    is always allowed, however large. Errors reach the consumer in order; stopping early stops the thread
+    at its next item."""
+    cond = threading.Condition()
+    buffered: list[B | _Done] = []
+    held = [0]
+    stop = threading.Event()
+
+    def pull() -> None:
+        try:
+            for item in _closing(items):
+                n = size(item)
+                with cond:
+                    while held[0] > 0 and held[0] + n > max_bytes and not stop.is_set():
+                        cond.wait(0.05)
+                    if stop.is_set():
+                        return
+                    buffered.append(item)
+                    held[0] += n
+                    cond.notify_all()
+            done: _Done = _Done()
+        except BaseException as e:  # handed to the consumer
+            done = _Done(e)
+        with cond:
+            buffered.append(done)
+            cond.notify_all()
+
+    thread = threading.Thread(target=pull, name="gpu-engine-prefetch", daemon=True)
+    thread.start()
+    try:
+        while True:
+            with cond:
+                while not buffered:
+                    cond.wait()
+                item = buffered.pop(0)
+                if not isinstance(item, _Done):
+                    held[0] -= size(item)
+                    cond.notify_all()
+            if isinstance(item, _Done):
+                if item.error is not None:
+                    raise item.error
+                return
+            yield item
+    finally:
+        stop.set()
+        with cond:
+            cond.notify_all()
+        thread.join()
+
+
+def _closing(items: Iterator[B]) -> Iterator[B]:
+    """``items``, closed (a generator's cleanup run) when the loop over it ends, early or not."""
+    try:
+        yield from items
+    finally:
+        close = getattr(items, "close", None)
+        if close is not None:
+            close()

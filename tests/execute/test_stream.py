@@ -8,7 +8,7 @@ from collections.abc import Generator, Iterator
 
 import pytest
 
-from gpu_engine.execute.stream import ordered
+from gpu_engine.execute.stream import ordered, prefetch
 
 
 def _batches(task: int) -> Iterator[tuple[int, int]]:
@@ -73,3 +73,52 @@ def test_items_in_flight_are_bounded_and_workers_stop_early() -> None:
     time.sleep(0.1)
     with lock:
         assert produced == stopped_at
+
+
+def test_prefetch_keeps_order_and_reads_ahead_within_its_bytes() -> None:
+    pulled: list[int] = []
+
+    def source() -> Iterator[int]:
+        for i in range(10):
+            pulled.append(i)
+            yield i
+
+    out = prefetch(source(), max_bytes=3, size=lambda _: 1)
+    assert next(out) == 0
+    deadline = time.monotonic() + 5
+    while len(pulled) < 5 and time.monotonic() < deadline:  # the thread reads ahead while we wait
+        time.sleep(0.01)
+    time.sleep(0.05)
+    assert len(pulled) == 5  # 0 consumed, 1..3 buffered (3 bytes), 4 waiting for room; no more
+    assert list(out) == list(range(1, 10))
+
+
+def test_prefetch_raises_errors_in_order_and_stops_early() -> None:
+    closed = threading.Event()
+
+    def failing() -> Iterator[int]:
+        yield 1
+        raise ValueError("bad batch")
+
+    out = prefetch(failing(), max_bytes=10, size=lambda _: 1)
+    assert next(out) == 1
+    with pytest.raises(ValueError, match="bad batch"):
+        next(out)
+
+    def endless() -> Generator[int, None, None]:
+        try:
+            i = 0
+            while True:
+                yield i
+                i += 1
+        finally:
+            closed.set()
+
+    early = prefetch(endless(), max_bytes=4, size=lambda _: 1)
+    assert [next(early) for _ in range(3)] == [0, 1, 2]
+    early.close()  # type: ignore[attr-defined]
+    assert closed.wait(5)  # the source was closed, its cleanup ran
+
+
+def test_prefetch_passes_one_item_larger_than_its_bytes() -> None:
+    assert list(prefetch(iter([10, 1, 10]), max_bytes=2, size=lambda n: n)) == [10, 1, 10]
