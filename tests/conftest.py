@@ -8,11 +8,15 @@ probe's reason otherwise.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, settings
 
 from gpu_engine.backend import probe_cuda
+
+from .catalog import postgres_server
+from .catalog.postgres_server import PostgresServer
 
 SIMULATED = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 
@@ -47,3 +51,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    """One throwaway PostgreSQL server for the whole run (skipped, with the reason, where none can start)."""
+    server = postgres_server.start()
+    if isinstance(server, str):
+        pytest.skip(f"no PostgreSQL server: {server}")
+    yield server
+    server.stop()

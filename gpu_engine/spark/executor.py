@@ -9,6 +9,7 @@ binds numba and CuPy to that device before running.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import pickle
 from collections.abc import Iterator
@@ -80,12 +81,10 @@ def bind_device(backend: str) -> None:
     from numba import cuda
 
     cuda.select_device(gpu)
-    try:
+    if importlib.util.find_spec("cupy") is not None:  # CuPy is optional: the kernels need only numba
         import cupy
 
         cupy.cuda.Device(gpu).use()
-    except ImportError:
-        pass
 
 
 def _attempt() -> int:

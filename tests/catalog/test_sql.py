@@ -7,7 +7,6 @@ import importlib
 import json
 import threading
 import uuid
-from collections.abc import Iterator
 from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
@@ -32,7 +31,6 @@ from gpu_engine.errors import (
 from gpu_engine.iceberg.metadata import metadata_to_json
 from gpu_engine.iceberg.schema import schema_to_json
 
-from . import postgres_server
 from .postgres_server import PostgresServer
 
 pyiceberg_sql = importlib.import_module("pyiceberg.catalog.sql")
@@ -63,15 +61,6 @@ ROWS = pa.Table.from_pylist(
     ],
     schema=ARROW_SCHEMA,
 )
-
-
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[PostgresServer]:
-    server = postgres_server.start()
-    if isinstance(server, str):
-        pytest.skip(f"no PostgreSQL server for the catalog tests: {server}")
-    yield server
-    server.stop()
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

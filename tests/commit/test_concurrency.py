@@ -8,7 +8,7 @@ import multiprocessing
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -16,7 +16,6 @@ import pytest
 
 import gpu_engine as ge
 
-from ..catalog import postgres_server
 from ..catalog.postgres_server import PostgresServer
 from . import _writer
 from ._support import CATALOG_NAME, duckdb_rows, pyiceberg_static, referenced_files, table_files
@@ -31,15 +30,6 @@ PROPS = {
 WRITERS = int(os.environ.get("COMMIT_TEST_WRITERS", "8"))
 COMMITS = int(os.environ.get("COMMIT_TEST_COMMITS", "50"))
 PER_COMMIT = 3
-
-
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[PostgresServer]:
-    server = postgres_server.start()
-    if isinstance(server, str):
-        pytest.skip(f"no PostgreSQL server for the concurrency test: {server}")
-    yield server
-    server.stop()
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
