@@ -63,7 +63,6 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import gc
 import io
 import json
 import os
@@ -71,7 +70,6 @@ import pstats
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -84,13 +82,7 @@ import _report as rep  # noqa: E402
 from scan import (  # noqa: E402  (imported first: puts the gpu_engine snapshot of SRC_ENV on sys.path)
     RESULT_PREFIX,
     SRC_ENV,
-    _first_line,
-    _reset_peak_rss,
-    _status_kib,
-    code_fingerprint,
-    device_info,
     footprint,
-    wait_quiet,
 )
 
 PEER_PACKAGES = ("pyiceberg", "pyiceberg-core", "sqlalchemy", "cudf-cu12", "cupy-cuda12x", "matplotlib")
@@ -124,10 +116,7 @@ TARGET_FILE_SIZE = 512 << 20
 DEFAULT_SEED = 20_260_601
 WARM_ROWS, WARM_FILES = 20_000, 4
 CATEGORIES = ("books", "clothing", "electronics", "garden", "grocery", "health", "music", "sports", "toys")
-CONTENTION_NOTE = (
-    "others_busy_cores: average cores that other processes kept busy during a timed call (from /proc/stat "
-    "minus the worker); well above 0 means the timings are depressed by contention"
-)
+CONTENTION_NOTE = rep.contention_note("during a timed call", "the worker")
 
 
 @dataclass(frozen=True)
@@ -470,29 +459,25 @@ def run_worker(args: argparse.Namespace) -> None:
         warm_check = check(peer, warm, prepared)
         if not warm_check["same_rows"]:
             out |= {"status": "wrong result", "why": f"warm-up table: {warm_check['why']}"}
-            print(RESULT_PREFIX + json.dumps(out), flush=True)
+            rep.print_result(RESULT_PREFIX, out)
             return
         del first, prepared
         prepared = prepare(peer, big)
-        gc.collect()
-        out["peak_rss_warm_up_mb"] = _status_kib("VmHWM")  # imports, warm-up call, big table loaded
-        out["rss_before_timed_mb"] = _reset_peak_rss()
+        out["peak_rss_warm_up_mb"] = rep.status_mb("VmHWM")  # imports, warm-up call, big table loaded
+        out["rss_before_timed_mb"] = rep.reset_peak_rss()
         watch = rep.CpuWatch.start()
         seconds, result = rep.once(prepared.run)
         out["others_busy_cores"] = watch.others_busy_cores()
-        out["peak_rss_timed_mb"] = _status_kib("VmHWM") if out["rss_before_timed_mb"] is not None else None
+        out["peak_rss_timed_mb"] = rep.peak_rss_since_reset(out["rss_before_timed_mb"])
         out |= {"seconds": seconds, "detail": prepared.describe(result)}
         del result
     except Exception as exc:
-        out |= {"status": "unsupported", "reason": _first_line(exc), "peak_rss_mb": _status_kib("VmHWM")}
-        print(RESULT_PREFIX + json.dumps(out), flush=True)
+        out |= {"status": "unsupported", "reason": rep.first_line(exc), "peak_rss_mb": rep.status_mb("VmHWM")}
+        rep.print_result(RESULT_PREFIX, out)
         return
-    out["peak_rss_mb"] = max(out["peak_rss_warm_up_mb"] or 0.0, _status_kib("VmHWM") or 0.0) or None
-    out["check"] = check(peer, big, prepared)
-    out["status"] = "ok" if out["check"]["same_rows"] else "wrong result"
-    if not out["check"]["same_rows"]:
-        out["why"] = out["check"]["why"]
-    print(RESULT_PREFIX + json.dumps(out), flush=True)
+    out["peak_rss_mb"] = max(out["peak_rss_warm_up_mb"] or 0.0, rep.status_mb("VmHWM") or 0.0) or None
+    rep.record_check(out, check(peer, big, prepared))
+    rep.print_result(RESULT_PREFIX, out)
 
 
 def run_profile(args: argparse.Namespace) -> None:
@@ -538,19 +523,18 @@ def run_profile(args: argparse.Namespace) -> None:
     text.write("-- tottime, all --\n")
     stats.sort_stats("tottime").print_stats(args.profile_top)
     Path(args.profile_out).write_text(text.getvalue())
-    print(RESULT_PREFIX + json.dumps({"profiled_s": seconds, "detail": detail}), flush=True)
+    rep.print_result(RESULT_PREFIX, {"profiled_s": seconds, "detail": detail})
 
 
 # -- driver --------------------------------------------------------------------------------------------------
 
 
 def base_cmd(args: argparse.Namespace) -> list[str]:
-    return [
-        sys.executable,
-        str(Path(__file__).resolve()),
+    return rep.script_cmd(
+        __file__,
         *("--seed", str(args.seed), "--delete-fraction", repr(args.delete_fraction)),
         *("--eq-fraction", repr(args.eq_fraction), "--profile-top", str(args.profile_top)),
-    ]
+    )
 
 
 def spawn(args: argparse.Namespace, extra: list[str], env: dict[str, str]) -> dict[str, Any]:
@@ -561,12 +545,7 @@ def spawn(args: argparse.Namespace, extra: list[str], env: dict[str, str]) -> di
         )
     except subprocess.TimeoutExpired:
         return {"status": "timeout", "reason": f"worker killed after {args.peer_timeout:g} s"}
-    lines = [ln for ln in done.stdout.splitlines() if ln.startswith(RESULT_PREFIX)]
-    if done.returncode != 0 or not lines:
-        tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
-        return {"status": "error", "reason": f"worker exit {done.returncode}: {' | '.join(tail)[-600:]}"}
-    result: dict[str, Any] = json.loads(lines[-1][len(RESULT_PREFIX) :])
-    return result
+    return rep.worker_result(done.returncode, done.stdout, done.stderr, RESULT_PREFIX)
 
 
 def build_tables(args: argparse.Namespace, work: Path, env: dict[str, str]) -> dict[str, dict[str, Any]]:
@@ -638,27 +617,6 @@ def not_applicable(workload: Workload) -> str | None:
     return None
 
 
-def ratios(results: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict[str, dict[str, Any]]]:
-    """Per workload: ours / peer throughput (= peer time / our time), median and best, where both are ok."""
-    out: dict[str, dict[str, dict[str, Any]]] = {}
-    for key, per in results.items():
-        for ours in OURS:
-            mine = per.get(ours, {})
-            if mine.get("status") != "ok":
-                continue
-            for peer, theirs in per.items():
-                if peer == ours or peer in OURS:
-                    continue
-                entry: dict[str, Any] = {"status": theirs.get("status")}
-                if theirs.get("status") == "ok":
-                    entry |= {
-                        "median": theirs["median_s"] / mine["median_s"],
-                        "best": theirs["best_s"] / mine["best_s"],
-                    }
-                out.setdefault(key, {})[f"{ours}/{peer}"] = entry
-    return out
-
-
 def evaluate_targets(
     results: dict[str, dict[str, dict[str, Any]]], device: dict[str, Any]
 ) -> list[dict[str, Any]]:
@@ -678,27 +636,13 @@ def evaluate_targets(
             else:
                 v = mine["input_mb_per_s"] if t.peer is None else theirs["median_s"] / mine["median_s"]
                 per[key] = {"value": v, "met": v >= t.threshold, "why": None}
-        verdicts = [v["met"] for v in per.values()]
-        met: bool | None = None if not verdicts or None in verdicts else all(verdicts)
-        if False in verdicts:
-            met = False
         unit = " MB/s" if t.peer is None else "x"
         shown = ", ".join(
             f"{k} {v['value']:,.2f}{unit}" if v["value"] is not None else f"{k} n/a" for k, v in per.items()
         )
-        verdict = {True: "met", False: "MISSED", None: "not measured"}[met]
-        out.append(
-            {
-                "key": t.key,
-                "text": t.text,
-                "ours": t.ours,
-                "peer": t.peer,
-                "threshold": t.threshold,
-                "workloads": per,
-                "met": met,
-                "verdict": f"{verdict} ({shown})",
-            }
-        )
+        met = rep.overall_met(v["met"] for v in per.values())
+        fields = {"ours": t.ours, "peer": t.peer, "threshold": t.threshold, "workloads": per}
+        out.append(rep.target_result(t.key, t.text, met, shown, **fields))
     return out
 
 
@@ -734,23 +678,19 @@ def chart(path: Path, payload: dict[str, Any], slug: str) -> Path:
                 why = str(r.get("reason") or r.get("why"))
                 not_ok.setdefault((p, str(r.get("status")), why), []).append(k)
     notes += [f"{p} {status} ({', '.join(ks)}): {why}"[:200] for (p, status, why), ks in not_ok.items()]
-    notes += [f"target {t['text']}: {t['verdict']}"[:230] for t in payload["targets"]]
-    series = [
-        rep.Series(LABELS[p], [results[k].get(p, {}).get("input_mb_per_s") for k in keys], COLORS[p])
-        for p in peers
-    ]
+    notes += rep.target_notes(payload["targets"], 230)
     return rep.grouped_barh(
         path,
         title=f"Rewrite every data file of a table, deletes applied ({slug})",
         categories=categories,
-        series=series,
+        series=rep.peer_series(results, peers, "input_mb_per_s", LABELS, COLORS),
         xlabel="MB/s of input data files (median run; higher is better)",
         notes=notes,
     )
 
 
 def run_driver(args: argparse.Namespace) -> int:
-    slug, device = device_info()
+    slug, device = rep.device_info()
     peers = [p for p in args.peers if p not in CUDA_PEERS or device["cuda"]]
     skipped = {
         p: {"status": "skipped", "reason": f"no CUDA device here: {device['detail']}"}
@@ -758,25 +698,16 @@ def run_driver(args: argparse.Namespace) -> int:
         if p not in peers
     }
     out_dir = Path(args.out)
-    package = rep.REPO_ROOT / "gpu_engine"
-    work = Path(tempfile.mkdtemp(prefix="compaction-bench-", dir=args.work_dir))
     results: dict[str, dict[str, dict[str, Any]]] = {}
     all_runs: dict[str, dict[str, list[dict[str, Any]]]] = {}
     failures: list[str] = []
     profile: dict[str, Any] | None = None
-    try:
+    with rep.work_dir("compaction-bench-", args.work_dir, keep=args.keep_work) as work:
         src = work / "src"
-        shutil.copytree(package, src / "gpu_engine", ignore=shutil.ignore_patterns("__pycache__"))
+        code = rep.snapshot_code(src)
         env = dict(os.environ, **{SRC_ENV: str(src), "NUMBA_CACHE_DIR": str(work / "numba")})
-        code = {"snapshot": True, "gpu_engine_sha256": code_fingerprint(src / "gpu_engine")}
         tables = build_tables(args, work, env)
-        quiet: dict[str, Any] = {"skipped": True} if args.quiet_wait <= 0 else wait_quiet(args.quiet_wait)
-        if not quiet.get("skipped"):
-            print(
-                f"quiet wait: {quiet['waited_s']:.0f} s, quiet={quiet['quiet']}, load "
-                f"{quiet['loadavg_at_measurement'][0]:.2f}",
-                flush=True,
-            )
+        quiet = rep.quiet_before_measuring(args.quiet_wait)
         for key, meta in tables.items():
             big, warm = Path(meta["dir"]), Path(meta["warm_dir"])
             runs: dict[str, list[dict[str, Any]]] = {p: [] for p in peers}
@@ -810,21 +741,15 @@ def run_driver(args: argparse.Namespace) -> int:
                 r = results[key][p]
                 if (p in OURS or r["status"] == "wrong result") and r["status"] != "ok":
                     failures.append(f"{key}: {p} {r['status']}: {r.get('reason') or r.get('why')}")
-        code["checkout_sha256_at_end"] = code_fingerprint(package)
-        code["checkout_changed_during_run"] = code["checkout_sha256_at_end"] != code["gpu_engine_sha256"]
-        ratio = ratios(results)
+        rep.note_checkout_changes(code)
+        ratio = rep.time_ratios(results, OURS, stats=("median", "best"))  # ours / peer throughput
         targets = evaluate_targets(results, device)
         missed_cpu = any(t["met"] is False and t["ours"] == OURS_CPU for t in targets)
         if OURS_CPU in peers and (args.profile == "always" or (args.profile == "auto" and missed_cpu)):
             profile = write_profile(args, tables, ratio, env, out_dir, slug)
-    finally:
-        if not args.keep_work:
-            shutil.rmtree(work, ignore_errors=True)
 
     payload: dict[str, Any] = {
-        "bench": "compaction",
-        "environment": rep.environment(PEER_PACKAGES),
-        "device": device | {"slug": slug},
+        **rep.header("compaction", PEER_PACKAGES, device, slug),
         "parameters": {
             "rows": args.rows,
             "files": args.files,
@@ -881,14 +806,8 @@ def run_driver(args: argparse.Namespace) -> int:
         "failures": failures,
         "notes": [CONTENTION_NOTE],
     }
-    json_path = rep.write_json(out_dir / f"compaction-{slug}.json", payload)
-    png_path = chart(out_dir / f"compaction-{slug}.png", payload, slug)
-    print(f"wrote {json_path} and {png_path}")
-    for t in targets:
-        print(f"target {t['text']}: {t['verdict']}")
-    for failure in failures:
-        print(f"FAILED: {failure}", file=sys.stderr)
-    return 1 if failures else 0
+    stem = f"compaction-{slug}"
+    return rep.finish(out_dir, stem, payload, lambda path: chart(path, payload, slug), failures, targets)
 
 
 def write_profile(
@@ -914,7 +833,7 @@ def write_profile(
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = rep.arg_parser(__doc__)
     p.add_argument("--rows", type=int, default=10_000_000)
     p.add_argument("--files", type=int, default=200)
     p.add_argument("--repeat", type=int, default=3)
@@ -922,12 +841,7 @@ def main() -> int:
     p.add_argument("--peers", nargs="+", choices=PEERS, default=list(PEERS), help="cuda ones only with a GPU")
     p.add_argument("--delete-fraction", type=float, default=0.05, help="rows deleted by position / DV")
     p.add_argument("--eq-fraction", type=float, default=0.01, help="rows deleted by equality deletes")
-    p.add_argument("--seed", type=int, default=DEFAULT_SEED)
-    p.add_argument("--quiet-wait", type=float, default=1200.0, help="max seconds to wait for a quiet machine")
-    p.add_argument("--work-dir", default=None, help="where the tables are built (default: a temp dir)")
-    p.add_argument("--keep-work", action="store_true", help="keep the tables after the run")
-    p.add_argument("--peer-timeout", type=float, default=1800.0, help="seconds before a worker is killed")
-    p.add_argument("--out", default=str(rep.DEFAULT_OUT))
+    rep.add_run_options(p, seed=DEFAULT_SEED)
     p.add_argument("--profile", choices=("auto", "always", "never"), default="auto")
     p.add_argument("--profile-top", type=int, default=30)
     p.add_argument("--worker", choices=PEERS, help=argparse.SUPPRESS)
@@ -939,16 +853,12 @@ def main() -> int:
     args = p.parse_args()
     if args.rows < args.files or args.files < 1:
         p.error("need rows >= files >= 1")
-    if args.generate:
-        generate(Path(args.table_dir), WORKLOADS[args.generate], args.rows, args.files, args)
-        return 0
-    if args.worker:
-        run_worker(args)
-        return 0
-    if args.profile_worker:
-        run_profile(args)
-        return 0
-    return run_driver(args)
+    workers = {
+        "generate": lambda a: generate(Path(a.table_dir), WORKLOADS[a.generate], a.rows, a.files, a),
+        "worker": run_worker,
+        "profile_worker": run_profile,
+    }
+    return rep.run_mode(args, workers, run_driver)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ host->device->host copies included. Writes ``kernels-<device-slug>.json`` and ``
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import zlib
@@ -39,10 +38,7 @@ NULL_FRACTION = 0.01
 WARMUP_ROWS = max(1 << 17, 2 * getattr(elementwise, "PARALLEL_FROM", 0))
 MAX_ADJUDICATED = 2000
 PEER_PACKAGES = ("pyiceberg", "pyiceberg-core", "matplotlib")
-CONTENTION_NOTE = (
-    "others_busy_cores: average cores that other processes kept busy while the case ran (from /proc/stat "
-    "minus this process); well above 0 means the timings are depressed by contention"
-)
+CONTENTION_NOTE = rep.contention_note("while the case ran", "this process")
 BYTES_NOTE = (
     "bytes = value buffers read + written (data, and offsets for strings); validity bitmaps are passed "
     "through untouched and not counted"
@@ -646,8 +642,9 @@ def run(rows: int, out_dir: Path, case_filter: str | None, repeat: int, quiet: Q
     busy = [r["others_busy_cores"] for r in records if r["others_busy_cores"] is not None]
     payload["others_busy_cores_max"] = max(busy) if busy else None
     stem = f"kernels-{payload['device_slug']}"
-    print(f"wrote {rep.write_json(out_dir / f'{stem}.json', payload)}")
-    print(f"wrote {chart(out_dir / f'{stem}.png', payload)}")
+    json_path, png_path = rep.write_results(out_dir, stem, payload, lambda path: chart(path, payload))
+    print(f"wrote {json_path}")
+    print(f"wrote {png_path}")
     for t in payload["targets"]:
         value = t.get("value")
         shown = f"{value:.3g} (median {t['value_median']:.3g})" if value is not None else "n/a"
@@ -662,9 +659,7 @@ def run(rows: int, out_dir: Path, case_filter: str | None, repeat: int, quiet: Q
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = rep.arg_parser(__doc__)
     parser.add_argument("--rows", type=int, default=10_000_000, help="rows per case (default 10,000,000)")
     parser.add_argument("--out", type=Path, default=rep.DEFAULT_OUT, help="results folder (bench/results)")
     parser.add_argument("--cases", default=None, help="only cases whose name contains this substring")

@@ -275,9 +275,7 @@ def _many_small(tmp: Path, records: list[dict[str, Any]], args: argparse.Namespa
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = rep.arg_parser(__doc__)
     parser.add_argument("--entries", type=int, default=20_000)
     parser.add_argument("--columns", type=int, default=15)
     parser.add_argument("--codec", default="deflate")

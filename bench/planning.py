@@ -30,14 +30,12 @@ from __future__ import annotations
 import argparse
 import cProfile
 import dataclasses
-import gc
 import hashlib
 import io
 import json
 import os
 import pstats
 import resource
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -65,10 +63,7 @@ TARGET_SPEEDUP = 5.0
 TARGET_CASE = "ts"
 KEEP_FRACTION = 0.01
 RESULT_PREFIX = "PLANNING-RESULT "
-CONTENTION_NOTE = (
-    "others_busy_cores: average cores that other processes kept busy while the timed runs ran (from "
-    "/proc/stat minus the measuring process); well above 0 means the timings are depressed by contention"
-)
+CONTENTION_NOTE = rep.contention_note("while the timed runs ran", "the measuring process")
 
 
 @dataclass(frozen=True)
@@ -122,25 +117,8 @@ def _peak_rss_mb() -> float:
     ``ru_maxrss`` survives ``exec``: a child spawned by a large parent starts with the parent's RSS as its
     maximum, so it cannot tell a small worker's peak; ``VmHWM`` belongs to the new image only.
     """
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return _ru_maxrss_mb()
-
-
-def _reset_peak_rss() -> float | None:
-    """Reset ``VmHWM`` to the current RSS (Linux >= 4.0: ``clear_refs`` 5); the RSS then, or None."""
-    try:
-        Path("/proc/self/clear_refs").write_text("5")
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return None
+    peak = rep.status_mb("VmHWM")
+    return peak if peak is not None else _ru_maxrss_mb()
 
 
 def _ru_maxrss_mb() -> float:
@@ -204,12 +182,11 @@ def run_worker(args: argparse.Namespace) -> None:
     warm_paths = describe(first)["paths"]
     del first
     peak_cold = _peak_rss_mb()
-    gc.collect()
-    rss_warm = _reset_peak_rss()
+    rss_warm = rep.reset_peak_rss()
     watch = rep.CpuWatch.start()
     timing, result = rep.measure(plan, args.repeat)
     busy = watch.others_busy_cores()
-    peak_timed = _peak_rss_mb() if rss_warm is not None else None
+    peak_timed = rep.peak_rss_since_reset(rss_warm)
     described = describe(result)
     paths = described.pop("paths")
     Path(args.paths_out).write_text("\n".join(paths) + "\n")
@@ -232,20 +209,12 @@ def run_worker(args: argparse.Namespace) -> None:
     }
     if args.profile_out:
         out["profile"] = _profile(table, args.filter, Path(args.profile_out), args.profile_top)
-    print(RESULT_PREFIX + json.dumps(out), flush=True)
+    rep.print_result(RESULT_PREFIX, out)
 
 
 def _engine_source(engine: str) -> str:
     module = sys.modules["gpu_engine" if engine == "gpu-engine" else "pyiceberg"]
     return str(Path(module.__file__ or "?").parent)
-
-
-def code_fingerprint(package: Path) -> str:
-    """sha256 over the relative paths and contents of the package's ``.py`` files."""
-    h = hashlib.sha256()
-    for path in sorted(package.rglob("*.py")):
-        h.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes() + b"\0")
-    return h.hexdigest()
 
 
 def _profile(table: GeneratedTable, expr: str, path: Path, top: int) -> dict[str, Any]:
@@ -281,9 +250,8 @@ def spawn(
     repeat: int | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
     paths_out = work / f"{case.key}-{engine}.txt"
-    cmd = [
-        sys.executable,
-        str(Path(__file__).resolve()),
+    cmd = rep.script_cmd(
+        __file__,
         "--worker",
         engine,
         "--filter",
@@ -300,7 +268,7 @@ def spawn(
         str(repeat or args.repeat),
         "--paths-out",
         str(paths_out),
-    ]
+    )
     if profile is not None:
         cmd += ["--profile-out", str(profile), "--profile-top", str(args.profile_top)]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
@@ -361,17 +329,16 @@ def run_driver(args: argparse.Namespace) -> int:
     out_dir = Path(args.out)
     results: list[dict[str, Any]] = []
     failures: list[str] = []
-    package = rep.REPO_ROOT / "gpu_engine"
     with tempfile.TemporaryDirectory(prefix="planning-bench-") as tmp:
         work = Path(tmp)
         env = dict(os.environ)
         if args.snapshot_code:  # the checkout is shared: every worker plans with the code as it is now
             src = work / "src"
-            shutil.copytree(package, src / "gpu_engine", ignore=shutil.ignore_patterns("__pycache__"))
+            code = rep.snapshot_code(src)
             env[SRC_ENV] = str(src)
             sys.path.insert(0, str(src))
-            package = src / "gpu_engine"
-        code = {"snapshot": args.snapshot_code, "gpu_engine_sha256": code_fingerprint(package)}
+        else:
+            code = {"snapshot": False, "gpu_engine_sha256": rep.code_fingerprint(rep.PACKAGE)}
         validation = validate(table)
         prime: dict[str, Any] | None = None
         if args.prime:  # compile (and cache on disk) numba code once, so no measured process pays for it
@@ -428,8 +395,7 @@ def run_driver(args: argparse.Namespace) -> int:
             print(f"  {case.key:5} speedup {entry['speedup_best']:.2f}x  plans match: {match}", flush=True)
             results.append(entry)
 
-    code["checkout_sha256_at_end"] = code_fingerprint(rep.REPO_ROOT / "gpu_engine")
-    code["checkout_changed_during_run"] = code["checkout_sha256_at_end"] != code["gpu_engine_sha256"]
+    rep.note_checkout_changes(code)
     target = next((r for r in results if r["case"] == TARGET_CASE), None)
     payload: dict[str, Any] = {
         "bench": "planning",
@@ -471,12 +437,9 @@ def run_driver(args: argparse.Namespace) -> int:
         "failures": failures,
         "notes": [CONTENTION_NOTE],
     }
-    json_path = rep.write_json(out_dir / f"planning-{slug}.json", payload)
-    png_path = chart(out_dir / f"planning-{slug}.png", results, table, slug)
-    print(f"wrote {json_path} and {png_path}")
-    for failure in failures:
-        print(f"FAILED: {failure}", file=sys.stderr)
-    return 1 if failures else 0
+    return rep.finish(
+        out_dir, f"planning-{slug}", payload, lambda path: chart(path, results, table, slug), failures
+    )
 
 
 def ms(result: dict[str, Any], engine: str) -> float:
@@ -529,7 +492,7 @@ def chart(path: Path, results: list[dict[str, Any]], table: GeneratedTable, slug
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = rep.arg_parser(__doc__)
     p.add_argument("--files", type=int, default=100_000)
     p.add_argument("--manifests", type=int, default=500)
     p.add_argument("--out", default=str(rep.DEFAULT_OUT))
@@ -560,10 +523,7 @@ def main() -> int:
     p.add_argument("--paths-out", help=argparse.SUPPRESS)
     p.add_argument("--profile-out", help=argparse.SUPPRESS)
     args = p.parse_args()
-    if args.worker:
-        run_worker(args)
-        return 0
-    return run_driver(args)
+    return rep.run_mode(args, {"worker": run_worker}, run_driver)
 
 
 if __name__ == "__main__":

@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import cProfile
 import dataclasses
-import gc
 import hashlib
 import io
 import json
@@ -93,12 +92,7 @@ LABELS = {
     DAFT: "Daft",
 }
 COLORS = {OURS_CPU: "#2a7ab9", OURS_CUDA: "#76b900", PYICEBERG: "#999999", DUCKDB: "#e3b505", DAFT: "#8e5ab5"}
-LOAD_BELOW = 0.5
-QUIET_CORES = 0.2
-CONTENTION_NOTE = (
-    "others_busy_cores: average cores that other processes kept busy while the timed runs ran (from "
-    "/proc/stat minus the measuring process); well above 0 means the timings are depressed by contention"
-)
+CONTENTION_NOTE = rep.contention_note("while the timed runs ran", "the measuring process")
 
 
 @dataclass(frozen=True)
@@ -343,30 +337,6 @@ def compare_rows(actual: Any, expected: Any) -> dict[str, Any]:
 # -- worker: one peer, one table, in its own process ---------------------------------------------------------
 
 
-def _status_kib(field: str) -> float | None:
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return None
-
-
-def _reset_peak_rss() -> float | None:
-    """Reset ``VmHWM`` to the current RSS (Linux ``clear_refs`` 5); the RSS then, or None."""
-    try:
-        Path("/proc/self/clear_refs").write_text("5")
-    except OSError:
-        return None
-    return _status_kib("VmRSS")
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"[:400]
-
-
 def run_worker(args: argparse.Namespace) -> None:
     meta = load_meta(Path(args.table_dir))
     assert meta is not None, args.table_dir
@@ -383,8 +353,8 @@ def run_worker(args: argparse.Namespace) -> None:
     try:
         first_s, first = rep.once(fn)
     except Exception as exc:
-        out |= {"status": "unsupported", "reason": _first_line(exc), "peak_rss_mb": _status_kib("VmHWM")}
-        print(RESULT_PREFIX + json.dumps(out), flush=True)
+        out |= {"status": "unsupported", "reason": rep.first_line(exc), "peak_rss_mb": rep.status_mb("VmHWM")}
+        rep.print_result(RESULT_PREFIX, out)
         return
     out |= {"first_call_s": first_s, "first_rows": first.num_rows}
     del first
@@ -396,16 +366,15 @@ def run_worker(args: argparse.Namespace) -> None:
         return result
 
     result: Any = None
-    peak_cold = _status_kib("VmHWM")
+    peak_cold = rep.status_mb("VmHWM")
     out["peak_rss_mb"] = peak_cold
     # a slow peer gets fewer timed calls: at most --time-budget s of them (at least one)
     repeat = min(args.repeat, max(1, int(args.time_budget // max(first_s, 1e-9))))
     if args.repeat > 0:
-        gc.collect()
-        rss_before = _reset_peak_rss()
+        rss_before = rep.reset_peak_rss()
         watch = rep.CpuWatch.start()
         timing, result = rep.measure(call, repeat)
-        peak_timed = _status_kib("VmHWM") if rss_before is not None else None
+        peak_timed = rep.peak_rss_since_reset(rss_before)
         out |= timing.to_json() | {
             "repeat": repeat,
             "repeat_reduced": repeat < args.repeat,
@@ -426,7 +395,7 @@ def run_worker(args: argparse.Namespace) -> None:
         out |= {"rows_checked": False, "same_rows": None}
     ok = out["counts_ok"] and out["same_rows"] is not False
     out["status"] = "ok" if ok else "wrong result"
-    print(RESULT_PREFIX + json.dumps(out), flush=True)
+    rep.print_result(RESULT_PREFIX, out)
 
 
 def run_profile(args: argparse.Namespace) -> None:
@@ -466,21 +435,20 @@ def run_profile(args: argparse.Namespace) -> None:
     Path(args.profile_out).write_text(header + text.getvalue())
     summary = {"kind": meta["kind"], "parallel_s": parallel_s, "serial_s": serial_s, "profiled_s": profiled_s}
     summary["first_call_profiled_s"] = first_s
-    print(RESULT_PREFIX + json.dumps(summary), flush=True)
+    rep.print_result(RESULT_PREFIX, summary)
 
 
 # -- driver --------------------------------------------------------------------------------------------------
 
 
 def worker_cmd(args: argparse.Namespace) -> list[str]:
-    return [
-        sys.executable,
-        str(Path(__file__).resolve()),
+    return rep.script_cmd(
+        __file__,
         *("--rows", str(args.rows), "--files", str(args.files), "--seed", str(args.seed)),
         *("--delete-fraction", str(args.delete_fraction), "--eq-fraction", str(args.eq_fraction)),
         *(["--row-group-rows", str(args.row_group_rows)] if args.row_group_rows else []),
         *("--threads", str(args.threads)),
-    ]
+    )
 
 
 def spawn(args: argparse.Namespace, extra: list[str], env: dict[str, str]) -> dict[str, Any]:
@@ -504,61 +472,7 @@ def spawn(args: argparse.Namespace, extra: list[str], env: dict[str, str]) -> di
             if started
             else f"worker killed after {args.peer_timeout:g} s",
         }
-    lines = [ln for ln in stdout.splitlines() if ln.startswith(RESULT_PREFIX)]
-    if proc.returncode != 0 or not lines:
-        tail = (stdout + stderr).strip().splitlines()[-3:]
-        return {"status": "error", "reason": f"worker exit {proc.returncode}: {' | '.join(tail)[-600:]}"}
-    result: dict[str, Any] = json.loads(lines[-1][len(RESULT_PREFIX) :])
-    return result
-
-
-def wait_quiet(max_wait_s: float) -> dict[str, Any]:
-    """Wait until the 1-minute load average is below LOAD_BELOW and other processes use under QUIET_CORES
-    cores (``_report.wait_for_quiet``), for at most ``max_wait_s``."""
-    start = time.perf_counter()
-    before = list(os.getloadavg())
-    quiet = False
-    while True:
-        left = max_wait_s - (time.perf_counter() - start)
-        rep.wait_for_quiet(max(0.0, left), below_cores=QUIET_CORES)
-        if os.getloadavg()[0] < LOAD_BELOW:
-            quiet = True
-            break
-        if time.perf_counter() - start >= max_wait_s:
-            break
-        time.sleep(5.0)
-    watch = rep.CpuWatch.start()
-    time.sleep(2.0)
-    return {
-        "max_wait_s": max_wait_s,
-        "waited_s": time.perf_counter() - start - 2.0,
-        "quiet": quiet,
-        "criterion": f"1-minute load average < {LOAD_BELOW} and others busy < {QUIET_CORES} cores",
-        "loadavg_before_wait": before,
-        "loadavg_at_measurement": list(os.getloadavg()),
-        "others_busy_cores_at_measurement": watch.others_busy_cores(),
-    }
-
-
-def code_fingerprint(package: Path) -> str:
-    h = hashlib.sha256()
-    for path in sorted(package.rglob("*.py")):
-        h.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes() + b"\0")
-    return h.hexdigest()
-
-
-def device_info() -> tuple[str, dict[str, Any]]:
-    """(slug, description): a real CUDA device names the run, else the CPU."""
-    from gpu_engine.backend.select import probe_cuda
-
-    probe = probe_cuda()
-    if probe.available and not probe.simulated:
-        from numba import cuda
-
-        name = cuda.get_current_device().name
-        name = name.decode() if isinstance(name, bytes) else str(name)
-        return rep.slugify(name), {"cuda": True, "detail": probe.detail, "name": name}
-    return rep.cpu_slug(), {"cuda": False, "detail": probe.detail}
+    return rep.worker_result(proc.returncode, stdout, stderr, RESULT_PREFIX)
 
 
 def rate(result: dict[str, Any], units: float) -> float | None:
@@ -566,11 +480,10 @@ def rate(result: dict[str, Any], units: float) -> float | None:
 
 
 def run_driver(args: argparse.Namespace) -> int:
-    slug, device = device_info()
+    slug, device = rep.device_info()
     peers = [p for p in args.peers if p != OURS_CUDA or device["cuda"]]
     out_dir = Path(args.out)
     base_env = dict(os.environ, PYICEBERG_MAX_WORKERS=str(args.threads))
-    package = rep.REPO_ROOT / "gpu_engine"
     results: dict[str, dict[str, Any]] = {}
     cold: dict[str, dict[str, Any]] = {}
     profiles: list[dict[str, Any]] = []
@@ -578,9 +491,8 @@ def run_driver(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="scan-bench-") as tmp:
         work = Path(tmp)
         src = work / "src"
-        shutil.copytree(package, src / "gpu_engine", ignore=shutil.ignore_patterns("__pycache__"))
+        code = rep.snapshot_code(src)
         env = dict(base_env, **{SRC_ENV: str(src)})
-        code = {"snapshot": True, "gpu_engine_sha256": code_fingerprint(src / "gpu_engine")}
         tables = ensure_tables(args, env)
         for kind, meta in tables.items():
             meta |= footprint(meta)
@@ -590,13 +502,7 @@ def run_driver(args: argparse.Namespace) -> int:
                 f"{meta['delete_files']} delete files ({meta['delete_bytes'] / 1e6:.2f} MB)",
                 flush=True,
             )
-        quiet: dict[str, Any] = {"skipped": True} if args.quiet_wait <= 0 else wait_quiet(args.quiet_wait)
-        if not quiet.get("skipped"):
-            print(
-                f"quiet wait: {quiet['waited_s']:.0f} s, quiet={quiet['quiet']}, load "
-                f"{quiet['loadavg_at_measurement'][0]:.2f}",
-                flush=True,
-            )
+        quiet = rep.quiet_before_measuring(args.quiet_wait)
         for kind, meta in tables.items():
             results[kind] = {}
             for peer in peers:
@@ -634,9 +540,8 @@ def run_driver(args: argparse.Namespace) -> int:
                     print(f"  {kind:9} {peer:16} {r['status']}: {why}", flush=True)
                 if ours and r["status"] != "ok":
                     failures.append(f"{kind}: {peer} {r['status']}: {r.get('reason') or r.get('why')}")
-        code["checkout_sha256_at_end"] = code_fingerprint(package)
-        code["checkout_changed_during_run"] = code["checkout_sha256_at_end"] != code["gpu_engine_sha256"]
-        ratios = speedups(results)
+        rep.note_checkout_changes(code)
+        ratios = rep.time_ratios(results, (OURS_CPU, OURS_CUDA), against_ours=True, lower_bounds=True)
         targets = evaluate_targets(results, device)
         missed_cpu = any(t["met"] is False and t["ours"] == OURS_CPU for t in targets)
         if args.profile == "always" or (args.profile == "auto" and missed_cpu):
@@ -654,9 +559,7 @@ def run_driver(args: argparse.Namespace) -> int:
             print(f"wrote {profile_path}", flush=True)
 
     payload: dict[str, Any] = {
-        "bench": "scan",
-        "environment": rep.environment(PEER_PACKAGES),
-        "device": device | {"slug": slug},
+        **rep.header("scan", PEER_PACKAGES, device, slug),
         "parameters": {
             "rows": args.rows,
             "files": args.files,
@@ -706,37 +609,9 @@ def run_driver(args: argparse.Namespace) -> int:
         "failures": failures,
         "notes": [CONTENTION_NOTE],
     }
-    json_path = rep.write_json(out_dir / f"scan-{slug}.json", payload)
-    png_path = chart(out_dir / f"scan-{slug}.png", payload, slug)
-    print(f"wrote {json_path} and {png_path}")
-    for t in targets:
-        print(f"target {t['text']}: {t['verdict']}")
-    for failure in failures:
-        print(f"FAILED: {failure}", file=sys.stderr)
-    return 1 if failures else 0
-
-
-def speedups(results: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict[str, dict[str, Any]]]:
-    """Per table and our backend: peer time / our time, best and median (only where both are ok)."""
-    out: dict[str, dict[str, dict[str, Any]]] = {}
-    for kind, per_peer in results.items():
-        for ours in (OURS_CPU, OURS_CUDA):
-            mine = per_peer.get(ours)
-            if not mine or mine.get("status") != "ok":
-                continue
-            for peer, theirs in per_peer.items():
-                if peer in (OURS_CPU, OURS_CUDA) and peer == ours:
-                    continue
-                entry: dict[str, Any] = {"status": theirs.get("status")}
-                if theirs.get("status") == "ok":
-                    entry |= {
-                        "best": theirs["best_s"] / mine["best_s"],
-                        "median": theirs["median_s"] / mine["median_s"],
-                    }
-                elif theirs.get("status") == "timeout" and theirs.get("first_call_at_least_s"):
-                    entry["best_at_least"] = theirs["first_call_at_least_s"] / mine["best_s"]
-                out.setdefault(kind, {})[f"{ours}/{peer}"] = entry
-    return out
+    return rep.finish(
+        out_dir, f"scan-{slug}", payload, lambda path: chart(path, payload, slug), failures, targets
+    )
 
 
 def evaluate_targets(
@@ -766,28 +641,15 @@ def evaluate_targets(
                 s = theirs["best_s"] / mine["best_s"]
                 per_kind[kind] = {"speedup": s, "met": s >= t.speedup, "why": None}
             verdicts.append(per_kind[kind]["met"])
-        met = None if any(v is None for v in verdicts) else all(verdicts)
-        if any(v is False for v in verdicts):
-            met = False
         shown = ", ".join(
             f"{k} {'>= ' if v.get('lower_bound') else ''}{v['speedup']:.2f}x"
             if v["speedup"] is not None
             else f"{k} n/a ({v['why']})"
             for k, v in per_kind.items()
         )
-        verdict = {True: "met", False: "MISSED", None: "not measured"}[met]
-        out.append(
-            {
-                "key": t.key,
-                "text": t.text,
-                "ours": t.ours,
-                "peer": t.peer,
-                "threshold": t.speedup,
-                "kinds": per_kind,
-                "met": met,
-                "verdict": f"{verdict} ({shown})",
-            }
-        )
+        met = rep.overall_met(verdicts)
+        fields = {"ours": t.ours, "peer": t.peer, "threshold": t.speedup, "kinds": per_kind}
+        out.append(rep.target_result(t.key, t.text, met, shown, **fields))
     return out
 
 
@@ -822,23 +684,19 @@ def chart(path: Path, payload: dict[str, Any], slug: str) -> Path:
         ]
         if shown:
             notes.append(f"{k}: speedup ours/peer (peer time / our time, best): " + ", ".join(shown))
-    notes += [f"target {t['text']}: {t['verdict']}"[:200] for t in payload["targets"]]
-    series = [
-        rep.Series(LABELS[p], [results[k].get(p, {}).get("rows_per_s") for k in kinds], COLORS[p])
-        for p in peers
-    ]
+    notes += rep.target_notes(payload["targets"])
     return rep.grouped_barh(
         path,
         title=f"Full-table scan to Arrow with deletes applied ({slug})",
         categories=categories,
-        series=series,
+        series=rep.peer_series(results, peers, "rows_per_s", LABELS, COLORS),
         xlabel="surviving rows per second (best run; higher is better)",
         notes=notes,
     )
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = rep.arg_parser(__doc__)
     p.add_argument("--rows", type=int, default=10_000_000)
     p.add_argument("--files", type=int, default=100)
     p.add_argument("--delete-fraction", type=float, default=0.05, help="position / DV tables")
@@ -874,16 +732,12 @@ def main() -> int:
     p.add_argument("--check", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--profile-out", help=argparse.SUPPRESS)
     args = p.parse_args()
-    if args.generate:
-        generate_kind(Path(args.table_dir), args.generate, args)
-        return 0
-    if args.worker:
-        run_worker(args)
-        return 0
-    if args.profile_worker:
-        run_profile(args)
-        return 0
-    return run_driver(args)
+    workers = {
+        "generate": lambda a: generate_kind(Path(a.table_dir), a.generate, a),
+        "worker": run_worker,
+        "profile_worker": run_profile,
+    }
+    return rep.run_mode(args, workers, run_driver)
 
 
 if __name__ == "__main__":

@@ -67,7 +67,6 @@ run's numbers) under ``--out``.
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import math
 import os
@@ -76,7 +75,6 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -103,16 +101,7 @@ from compaction import (  # noqa: E402  (imports scan first, which puts the SRC_
     restore,
     summarize,
 )
-from scan import (  # noqa: E402
-    RESULT_PREFIX,
-    SRC_ENV,
-    _first_line,
-    _reset_peak_rss,
-    _status_kib,
-    code_fingerprint,
-    device_info,
-    wait_quiet,
-)
+from scan import RESULT_PREFIX, SRC_ENV  # noqa: E402
 
 PEER_PACKAGES = ("pyspark", "py4j", "matplotlib")
 MODES = ("single-c1", "single-c2", "spark")
@@ -342,9 +331,8 @@ def run_worker(args: argparse.Namespace) -> None:
             out |= {"status": "wrong result", "why": f"warm-up table: {warm_check['why']}"}
             return
         tbl = load(big)
-        gc.collect()
-        out["peak_rss_warm_up_mb"] = _status_kib("VmHWM")
-        out["rss_before_timed_mb"] = _reset_peak_rss()
+        out["peak_rss_warm_up_mb"] = rep.status_mb("VmHWM")
+        out["rss_before_timed_mb"] = rep.reset_peak_rss()
         timeline = Timeline()
         if mode == "spark":
             busy0, (_, _, tree_cpu0) = rep._busy_cpu_seconds(), ProcessTree.snapshot()
@@ -363,32 +351,28 @@ def run_worker(args: argparse.Namespace) -> None:
             result = call(tbl, timeline)
             t1 = time.perf_counter()
             out["others_busy_cores"] = watch.others_busy_cores()
-        out["peak_rss_timed_mb"] = _status_kib("VmHWM") if out["rss_before_timed_mb"] is not None else None
+        out["peak_rss_timed_mb"] = rep.peak_rss_since_reset(out["rss_before_timed_mb"])
         out |= {"seconds": t1 - t0, "detail": describe(result, timeline, t0, t1)}
         del result
-        out["peak_rss_mb"] = max(out["peak_rss_warm_up_mb"] or 0.0, _status_kib("VmHWM") or 0.0) or None
-        out["check"] = check(args.worker, big, checked)
-        out["status"] = "ok" if out["check"]["same_rows"] else "wrong result"
-        if not out["check"]["same_rows"]:
-            out["why"] = out["check"]["why"]
+        out["peak_rss_mb"] = max(out["peak_rss_warm_up_mb"] or 0.0, rep.status_mb("VmHWM") or 0.0) or None
+        rep.record_check(out, check(args.worker, big, checked))
     except Exception as exc:
-        out |= {"status": "error", "reason": _first_line(exc), "peak_rss_mb": _status_kib("VmHWM")}
+        out |= {"status": "error", "reason": rep.first_line(exc), "peak_rss_mb": rep.status_mb("VmHWM")}
     finally:
         if spark is not None:
             out["session_stop_s"], _ = rep.once(spark.stop)
-        print(RESULT_PREFIX + json.dumps(out), flush=True)
+        rep.print_result(RESULT_PREFIX, out)
 
 
 # -- driver ----------------------------------------------------------------------------------------------
 
 
 def base_cmd(args: argparse.Namespace) -> list[str]:
-    return [
-        sys.executable,
-        str(Path(__file__).resolve()),
+    return rep.script_cmd(
+        __file__,
         *("--seed", str(args.seed), "--delete-fraction", repr(args.delete_fraction)),
         *("--buckets", str(args.buckets), "--master", args.master),
-    ]
+    )
 
 
 def spawn(args: argparse.Namespace, extra: list[str], env: dict[str, str]) -> dict[str, Any]:
@@ -409,12 +393,7 @@ def spawn(args: argparse.Namespace, extra: list[str], env: dict[str, str]) -> di
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
         return {"status": "timeout", "reason": f"worker killed after {args.peer_timeout:g} s"}
-    lines = [ln for ln in stdout.splitlines() if ln.startswith(RESULT_PREFIX)]
-    if proc.returncode != 0 or not lines:
-        tail = (stdout + stderr).strip().splitlines()[-3:]
-        return {"status": "error", "reason": f"worker exit {proc.returncode}: {' | '.join(tail)[-600:]}"}
-    result: dict[str, Any] = json.loads(lines[-1][len(RESULT_PREFIX) :])
-    return result
+    return rep.worker_result(proc.returncode, stdout, stderr, RESULT_PREFIX)
 
 
 def build_tables(args: argparse.Namespace, work: Path, env: dict[str, str]) -> dict[str, Any]:
@@ -780,7 +759,7 @@ def model_markdown(payload: dict[str, Any], json_name: str) -> str:
 
 
 def run_driver(args: argparse.Namespace) -> int:
-    slug, device = device_info()
+    slug, device = rep.device_info()
     backends = [b for b in BACKENDS if b == "cpu" or device["cuda"]]
     measurements = [f"{m}-{b}" for b in backends for m in MODES]
     skipped = {
@@ -790,27 +769,18 @@ def run_driver(args: argparse.Namespace) -> int:
         for m in MODES
     }
     out_dir = Path(args.out)
-    package = rep.REPO_ROOT / "gpu_engine"
-    work = Path(tempfile.mkdtemp(prefix="spark-bench-", dir=args.work_dir))
     runs: dict[str, list[dict[str, Any]]] = {m: [] for m in measurements}
     failures: list[str] = []
-    try:
+    with rep.work_dir("spark-bench-", args.work_dir, keep=args.keep_work) as work:
         src = work / "src"
-        shutil.copytree(package, src / "gpu_engine", ignore=shutil.ignore_patterns("__pycache__"))
+        code = rep.snapshot_code(src)
         pythonpath = os.pathsep.join([str(src), *filter(None, [os.environ.get("PYTHONPATH")])])
         env = dict(
             os.environ,
             **{SRC_ENV: str(src), "NUMBA_CACHE_DIR": str(work / "numba"), "PYTHONPATH": pythonpath},
         )
-        code: dict[str, Any] = {"snapshot": True, "gpu_engine_sha256": code_fingerprint(src / "gpu_engine")}
         table = build_tables(args, work, env)
-        quiet: dict[str, Any] = {"skipped": True} if args.quiet_wait <= 0 else wait_quiet(args.quiet_wait)
-        if not quiet.get("skipped"):
-            print(
-                f"quiet wait: {quiet['waited_s']:.0f} s, quiet={quiet['quiet']}, load "
-                f"{quiet['loadavg_at_measurement'][0]:.2f}",
-                flush=True,
-            )
+        quiet = rep.quiet_before_measuring(args.quiet_wait)
         big, warm = Path(table["dir"]), Path(table["warm_dir"])
         for i in range(args.repeat):
             for m in measurements:
@@ -846,19 +816,13 @@ def run_driver(args: argparse.Namespace) -> int:
                 failures.append(
                     f"{m} {results[m]['status']}: {results[m].get('reason') or results[m].get('why')}"
                 )
-        code["checkout_sha256_at_end"] = code_fingerprint(package)
-        code["checkout_changed_during_run"] = code["checkout_sha256_at_end"] != code["gpu_engine_sha256"]
-    finally:
-        if not args.keep_work:
-            shutil.rmtree(work, ignore_errors=True)
+        rep.note_checkout_changes(code)
 
     table_out = {
         k: v for k, v in table.items() if k not in ("dir", "warm_dir", "catalog", "metadata_location")
     }
     payload: dict[str, Any] = {
-        "bench": "spark",
-        "environment": rep.environment(PEER_PACKAGES),
-        "device": device | {"slug": slug},
+        **rep.header("spark", PEER_PACKAGES, device, slug),
         "parameters": {
             "rows": args.rows,
             "files": args.files,
@@ -909,8 +873,9 @@ def run_driver(args: argparse.Namespace) -> int:
         "notes": [CONTENTION_NOTE],
     }
     payload["model"] = scaling_model(results, table, list(BACKENDS), args.model_groups)
-    json_path = rep.write_json(out_dir / f"spark-{slug}.json", payload)
-    png_path = chart(out_dir / f"spark-{slug}.png", payload, slug)
+    json_path, png_path = rep.write_results(
+        out_dir, f"spark-{slug}", payload, lambda path: chart(path, payload, slug)
+    )
     model_path = out_dir / MODEL_FILE
     model_path.write_text(model_markdown(json.loads(json_path.read_text()), json_path.name))
     print(f"wrote {json_path}, {png_path} and {model_path}")
@@ -923,13 +888,11 @@ def run_driver(args: argparse.Namespace) -> int:
                 f"({a['spark_overhead_fraction']:.0%} of the wall time), single c2 overhead "
                 f"{a.get('single_c2_overhead_s', float('nan')):.3f} s"
             )
-    for failure in failures:
-        print(f"FAILED: {failure}", file=sys.stderr)
-    return 1 if failures else 0
+    return rep.exit_status(failures)
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = rep.arg_parser(__doc__)
     p.add_argument("--rows", type=int, default=4_000_000)
     p.add_argument("--files", type=int, default=80, help="appends (each writes one file per bucket)")
     p.add_argument("--buckets", type=int, default=4, help="bucket(N, id) partitions: the groups planned")
@@ -937,12 +900,7 @@ def main() -> int:
     p.add_argument("--master", default="local[2]", help="Spark master of the local session")
     p.add_argument("--delete-fraction", type=float, default=0.0, help="rows deleted by position deletes")
     p.add_argument("--model-groups", type=int, nargs="*", default=[64], help="extra G for the model")
-    p.add_argument("--seed", type=int, default=DEFAULT_SEED)
-    p.add_argument("--quiet-wait", type=float, default=1200.0, help="max seconds to wait for a quiet machine")
-    p.add_argument("--work-dir", default=None, help="where the tables are built (default: a temp dir)")
-    p.add_argument("--keep-work", action="store_true", help="keep the tables after the run")
-    p.add_argument("--peer-timeout", type=float, default=1800.0, help="seconds before a worker is killed")
-    p.add_argument("--out", default=str(rep.DEFAULT_OUT))
+    rep.add_run_options(p, seed=DEFAULT_SEED)
     p.add_argument("--worker", choices=[f"{m}-{b}" for b in BACKENDS for m in MODES], help=argparse.SUPPRESS)
     p.add_argument("--generate", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--table-dir", help=argparse.SUPPRESS)
@@ -950,13 +908,8 @@ def main() -> int:
     args = p.parse_args()
     if args.rows < args.files or args.files < 1 or args.buckets < 1:
         p.error("need rows >= files >= 1 and buckets >= 1")
-    if args.generate:
-        generate(Path(args.table_dir), args.rows, args.files, args)
-        return 0
-    if args.worker:
-        run_worker(args)
-        return 0
-    return run_driver(args)
+    workers = {"generate": lambda a: generate(Path(a.table_dir), a.rows, a.files, a), "worker": run_worker}
+    return rep.run_mode(args, workers, run_driver)
 
 
 if __name__ == "__main__":

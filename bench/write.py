@@ -33,7 +33,6 @@ import gc
 import os
 import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -55,10 +54,7 @@ OPS = ("append", "delete")
 LOAD_BELOW = 0.8
 QUIET_CORES = 0.2
 DEFAULT_SEED = 20_260_523
-CONTENTION_NOTE = (
-    "others_busy_cores: average cores that other processes kept busy while a peer's timed runs ran (from "
-    "/proc/stat minus this process); well above 0 means the timings are depressed by contention"
-)
+CONTENTION_NOTE = rep.contention_note("while a peer's timed runs ran", "this process")
 
 
 @dataclass(frozen=True)
@@ -196,11 +192,6 @@ def check(peer: Peer, rows: int, cut: int) -> dict[str, Any]:
     return {"same_rows": True, "why": None, "rows": len(got)}
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"[:400]
-
-
 def timed(fn: Callable[[], object]) -> float:
     gc.collect()
     start = time.perf_counter()
@@ -229,7 +220,7 @@ def run_peer(
             del p
             shutil.rmtree(root, ignore_errors=True)
     except Exception as exc:
-        return {"status": "unsupported", "reason": _first_line(exc), "loadavg_at_start": load}
+        return {"status": "unsupported", "reason": rep.first_line(exc), "loadavg_at_start": load}
     out: dict[str, Any] = {"loadavg_at_start": load, "others_busy_cores": watch.others_busy_cores()}
     out["checks"] = checks
     bad = [c for c in checks if not c["same_rows"]]
@@ -304,25 +295,10 @@ def evaluate_targets(ratios: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for t in TARGETS:
         per = {spec: (r[t.op]["best"] if r.get(t.op) else None) for spec, r in ratios.items()}
-        met: bool | None = (
-            None
-            if any(v is None for v in per.values())
-            else all(v >= t.speedup for v in per.values() if v is not None)
-        )
-        if any(v is not None and v < t.speedup for v in per.values()):
-            met = False
+        met = rep.overall_met(None if v is None else v >= t.speedup for v in per.values())
         shown = ", ".join(f"{k} {v:.2f}x" if v is not None else f"{k} n/a" for k, v in per.items())
-        verdict = {True: "met", False: "MISSED", None: "not measured"}[met]
-        out.append(
-            {
-                "key": t.key,
-                "text": t.text,
-                "threshold": t.speedup,
-                "speedup_best": per,
-                "met": met,
-                "verdict": f"{verdict} ({shown})",
-            }
-        )
+        fields = {"threshold": t.speedup, "speedup_best": per}
+        out.append(rep.target_result(t.key, t.text, met, shown, **fields))
     return out
 
 
@@ -353,7 +329,7 @@ def chart(path: Path, payload: dict[str, Any], slug: str) -> Path:
                 notes.append(
                     f"{spec}: {LABELS[peer]} {r.get('status')}: {(r.get('reason') or r.get('why'))}"[:200]
                 )
-    notes += [f"target {t['text']}: {t['verdict']}"[:200] for t in payload["targets"]]
+    notes += rep.target_notes(payload["targets"])
     series = [
         rep.Series(
             LABELS[p],
@@ -376,7 +352,7 @@ def chart(path: Path, payload: dict[str, Any], slug: str) -> Path:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = rep.arg_parser(__doc__)
     p.add_argument("--rows", type=int, default=5_000_000)
     p.add_argument("--days", type=int, default=30)
     p.add_argument("--delete-fraction", type=float, default=0.05)
@@ -388,15 +364,12 @@ def main() -> int:
     p.add_argument("--out", default=str(rep.DEFAULT_OUT))
     args = p.parse_args()
 
-    from scan import device_info
-
-    slug, device = device_info()
+    slug, device = rep.device_info()
     data = make_data(args.rows, args.days, args.seed)
     schema = data.schema
     cut = int(args.rows * args.delete_fraction)
     where = f"id < {cut}"
-    work = Path(tempfile.mkdtemp(prefix="write-bench-", dir=args.work_dir))
-    try:
+    with rep.work_dir("write-bench-", args.work_dir) as work:
         warm = warm_up(schema, work)
         quiet = wait_quiet(args.quiet_wait)
         print(f"load average {quiet['loadavg_before_measuring']} after {quiet['waited_s']:.0f} s", flush=True)
@@ -418,8 +391,6 @@ def main() -> int:
                     print(
                         f"  {spec:13} {peer:15} {r['status']}: {r.get('reason') or r.get('why')}", flush=True
                     )
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
     ratios = speedups(results)
     targets = evaluate_targets(ratios)
@@ -430,9 +401,7 @@ def main() -> int:
         if r["status"] != "ok"
     ]
     payload: dict[str, Any] = {
-        "bench": "write",
-        "environment": rep.environment(PEER_PACKAGES),
-        "device": device | {"slug": slug},
+        **rep.header("write", PEER_PACKAGES, device, slug),
         "parameters": {
             "rows": args.rows,
             "days": args.days,
@@ -472,14 +441,9 @@ def main() -> int:
         "notes": [CONTENTION_NOTE],
     }
     out_dir = Path(args.out)
-    json_path = rep.write_json(out_dir / f"write-{slug}.json", payload)
-    png_path = chart(out_dir / f"write-{slug}.png", payload, slug)
-    print(f"wrote {json_path} and {png_path}")
-    for t in targets:
-        print(f"target {t['text']}: {t['verdict']}")
-    for failure in failures:
-        print(f"FAILED: {failure}", file=sys.stderr)
-    return 1 if failures else 0
+    return rep.finish(
+        out_dir, f"write-{slug}", payload, lambda path: chart(path, payload, slug), failures, targets
+    )
 
 
 if __name__ == "__main__":
