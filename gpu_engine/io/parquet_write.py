@@ -9,10 +9,16 @@ open file, so a file is at most the target plus one row group and only a partiti
 smaller than a row group. Files are written by pyarrow to a temporary file and published
 create-exclusively (locally: a hard link in the target directory, as :meth:`LocalFileIO.write_bytes`).
 
-Threads (pyarrow encodes, compresses and computes without the GIL): a row group's metrics are counted on a
-small pool while it is written, and at the end the partitions' tails are written and their files closed
-side by side. Every decision (row group cuts, rolling, file names) is taken in the calling thread in input
-order, so the files, their rows and their order do not depend on the threads.
+Threads (pyarrow encodes, compresses and computes without the GIL): row groups are encoded on a small
+pool, each as a Parquet file in memory, and spliced in order into their file (:mod:`.parquet_splice`:
+the bytes are those pyarrow writes for the same row groups on one thread), up to one per thread at a time
+while their Arrow bytes stay within the target file size; their metrics are counted beside them. At the
+end the partitions' tails are written and their files closed side by side. Every decision (row group
+cuts, rolling, file names) is taken in the calling thread in input order, and groups land in their files
+at fixed points of that order (never "whenever one is done"), so the files, their bytes and their order
+do not depend on timing. A file is rolled on its exact size, as with one thread; row group cuts of
+small files (target below a row group) use the compression of the groups landed so far, which with
+several threads may leave out the last few.
 
 Parquet layout (Appendix A): field ids on every column, 3-level lists and maps, decimals as INT32 (P <= 9),
 INT64 (P <= 18) or the minimal FIXED_LEN_BYTE_ARRAY (``store_decimal_as_integer``), uuid as
@@ -31,6 +37,7 @@ import shutil
 import tempfile
 import threading
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -51,6 +58,7 @@ from .column_metrics import MetricsCollector
 from .fileio import DefaultFileIO, FileIO, LocalFileIO, _fsync_dir, local_path, scheme_of
 from .metrics_config import MetricsConfig, metrics_config
 from .parquet_read import _starting_offset
+from .parquet_splice import EncodedPart, SpliceFile, encode_row_group
 from .partition_split import partition_path, split_by_partition
 
 Data: TypeAlias = pa.Table | pa.RecordBatch | pa.RecordBatchReader | Iterable[pa.RecordBatch]
@@ -91,6 +99,18 @@ class WriteOptions:
             if level is None
             else int_property(props, "write.parquet.compression-level", 0, minimum=None),
         )
+
+    def parquet_writer_options(self) -> dict[str, Any]:
+        """The :class:`pyarrow.parquet.ParquetWriter` keyword arguments of these settings."""
+        return {
+            "version": "2.6",
+            "compression": self.compression_codec,
+            "compression_level": self.compression_level,
+            "data_page_size": self.page_size_bytes,
+            "dictionary_pagesize_limit": self.dict_size_bytes,
+            "store_decimal_as_integer": True,
+            "write_page_checksum": True,
+        }
 
 
 class LocationProvider(Protocol):
@@ -135,7 +155,7 @@ def write_data_files(
     options = WriteOptions.from_properties(props)
     workers = _workers()
     with ThreadPoolExecutor(workers) if workers > 1 else contextlib.nullcontext() as pool:
-        writer = _Writer(io, provider, schema, spec, options, config, pool)
+        writer = _Writer(io, provider, schema, spec, options, config, pool, workers)
         writer.spec_id = spec.spec_id if spec_id is None else spec_id
         writer.sort_order_id = None if sort_order is None else sort_order.order_id
         target = writer.arrow_schema
@@ -177,9 +197,10 @@ class _OpenFile:
     target: str  # resolved
     tmp: str  # local temporary file
     handle: BinaryIO
-    writer: pq.ParquetWriter
+    out: SpliceFile
     metrics: MetricsCollector
     partition: tuple[Any, ...]
+    inflight_bytes: float = 0.0  # Arrow bytes of its row groups still being encoded
 
 
 @dataclass
@@ -188,6 +209,16 @@ class _Partition:
     buffer: list[pa.RecordBatch] = field(default_factory=list)
     nbytes: float = 0.0
     file: _OpenFile | None = None
+
+
+@dataclass(frozen=True)
+class _Encoding:
+    """A row group of ``file`` being encoded on the pool, its metrics counted beside it."""
+
+    file: _OpenFile
+    part: Future[EncodedPart]
+    metrics: Future[MetricsCollector]
+    nbytes: float
 
 
 class _Writer:
@@ -200,10 +231,13 @@ class _Writer:
         options: WriteOptions,
         config: MetricsConfig,
         pool: ThreadPoolExecutor | None = None,
+        workers: int = 1,
     ) -> None:
         self.io, self.provider, self.schema, self.spec = io, provider, schema, spec
         self.options, self.config = options, config
         self.pool = pool  # None: everything in this thread
+        self.max_inflight = max(1, workers)  # row groups encoding at once
+        self.inflight: deque[_Encoding] = deque()  # in submission order: each file's groups in order
         self.lock = threading.Lock()  # the byte counts, updated by the pool's threads in finish
         self.spec_id = spec.spec_id
         self.sort_order_id: int | None = None
@@ -216,12 +250,15 @@ class _Writer:
         self.buffer_limit = max(2 * options.row_group_size_bytes, 512 << 20)  # all partitions together
         self.arrow_schema = write_schema(schema)
         self.column_ids = _column_ids(self.arrow_schema)
+        self.writer_options = options.parquet_writer_options()
 
     def _ratio(self) -> float:
         return self.disk_bytes / self.arrow_bytes if self.arrow_bytes else 1.0
 
     def _group_limit(self) -> float:
         """Arrow bytes of a full row group: the row group size, and no more than a file's worth."""
+        if not self.arrow_bytes and self.inflight:  # the first group tells the compression: wait for it
+            self._land_next()
         return max(
             1.0, min(self.options.row_group_size_bytes, self.options.target_file_size_bytes / self._ratio())
         )
@@ -244,39 +281,67 @@ class _Writer:
         if sum(p.nbytes for p in self.parts.values()) > self.buffer_limit:
             self._flush(max(self.parts.values(), key=lambda p: p.nbytes), last=False)
 
-    def _flush(self, part: _Partition, *, last: bool, overlap: bool = True) -> None:
+    def _flush(self, part: _Partition, *, last: bool, inline: bool = False) -> None:
         """Write ``part``'s buffered rows as one row group: into its open file, or (when a full group would
         take the file past the target) a new one; ``last``: the partition's tail, into the open file.
-        ``overlap``: count the group's metrics on the pool while this thread writes it."""
+        ``inline``: encode in this thread, else on the pool: up to ``max_inflight`` groups at once while
+        their Arrow bytes stay within the target file size (so memory stays about one file's worth)."""
         if not part.buffer:
             return
         table = pa.Table.from_batches(part.buffer)
+        nbytes = part.nbytes
+        part.buffer, part.nbytes = [], 0.0
         f = part.file
-        if (
-            f is not None
-            and not last
-            and f.handle.tell() + part.nbytes * self._ratio() > self.options.target_file_size_bytes
-        ):
+        if f is not None and not last and self._full(f, nbytes):
             self.done.append(self._close(part))
             f = None
         if f is None:
             f = part.file = self._open(part.key)
-        metrics = self.pool.submit(f.metrics.add, table) if overlap and self.pool is not None else None
-        try:
-            before = f.handle.tell()
-            f.writer.write_table(table, row_group_size=max(table.num_rows, 1))
-            written = f.handle.tell() - before
-        finally:
-            if metrics is not None:
-                wait([metrics])
-        if metrics is None:
-            f.metrics.add(table)
-        else:
-            metrics.result()
+        if inline or self.pool is None:
+            encoded = encode_row_group(table, self.arrow_schema, self.writer_options)
+            self._land(f, encoded, self._count(table), nbytes)
+            return
+        f.inflight_bytes += nbytes
+        encoding = self.pool.submit(encode_row_group, table, self.arrow_schema, self.writer_options)
+        self.inflight.append(_Encoding(f, encoding, self.pool.submit(self._count, table), nbytes))
+        while self.inflight and (
+            len(self.inflight) > self.max_inflight
+            or sum(e.nbytes for e in self.inflight) > self._target()  # memory: a file's worth at most
+        ):
+            self._land_next()
+
+    def _target(self) -> int:
+        return self.options.target_file_size_bytes
+
+    def _full(self, f: _OpenFile, nbytes: float) -> bool:
+        """Whether ``nbytes`` more Arrow bytes would take ``f`` past the target. Said yes only on ``f``'s
+        exact size: its groups being encoded are landed first (and the compression seen so far updated),
+        so the answer is the one a single thread gives."""
+        if f.out.tell() + (f.inflight_bytes + nbytes) * self._ratio() <= self._target():
+            return False
+        while any(e.file is f for e in self.inflight):
+            self._land_next()
+        return f.out.tell() + nbytes * self._ratio() > self._target()
+
+    def _count(self, table: pa.Table) -> MetricsCollector:
+        metrics = MetricsCollector(self.schema, self.config)
+        metrics.add(table)
+        return metrics
+
+    def _land_next(self) -> None:
+        """Wait for the oldest group being encoded and append it to its file."""
+        e = self.inflight[0]
+        part, metrics = e.part.result(), e.metrics.result()
+        self.inflight.popleft()
+        e.file.inflight_bytes -= e.nbytes
+        self._land(e.file, part, metrics, e.nbytes)
+
+    def _land(self, f: _OpenFile, part: EncodedPart, metrics: MetricsCollector, nbytes: float) -> None:
+        written = f.out.append(part)
+        f.metrics.merge(metrics)
         with self.lock:
             self.disk_bytes += written
-            self.arrow_bytes += part.nbytes
-        part.buffer, part.nbytes = [], 0.0
+            self.arrow_bytes += nbytes
 
     def _open(self, key: tuple[Any, ...]) -> _OpenFile:
         name = f"{self.prefix}-{self.count:05d}.parquet"
@@ -292,32 +357,24 @@ class _Writer:
             tmp = os.path.join(tempfile.gettempdir(), f".{name}.{uuid.uuid4().hex}.tmp")
         handle = open(tmp, "xb")  # noqa: SIM115 (closed by _close or abort)
         try:
-            o = self.options
-            writer = pq.ParquetWriter(
-                handle,
-                self.arrow_schema,
-                version="2.6",
-                compression=o.compression_codec,
-                compression_level=o.compression_level,
-                data_page_size=o.page_size_bytes,
-                dictionary_pagesize_limit=o.dict_size_bytes,
-                store_decimal_as_integer=True,
-                write_page_checksum=True,
-            )
+            out = SpliceFile(handle)
         except BaseException:
             handle.close()
             os.unlink(tmp)
             raise
-        return _OpenFile(path, target, tmp, handle, writer, MetricsCollector(self.schema, self.config), key)
+        return _OpenFile(path, target, tmp, handle, out, MetricsCollector(self.schema, self.config), key)
 
     def _close(self, part: _Partition) -> ContentFile:
-        """Finish ``part``'s open file and publish it; the caller records the result in ``done``."""
+        """Finish ``part``'s open file (its groups being encoded first) and publish it; the caller
+        records the result in ``done``."""
         f = part.file
         assert f is not None
+        while any(e.file is f for e in self.inflight):
+            self._land_next()
         part.file = None
         try:
             with f.handle:
-                f.writer.close()
+                f.out.close()
                 f.handle.flush()
                 os.fsync(f.handle.fileno())
             md = pq.read_metadata(f.tmp)
@@ -366,24 +423,30 @@ class _Writer:
         pending = [p for p in self.parts.values() if p.buffer or p.file is not None]
         if self.pool is None or len(pending) < 2:
             for part in pending:
-                self.done.append(self._finish(part, overlap=True))
+                self.done.append(self._finish(part, inline=False))
             return self.done
+        while self.inflight:  # the pool's threads below touch only their own partition
+            self._land_next()
         for part in pending:
             if part.file is None:
                 part.file = self._open(part.key)
-        jobs = [lambda part=part: self._finish(part, overlap=False) for part in pending]
+        jobs = [lambda part=part: self._finish(part, inline=True) for part in pending]
         self.done.extend(_run_all(self.pool, jobs, self.done))
         return self.done
 
-    def _finish(self, part: _Partition, *, overlap: bool) -> ContentFile:
-        self._flush(part, last=True, overlap=overlap)
+    def _finish(self, part: _Partition, *, inline: bool) -> ContentFile:
+        self._flush(part, last=True, inline=inline)
         return self._close(part)
 
     def abort(self) -> None:
+        for e in self.inflight:
+            e.part.cancel()
+            e.metrics.cancel()
+        running: list[Future[Any]] = [f for e in self.inflight for f in (e.part, e.metrics)]
+        wait(running)
+        self.inflight.clear()
         for part in self.parts.values():
             if (f := part.file) is not None:
-                with contextlib.suppress(Exception):
-                    f.writer.close()
                 f.handle.close()
                 with contextlib.suppress(OSError):
                     os.unlink(f.tmp)

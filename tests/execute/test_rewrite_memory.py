@@ -20,10 +20,14 @@ import pytest
 from .gen_table import generate
 
 TARGET = 4 << 20
+# The writer holds the row group it fills plus those being encoded (up to one per core, within the target
+# file size): row groups small against the group, as they are in real rewrites (128 MiB in a group of up
+# to 100 GiB), so the Arrow pool's peak tells streaming from holding the group.
+ROW_GROUP = 1 << 20
 
 _REWRITE = textwrap.dedent(
     """
-    import json, resource, sys
+    import dataclasses, json, resource, sys
     import pyarrow as pa
     import gpu_engine as ge
     from gpu_engine.commit.compact import resolve_strategy
@@ -31,18 +35,20 @@ _REWRITE = textwrap.dedent(
     from gpu_engine.planning.compaction import plan_compaction
     from gpu_engine.planning.rewrite_options import RewriteOptions
 
-    path, strategy, target = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    path, strategy, target, ROW_GROUP = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     tbl = ge.load_table(path)
+    md = dataclasses.replace(tbl.metadata, properties={**tbl.metadata.properties,
+                             "write.parquet.row-group-size-bytes": str(ROW_GROUP)})
     how = resolve_strategy(tbl, strategy, "category DESC, value" if strategy == "sort" else None)
     options = RewriteOptions.resolve({"rewrite-all": "true", "target-file-size-bytes": str(target),
                                       "max-file-group-size-bytes": str(1 << 40)}, tbl.properties)
-    plan = plan_compaction(tbl.metadata, tbl.io, strategy=how, options=options)
+    plan = plan_compaction(md, tbl.io, strategy=how, options=options)
     (group,) = plan.groups
     list(tbl.scan(backend="cpu", limit=1).to_batches())  # imports and kernel compilation, outside the measure
     base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     pool = pa.default_memory_pool()
     base_pool = pool.max_memory()
-    result = rewrite_group(tbl.metadata, tbl.io, group, how, backend="cpu", memory_budget_bytes=target)
+    result = rewrite_group(md, tbl.io, group, how, backend="cpu", memory_budget_bytes=target)
     peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     print(json.dumps({"rows": result.rows_written, "files": len(result.added),
                       "decoded": sum(b.nbytes for b in tbl.scan(backend="cpu").to_batches()),
@@ -64,7 +70,7 @@ def table(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, int]:
 def test_rewrite_memory_follows_the_output_file_not_the_group(table: tuple[str, int], strategy: str) -> None:
     metadata, expected_rows = table
     out = subprocess.run(
-        [sys.executable, "-c", _REWRITE, metadata, strategy, str(TARGET)],
+        [sys.executable, "-c", _REWRITE, metadata, strategy, str(TARGET), str(ROW_GROUP)],
         check=True,
         capture_output=True,
         text=True,

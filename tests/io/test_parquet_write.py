@@ -861,6 +861,49 @@ def test_threads_write_what_one_thread_writes(tmp_path: Path, monkeypatch: pytes
     assert sorted(ids) == sorted(data.column("id").to_pylist())
 
 
+def test_row_groups_encoded_side_by_side_make_the_same_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """One file's row groups encoded on a pool and spliced: byte for byte the file one thread writes."""
+    rng = np.random.default_rng(12)
+    data = pa.table({"id": rng.integers(0, 2**62, 60_000), "name": [f"n{i % 89}" for i in range(60_000)]})
+    props = {"write.target-file-size-bytes": "400000", "write.parquet.row-group-size-bytes": "100000"}
+    out = {}
+    for workers in (1, 3):
+        monkeypatch.setattr("gpu_engine.io.parquet_write._workers", lambda workers=workers: workers)
+        root = tmp_path / str(workers)
+        files = write_data_files(
+            IO, str(root), PART_SCHEMA, UNPARTITIONED, data.to_batches(max_chunksize=3000), properties=props
+        )
+        out[workers] = [
+            (Path(f.path).read_bytes(), f.record_count, f.split_offsets, f.lower_bounds) for f in files
+        ]
+        assert all(pq.read_metadata(f.path).num_row_groups > 2 for f in files)
+    assert len(out[1]) > 1 and out[1] == out[3]
+
+
+def test_a_failed_row_group_encode_leaves_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    import gpu_engine.io.parquet_splice as splice
+    import gpu_engine.io.parquet_write as pw
+
+    monkeypatch.setattr(pw, "_workers", lambda: 2)
+    real, calls = splice.encode_row_group, []
+
+    def failing(*args: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 4:
+            raise OSError("disk on fire")
+        return real(*args)
+
+    monkeypatch.setattr(pw, "encode_row_group", failing)
+    data = pa.table({"id": list(range(50_000))})
+    props = {"write.target-file-size-bytes": "100000", "write.parquet.row-group-size-bytes": "40000"}
+    with pytest.raises(OSError, match="disk on fire"):
+        write_data_files(
+            IO, str(tmp_path), PART_SCHEMA, UNPARTITIONED, data.to_batches(2000), properties=props
+        )
+    assert len(calls) >= 4
+    assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
+
+
 class Taken:
     """Data locations, but the file of partition ``b=2`` lands on an existing file."""
 

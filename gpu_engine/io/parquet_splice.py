@@ -1,0 +1,216 @@
+"""One Parquet file from row groups encoded independently (side by side, on several threads).
+
+pyarrow encodes one file on one thread. To use every core on one output file, each row group is encoded
+as a complete in-memory Parquet file of its own (:func:`encode_row_group`, no GIL held), and
+:class:`SplicedFile` appends them in order to the real file: the magic, then each part's column chunks
+(the bytes between its magic and its footer), then one footer: the first part's ``FileMetaData`` with
+the row counts summed and every part's row groups, their absolute offsets (row group ``file_offset``,
+column chunk ``file_offset`` when set, data/index/dictionary page offsets) moved by where the part's
+bytes landed, and ordinals renumbered. Pages (and their CRCs) are copied byte for byte; the schema, the
+key-value metadata (``ARROW:schema``) and the column orders are the same in every part, since every part
+is written with the same schema and properties.
+
+Parts are kept as the byte strings pyarrow wrote (no growing buffer). Parts must not carry page
+indexes or bloom filters (they sit outside the column chunks): they are refused with an error rather
+than spliced wrong. Footers are read and written with the generic
+:mod:`.thrift_compact` codec, so fields added to the format later are kept as written.
+"""
+
+from __future__ import annotations
+
+import copy
+import struct
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .thrift_compact import STRUCT, Struct, ThriftList, decode_struct, encode_struct
+
+MAGIC = b"PAR1"
+
+# FileMetaData / RowGroup / ColumnChunk / ColumnMetaData field ids (parquet.thrift)
+_FMD_NUM_ROWS, _FMD_ROW_GROUPS = 3, 4
+_RG_COLUMNS, _RG_FILE_OFFSET, _RG_ORDINAL = 1, 5, 7
+_CC_FILE_OFFSET, _CC_META, _CC_OFFSET_INDEX, _CC_COLUMN_INDEX = 2, 3, 4, 6
+_CMD_OFFSETS = (9, 10, 11)  # data_page_offset, index_page_offset, dictionary_page_offset
+_CMD_BLOOM_OFFSET = 14
+
+
+class SpliceError(ValueError):
+    """A part that cannot be spliced (not Parquet, or carrying structures outside its column chunks)."""
+
+
+class _Chunks:
+    """A write-only file object keeping what pyarrow writes as a list of bytes: the part's memory is its
+    size (a growing buffer would reallocate, and briefly hold up to three times that)."""
+
+    def __init__(self) -> None:
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.closed = False
+
+    def write(self, data: bytes) -> int:
+        self.chunks.append(bytes(data))
+        self.size += len(data)
+        return len(data)
+
+    def tell(self) -> int:
+        return self.size
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@dataclass(frozen=True)
+class EncodedPart:
+    """One Parquet file in memory: its bytes (as written, in chunks) and its decoded footer."""
+
+    chunks: tuple[bytes, ...]
+    body_end: int  # where the footer starts: the column chunks are bytes 4 .. body_end
+    footer: Struct  # FileMetaData
+    num_rows: int
+
+    @property
+    def row_groups(self) -> list[Any]:
+        groups = self.footer.get(_FMD_ROW_GROUPS)
+        return groups.items if isinstance(groups, ThriftList) else []
+
+    def body(self) -> Iterator[memoryview]:
+        """The column chunk bytes, as slices of the chunks."""
+        pos = 0
+        for chunk in self.chunks:
+            lo, hi = max(len(MAGIC), pos), min(self.body_end, pos + len(chunk))
+            if lo < hi:
+                yield memoryview(chunk)[lo - pos : hi - pos]
+            pos += len(chunk)
+
+
+def encode_row_group(table: pa.Table, schema: pa.Schema, writer_options: dict[str, Any]) -> EncodedPart:
+    """``table`` as one row group of a Parquet file in memory, written with ``writer_options``
+    (:class:`pyarrow.parquet.ParquetWriter` keyword arguments)."""
+    sink = _Chunks()
+    with pq.ParquetWriter(sink, schema, **writer_options) as writer:
+        writer.write_table(table, row_group_size=max(table.num_rows, 1))
+    return parse_part(sink.chunks)
+
+
+def parse_part(chunks: Sequence[bytes]) -> EncodedPart:
+    """Split a whole Parquet file, given as consecutive chunks of bytes, into its column chunk bytes and
+    its footer."""
+    chunks = tuple(chunks)
+    n = sum(len(c) for c in chunks)
+    end = _tail(chunks, 8)
+    if n < 12 or _head(chunks, 4) != MAGIC or end[4:] != MAGIC:
+        raise SpliceError("not a Parquet file (magic missing)")
+    (length,) = struct.unpack("<I", end[:4])
+    start = n - 8 - length
+    if start < 4:
+        raise SpliceError(f"footer length {length} beyond the file ({n} bytes)")
+    footer, used = decode_struct(_tail(chunks, length + 8)[:length])
+    if used != length:
+        raise SpliceError(f"footer of {used} bytes where its length says {length}")
+    rows = footer.get(_FMD_NUM_ROWS)
+    part = EncodedPart(chunks, start, footer, rows if isinstance(rows, int) else 0)
+    for rg in part.row_groups:
+        for cc in _columns(rg):
+            if cc.get(_CC_OFFSET_INDEX) is not None or cc.get(_CC_COLUMN_INDEX) is not None:
+                raise SpliceError("a part with page indexes cannot be spliced (write_page_index must be off)")
+            meta = cc.get(_CC_META)
+            if isinstance(meta, Struct) and meta.get(_CMD_BLOOM_OFFSET) is not None:
+                raise SpliceError("a part with bloom filters cannot be spliced")
+    return part
+
+
+def _head(chunks: tuple[bytes, ...], n: int) -> bytes:
+    """The first ``n`` bytes of the chunks."""
+    out = b""
+    for chunk in chunks:
+        if len(out) >= n:
+            break
+        out += chunk[: n - len(out)]
+    return out
+
+
+def _tail(chunks: tuple[bytes, ...], n: int) -> bytes:
+    """The last ``n`` bytes of the chunks."""
+    out: list[bytes] = []
+    left = n
+    for chunk in reversed(chunks):
+        if left <= 0:
+            break
+        out.append(chunk[-left:] if len(chunk) > left else chunk)
+        left -= len(chunk)
+    return b"".join(reversed(out))
+
+
+def _columns(rg: Struct) -> list[Struct]:
+    cols = rg.get(_RG_COLUMNS)
+    return [c for c in cols.items if isinstance(c, Struct)] if isinstance(cols, ThriftList) else []
+
+
+def _shift(s: Struct, fid: int, by: int, *, keep_zero: bool = False) -> None:
+    value = s.get(fid)
+    if isinstance(value, int) and not (keep_zero and value == 0):
+        s.set(fid, value + by)
+
+
+class SpliceFile:
+    """Parts appended in order to ``handle`` (positioned at 0, opened for writing): :meth:`close`
+    writes the footer and returns it as pyarrow reads it back."""
+
+    def __init__(self, handle: BinaryIO):
+        self.handle = handle
+        handle.write(MAGIC)
+        self.offset = len(MAGIC)  # where the next part's body goes
+        self.first: Struct | None = None
+        self.row_groups: list[Struct] = []
+        self.num_rows = 0
+
+    def append(self, part: EncodedPart) -> int:
+        """Write ``part``'s column chunks; returns the bytes written."""
+        shift = self.offset - len(MAGIC)  # in the part, the body starts after its magic
+        for rg in part.row_groups:
+            rg = copy.deepcopy(rg)
+            _shift(rg, _RG_FILE_OFFSET, shift)
+            for cc in _columns(rg):
+                _shift(cc, _CC_FILE_OFFSET, shift, keep_zero=True)
+                meta = cc.get(_CC_META)
+                if isinstance(meta, Struct):
+                    for fid in _CMD_OFFSETS:
+                        _shift(meta, fid, shift)
+            if rg.get(_RG_ORDINAL) is not None:
+                rg.set(_RG_ORDINAL, len(self.row_groups))
+            self.row_groups.append(rg)
+        size = part.body_end - len(MAGIC)
+        for piece in part.body():
+            self.handle.write(piece)
+        self.offset += size
+        self.num_rows += part.num_rows
+        if self.first is None:
+            self.first = part.footer
+        return size
+
+    def tell(self) -> int:
+        return self.offset
+
+    def close(self) -> None:
+        """Write the merged footer (at least one part must have been appended: it gives the schema)."""
+        if self.first is None:
+            raise SpliceError("no part appended: the file has no schema")
+        footer = Struct([list(f) for f in self.first.fields])
+        footer.set(_FMD_NUM_ROWS, self.num_rows)
+        footer.set(_FMD_ROW_GROUPS, ThriftList(STRUCT, list(self.row_groups)))
+        data = encode_struct(footer)
+        self.handle.write(data)
+        self.handle.write(struct.pack("<I", len(data)))
+        self.handle.write(MAGIC)
+        self.offset += len(data) + 8
+
+
+__all__ = ["EncodedPart", "SpliceError", "SpliceFile", "encode_row_group", "parse_part"]
