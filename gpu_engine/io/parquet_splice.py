@@ -61,7 +61,7 @@ class _Chunks:
         return self.size
 
     def flush(self) -> None:
-        pass
+        """Nothing to flush: every write is kept as it comes."""
 
     def close(self) -> None:
         self.closed = True
