@@ -840,6 +840,19 @@ def described(files: list[ContentFile], root: Path) -> list[tuple[Any, ...]]:
     ]
 
 
+def write_with(
+    monkeypatch: pytest.MonkeyPatch,
+    workers: int,
+    root: Path,
+    spec: PartitionSpec,
+    batches: list[pa.RecordBatch],
+    props: dict[str, str],
+) -> list[ContentFile]:
+    """``write_data_files`` of ``PART_SCHEMA`` rows with ``workers`` threads."""
+    monkeypatch.setattr("gpu_engine.io.parquet_write._workers", lambda: workers)
+    return write_data_files(IO, str(root), PART_SCHEMA, spec, batches, properties=props)
+
+
 def test_threads_write_what_one_thread_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """Partitions finished on a thread pool: the same files, names, rows and metrics, in the same order."""
     rng = np.random.default_rng(11)
@@ -847,11 +860,8 @@ def test_threads_write_what_one_thread_writes(tmp_path: Path, monkeypatch: pytes
     props = {"write.target-file-size-bytes": "60000", "write.parquet.row-group-size-bytes": "20000"}
     out = {}
     for workers in (1, 3):
-        monkeypatch.setattr("gpu_engine.io.parquet_write._workers", lambda workers=workers: workers)
         root = tmp_path / str(workers)
-        files = write_data_files(
-            IO, str(root), PART_SCHEMA, BUCKETS, data.to_batches(max_chunksize=4000), properties=props
-        )
+        files = write_with(monkeypatch, workers, root, BUCKETS, data.to_batches(max_chunksize=4000), props)
         out[workers] = described(files, root)
     assert out[1] == out[3]
     per_partition = [d[2] for d in out[1]]
@@ -868,11 +878,8 @@ def test_row_groups_encoded_side_by_side_make_the_same_bytes(tmp_path: Path, mon
     props = {"write.target-file-size-bytes": "400000", "write.parquet.row-group-size-bytes": "100000"}
     out = {}
     for workers in (1, 3):
-        monkeypatch.setattr("gpu_engine.io.parquet_write._workers", lambda workers=workers: workers)
-        root = tmp_path / str(workers)
-        files = write_data_files(
-            IO, str(root), PART_SCHEMA, UNPARTITIONED, data.to_batches(max_chunksize=3000), properties=props
-        )
+        batches = data.to_batches(max_chunksize=3000)
+        files = write_with(monkeypatch, workers, tmp_path / str(workers), UNPARTITIONED, batches, props)
         out[workers] = [
             (Path(f.path).read_bytes(), f.record_count, f.split_offsets, f.lower_bounds) for f in files
         ]
