@@ -2,14 +2,16 @@
 
 The backend is chosen once per scan (:func:`gpu_engine.backend.select.choose`) and recorded with its
 reason in :class:`ScanRun`; every task computes its delete masks there. Delete files are loaded once
-per scan and released after the last task that uses them.
+per scan and released after the last task that uses them. A scan with fewer tasks than workers runs
+each task's row groups as tasks of their own, so that one large file is decoded on every worker; the
+batches keep their order.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 
@@ -17,6 +19,7 @@ from ..backend.select import BackendChoice, choose
 from ..iceberg.metadata import TableMetadata
 from ..iceberg.name_mapping import NameMapping, mapping_for_schema, name_mapping_of
 from ..io.fileio import FileIO
+from ..planning.splits import row_group_ranges
 from ..tasks import ScanPlan, ScanTask
 from .deletes import DeleteLoader
 from .projection import Projection
@@ -60,9 +63,33 @@ def execute(
     """The scan's run record and its stream of output batches (at most ``limit`` rows)."""
     choice = choose(backend)
     run = ScanRun(plan, projection, choice)
-    loader = DeleteLoader(md, io, plan.schema, plan.tasks, choice.name, _mapping(md))
+    workers = workers or default_workers()
+    pieces = _pieces(plan.tasks, workers)
+    loader = DeleteLoader(md, io, plan.schema, tuple(p.task for p in pieces), choice.name, _mapping(md))
     ctx = TaskContext(md, io, projection, loader, choice.name, _mapping(md), case_sensitive)
-    return run, _stream(plan.tasks, ctx, workers or default_workers(), limit, progress)
+    return run, _stream(pieces, ctx, workers, limit, progress)
+
+
+@dataclass(frozen=True)
+class _Piece:
+    """What one worker runs: a planned task or a part of it; ``last``: the part that ends the task."""
+
+    task: ScanTask
+    last: bool = True
+
+
+def _pieces(tasks: tuple[ScanTask, ...], workers: int) -> tuple[_Piece, ...]:
+    """The planned tasks, or with fewer tasks than ``workers`` each task's row groups (in order)."""
+    if len(tasks) >= workers:
+        return tuple(_Piece(t) for t in tasks)
+    out: list[_Piece] = []
+    for task in tasks:
+        ranges = row_group_ranges(task.file, task.start, task.length)
+        for i, (start, length) in enumerate(ranges):
+            rows = max(1, task.estimated_rows * length // max(task.length, 1))
+            part = replace(task, start=start, length=length, estimated_rows=rows) if len(ranges) > 1 else task
+            out.append(_Piece(part, last=i == len(ranges) - 1))
+    return tuple(out)
 
 
 def _mapping(md: TableMetadata) -> NameMapping:
@@ -72,7 +99,7 @@ def _mapping(md: TableMetadata) -> NameMapping:
 
 
 def _stream(
-    tasks: tuple[ScanTask, ...],
+    pieces: tuple[_Piece, ...],
     ctx: TaskContext,
     workers: int,
     limit: int | None,
@@ -82,17 +109,21 @@ def _stream(
     if remaining is not None and remaining <= 0:
         return
 
-    def finished(task: ScanTask) -> None:
-        ctx.deletes.release(task)
+    def finished(piece: _Piece) -> None:
+        ctx.deletes.release(piece.task)
 
-    def run(task: ScanTask) -> Iterator[pa.RecordBatch]:
-        yield from execute_task(task, ctx)
-        if progress is not None:
-            progress.tasks_done += 1
-            progress.bytes += task.length
-            progress.files.add(task.file.path)
+    def run(piece: _Piece) -> Iterator[tuple[_Piece, pa.RecordBatch | None]]:
+        for batch in execute_task(piece.task, ctx):
+            yield piece, batch
+        yield piece, None  # the piece is done
 
-    for batch in ordered(tasks, run, workers=workers, done=finished):
+    for piece, batch in ordered(pieces, run, workers=workers, done=finished):
+        if batch is None:
+            if progress is not None:
+                progress.tasks_done += piece.last  # planned tasks
+                progress.bytes += piece.task.length
+                progress.files.add(piece.task.file.path)
+            continue
         if remaining is not None:
             if batch.num_rows >= remaining:
                 if remaining:

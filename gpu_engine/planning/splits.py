@@ -24,6 +24,18 @@ def split_ranges(data: DataFile, target_size: int) -> list[tuple[int, int]]:
     return ranges
 
 
+def row_group_ranges(data: DataFile, start: int, length: int) -> list[tuple[int, int]]:
+    """``[start, start + length)`` cut where each row group after the first starts: one range per row
+    group. The reader gives a row group to the range holding its first byte, so together the ranges read
+    each row group of the original range once, even where the recorded offsets are off. The range itself
+    for files without usable offsets."""
+    offsets = data.split_offsets
+    if not offsets or not _usable(offsets, data.file_size_in_bytes):
+        return [(start, length)]
+    cuts = [start, *(o for o in offsets[1:] if start < o < start + length), start + length]
+    return [(a, b - a) for a, b in itertools.pairwise(cuts)]
+
+
 def _usable(offsets: tuple[int, ...], size: int) -> bool:
     """Offsets must increase and lie inside the file (some writers record garbage; then read whole)."""
     return all(0 <= a < b for a, b in itertools.pairwise(offsets)) and offsets[-1] < size

@@ -10,7 +10,10 @@ import pyarrow as pa
 import pytest
 
 import gpu_engine as ge
+from gpu_engine.execute.scan import ScanProgress, _pieces
+from gpu_engine.planning.splits import row_group_ranges
 from gpu_engine.table import Table
+from gpu_engine.tasks import DataFile
 
 from ..planning._support import load
 from .gen_table import Kind, generate
@@ -67,3 +70,43 @@ def _check_splits(tbl: Table, expected: pa.Table, what: str) -> None:
         zip(positions.column("_file").to_pylist(), positions.column("_pos").to_pylist(), strict=True)
     )
     assert len(pairs) == len(set(pairs)) == actual.num_rows
+
+
+def test_row_group_ranges_cut_a_range_at_the_offsets_inside_it() -> None:
+    def data_file(path: str, offsets: tuple[int, ...] | None) -> DataFile:
+        return DataFile(path, "PARQUET", 0, (), 100, 1000, 1, split_offsets=offsets)
+
+    f = data_file("a.parquet", (4, 300, 600, 900))
+    assert row_group_ranges(f, 0, 1000) == [(0, 300), (300, 300), (600, 300), (900, 100)]
+    assert row_group_ranges(f, 300, 600) == [(300, 300), (600, 300)]
+    assert row_group_ranges(f, 600, 300) == [(600, 300)]
+    assert row_group_ranges(data_file("b.parquet", (4, 900, 300)), 0, 1000) == [(0, 1000)]  # garbage
+    assert row_group_ranges(data_file("c.parquet", None), 0, 1000) == [(0, 1000)]
+
+
+@pytest.mark.parametrize("spare", [1, 4])
+def test_one_file_is_read_by_row_groups_on_every_worker(tmp_path: Path, spare: int) -> None:
+    """Fewer planned tasks than workers: the tasks' row groups run as pieces side by side; the rows come in
+    the same order as with one worker, deletes apply, and progress counts the planned tasks."""
+    generated = generate(
+        tmp_path, kind="position", rows=6000, files=1, delete_fraction=0.1, format_version=2, seed=5,
+        row_group_rows=500,
+    )  # fmt: skip
+    tbl = ge.load_table(generated.metadata_location)
+    plan = tbl.scan().plan()
+    workers = len(plan.tasks) + spare
+    pieces = _pieces(plan.tasks, workers)
+    assert len(pieces) > len(plan.tasks)
+    assert sum(p.task.length for p in pieces) == sum(t.length for t in plan.tasks)
+    assert [p.last for p in pieces].count(True) == len(plan.tasks)
+    columns = [*generated.expected.column_names, "_file", "_pos"]
+    one = replace(tbl.scan(columns=columns), workers=1).to_arrow()
+    progress = ScanProgress()
+    scan = replace(tbl.scan(columns=columns), workers=workers)
+    many = pa.Table.from_batches(list(scan.to_batches(progress=progress)), schema=one.schema)
+    order = ["_file", "_pos"]
+    assert many.select(order).equals(one.select(order))  # the same rows in the same order
+    assert_same_rows(many.drop_columns(order), generated.expected, context=f"{workers} workers")
+    assert progress.tasks_done == len(plan.tasks)
+    assert progress.bytes == sum(t.length for t in plan.tasks)
+    assert progress.rows == many.num_rows
