@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import uuid
 from decimal import Decimal
 
 import pyarrow as pa
@@ -68,6 +69,16 @@ def test_narrower_integers_and_units_are_widened_safely() -> None:
     assert got.to_pylist() == [2017239379 % 16]
     ms = pa.array([dt.datetime(2017, 11, 16, 22, 31, 8)], pa.timestamp("ms"))
     assert transforms.hash32("timestamp", ms, backend="cpu").to_pylist() == [-2047944441]
+
+
+def test_arrow_uuid_extension_arrays_hash_as_their_bytes(backend: str) -> None:
+    """pyarrow's canonical ``arrow.uuid`` type (a built-in extension type) reads as Iceberg uuid."""
+    raw = uuid.UUID("f79c3e09-677c-4bbd-a479-3f349cb785e7").bytes
+    values = pa.array([raw, None], pa.uuid())
+    assert transforms.hash32("uuid", values, backend=backend).to_pylist() == [1488055340, None]
+    buckets = transforms.apply("bucket[16]", "uuid", values, backend=backend)
+    assert buckets.to_pylist() == [1488055340 % 16, None]
+    assert transforms.apply("identity", "uuid", values, backend=backend) is values
 
 
 def test_chunked_arrays_keep_their_chunks(backend: str) -> None:

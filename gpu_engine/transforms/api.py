@@ -29,7 +29,7 @@ from .compute import compute, murmur3
 def _canonical_arrow(source: it.PrimitiveType, arrow_type: pa.DataType) -> pa.DataType | None:
     """The Arrow type to compute on for ``arrow_type`` data declared as ``source`` (None: incompatible)."""
     name, is_ = source.name, pa.types
-    if isinstance(arrow_type, pa.ExtensionType):
+    if isinstance(arrow_type, pa.BaseExtensionType):
         arrow_type = arrow_type.storage_type
     if is_.is_string_view(arrow_type):
         arrow_type = pa.large_string()
@@ -74,7 +74,7 @@ def _check_arrow_type(arrow_type: pa.DataType, source: it.PrimitiveType) -> pa.D
 
 def _host_column(array: pa.Array, source: it.PrimitiveType) -> Column:
     target = _check_arrow_type(array.type, source)
-    if isinstance(array.type, pa.ExtensionType):
+    if isinstance(array.type, pa.BaseExtensionType):
         array = array.storage
     if array.type != target:
         array = pc.cast(array, target, safe=True)
