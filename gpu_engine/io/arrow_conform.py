@@ -100,6 +100,8 @@ def _conform(
 ) -> pa.Array:
     while isinstance(arr.type, pa.BaseExtensionType) or pa.types.is_dictionary(arr.type):
         arr = arr.storage if isinstance(arr.type, pa.BaseExtensionType) else arr.dictionary_decode()
+    if pa.types.is_null(arr.type) and t != it.UNKNOWN:  # all null (pandas' empty columns): any type holds it
+        return pa.nulls(len(arr), target)
     mask = arr.is_null() if arr.null_count else None
     if isinstance(t, it.StructType) and pa.types.is_struct(arr.type):
         kids = {c.name: arr.field(i) for i, c in enumerate(arr.type)}  # without the struct's nulls

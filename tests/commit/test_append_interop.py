@@ -128,6 +128,24 @@ def test_schema_mismatch_commits_nothing(tmp_path: Path) -> None:
     assert (cat.load_table("db.t").metadata_location, table_files(tbl)) == before
 
 
+def test_all_null_arrow_columns_fill_optional_columns_only(tmp_path: Path) -> None:
+    """Arrow's ``null`` type (what pandas gives an all-None column) holds nulls of any optional column,
+    nested ones too; a required column refuses it, naming the column."""
+    cat = sql_catalog(tmp_path)
+    tbl = cat.create_table("db.t", rows(0, 0).schema)
+    data = rows(0, 4)
+    for name in ("region", "amount", "ts"):
+        data = data.set_column(data.schema.get_field_index(name), name, pa.nulls(4))
+    tbl.append(data)
+    got = tbl.scan().to_arrow().sort_by("id")
+    assert got.column("id").to_pylist() == [0, 1, 2, 3]
+    assert all(got.column(c).null_count == 4 for c in ("region", "amount", "ts"))
+    assert got.column("s").to_pylist() == rows(0, 4).column("s").to_pylist()
+    null_ids = rows(4, 2).set_column(0, "id", pa.nulls(2))
+    with pytest.raises(SchemaMismatch, match="'id' is required but 2 of its values are null"):
+        tbl.append(null_ids)
+
+
 def test_narrower_types_are_cast(tmp_path: Path) -> None:
     cat = sql_catalog(tmp_path)
     tbl = cat.create_table("db.t", rows(0, 0).schema)
