@@ -20,10 +20,9 @@ from ..iceberg.manifests import DELETED, read_manifest
 from ..iceberg.metadata import TableMetadata
 from ..iceberg.snapshots import Snapshot
 from ..io.fileio import FileIO
+from ..io.position_deletes import PATH_FIELD_ID
 from .entries import entries_of, snapshot_manifests
 from .table_update import parent_of
-
-_FILE_PATH_ID = 2147483546  # the ``file_path`` column of position delete files
 
 
 def validate_no_new_deletes(
@@ -95,7 +94,7 @@ def _may_target(f: ContentFile, targets: frozenset[str], equality: bool) -> str 
         return None
     if f.referenced_data_file is not None:
         return f.referenced_data_file if f.referenced_data_file in targets else None
-    lower, upper = f.lower_bounds.get(_FILE_PATH_ID), f.upper_bounds.get(_FILE_PATH_ID)
+    lower, upper = f.lower_bounds.get(PATH_FIELD_ID), f.upper_bounds.get(PATH_FIELD_ID)
     for t in sorted(targets):
         if lower is None or upper is None or lower <= t.encode("utf-8") <= upper:
             return t

@@ -130,7 +130,7 @@ def partition_field_names(struct_type: pa.StructType) -> dict[int, str]:
 _NO_BOUNDS = frozenset({"variant", "geometry", "geography", "unknown"})
 
 
-def _lookup(table: pa.Table, column: str, field_id: int) -> pa.Array:
+def lookup(table: pa.Table, column: str, field_id: int) -> pa.Array:
     return pc.map_lookup(table.column(column).combine_chunks(), pa.scalar(field_id, pa.int32()), "first")
 
 
@@ -139,11 +139,11 @@ def _file_stats(table: pa.Table) -> StatsFor:
         if ref.type.name in _NO_BOUNDS:
             return ColumnStats()
         fid = ref.field_id
-        lower = serde.decode_array(ref.type, _lookup(table, "lower_bounds", fid))
-        upper = serde.decode_array(ref.type, _lookup(table, "upper_bounds", fid))
-        values = _lookup(table, "value_counts", fid)
-        nulls = _lookup(table, "null_value_counts", fid)
-        nans = _lookup(table, "nan_value_counts", fid)
+        lower = serde.decode_array(ref.type, lookup(table, "lower_bounds", fid))
+        upper = serde.decode_array(ref.type, lookup(table, "upper_bounds", fid))
+        values = lookup(table, "value_counts", fid)
+        nulls = lookup(table, "null_value_counts", fid)
+        nans = lookup(table, "nan_value_counts", fid)
         all_null = pc.equal(values, nulls)
         return ColumnStats(lower, upper, nulls, nans, values, all_null)
 

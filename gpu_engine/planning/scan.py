@@ -26,8 +26,10 @@ from ..iceberg.metadata import TableMetadata
 from ..iceberg.schema import Schema
 from ..iceberg.snapshots import Snapshot
 from ..io.fileio import FileIO, scheme_of
+from ..io.paths import PathMap
+from ..io.position_deletes import PATH_FIELD_ID
 from ..properties import int_property
-from ..tasks import DataFile, DeleteFile, PlanSummary, ScanPlan, ScanTask
+from ..tasks import POSITION_DELETES, DataFile, DeleteFile, PlanSummary, ScanPlan, ScanTask
 from . import pruning
 from .deletes import DeleteIndex
 from .residuals import residuals
@@ -95,10 +97,12 @@ def plan_scan(md: TableMetadata, io: FileIO, options: ScanOptions) -> ScanPlan:
     for batch in _batches(data_stream):
         pruning.prune_entries(md, schema, row_filter, [batch], use_metrics=True, into=files)
     deletes = pruning.PrunedEntries()
-    delete_stream = _stream(io, kept_deletes, options.max_workers, stats=(), columns=_DELETE_COLUMNS)
+    delete_stream = _stream(
+        io, kept_deletes, options.max_workers, stats=(PATH_FIELD_ID,), columns=_DELETE_COLUMNS
+    )
     for batch in _batches(delete_stream):
         pruning.prune_entries(md, schema, row_filter, [batch], use_metrics=False, into=deletes)
-    delete_files = [d for table in deletes.kept for d in _delete_files(table)]
+    delete_files = [d for table in deletes.kept for d in _delete_files(table, io.path_map)]
     unpartitioned = frozenset(sid for sid, spec in md.specs.items() if spec.is_unpartitioned)
     index = DeleteIndex.build(delete_files, unpartitioned)
 
@@ -184,7 +188,7 @@ def _split_target(md: TableMetadata) -> int:
 
 _METRICS = ("value_counts", "null_value_counts", "nan_value_counts", "lower_bounds", "upper_bounds")
 _DATA_COLUMNS = (*_METRICS, "split_offsets", "sort_order_id")
-_DELETE_COLUMNS = ("equality_ids",)
+_DELETE_COLUMNS = ("equality_ids", "lower_bounds", "upper_bounds")
 
 
 _BATCH_ROWS = 1 << 16
@@ -257,6 +261,20 @@ def _stream(
                 f.cancel()
 
 
+def _file_scoped_targets(table: pa.Table, path_map: PathMap) -> list[str | None]:
+    """Per entry, the one data file a position delete file names when its ``file_path`` lower and upper
+    bounds are equal (as Iceberg Java's ``ContentFileUtil.referencedDataFile``), mapped like recorded
+    paths; None otherwise (then it applies to its whole partition)."""
+    lower = pruning.lookup(table, "lower_bounds", PATH_FIELD_ID).to_pylist()
+    upper = pruning.lookup(table, "upper_bounds", PATH_FIELD_ID).to_pylist()
+    content = table.column("content").to_pylist()
+    out: list[str | None] = []
+    for kind, lo, hi in zip(content, lower, upper, strict=True):
+        one = kind == POSITION_DELETES and lo is not None and lo == hi
+        out.append(path_map.apply(lo.decode("utf-8", "replace")) if one else None)
+    return out
+
+
 def _estimate(data: DataFile, length: int) -> int:
     return max(1, data.record_count * length // max(1, data.file_size_in_bytes))
 
@@ -308,8 +326,9 @@ def _data_files(table: pa.Table, format_version: int) -> list[DataFile]:
     return out
 
 
-def _delete_files(table: pa.Table) -> list[DeleteFile]:
+def _delete_files(table: pa.Table, path_map: PathMap) -> list[DeleteFile]:
     cols, partitions = _columns(table, _DELETE_FIELDS)
+    targets = _file_scoped_targets(table, path_map)
     out = []
     for i, path in enumerate(cols["file_path"]):
         seq = cols["sequence_number"][i]
@@ -328,7 +347,7 @@ def _delete_files(table: pa.Table) -> list[DeleteFile]:
                 file_size_in_bytes=cols["file_size_in_bytes"][i],
                 data_sequence_number=seq,
                 equality_ids=tuple(cols["equality_ids"][i] or ()),
-                referenced_data_file=cols["referenced_data_file"][i],
+                referenced_data_file=cols["referenced_data_file"][i] or targets[i],
                 content_offset=cols["content_offset"][i],
                 content_size_in_bytes=cols["content_size_in_bytes"][i],
             )

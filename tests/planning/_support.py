@@ -103,6 +103,7 @@ class Entry:
     offset: int | None
     path_lower: bytes | None  # position deletes: bounds of the file_path column
     path_upper: bytes | None
+    named: str | None = None  # normalised: the one data file equal file_path bounds name
 
     @property
     def is_dv(self) -> bool:
@@ -136,6 +137,7 @@ def live_entries(tbl: Table, snapshot: Snapshot) -> list[Entry]:
                     offset=row["content_offset"],
                     path_lower=lower.get(PATH_FIELD_ID),
                     path_upper=upper.get(PATH_FIELD_ID),
+                    named=_named(lower.get(PATH_FIELD_ID), upper.get(PATH_FIELD_ID), tbl.io.path_map),
                 )
             )
     return out
@@ -162,10 +164,18 @@ def _partition(e: Entry) -> tuple[int, tuple[Any, ...]]:
     return e.spec_id, tuple(_value_key(v) for v in e.partition)
 
 
+def _named(lower: bytes | None, upper: bytes | None, path_map: PathMap) -> str | None:
+    if lower is None or lower != upper:
+        return None
+    return normalize(path_map.apply(lower.decode()))
+
+
 def spec_deletes(
     entries: list[Entry], unpartitioned: frozenset[int]
 ) -> dict[str, set[tuple[str, int | None]]]:
-    """Data file -> the delete files (path, content offset) that must apply, per "Scan Planning"."""
+    """Data file -> the delete files (path, content offset) that must apply, per "Scan Planning"; a
+    position delete file whose ``file_path`` lower and upper bounds are equal holds rows of that one data
+    file only, so it applies to no other (Iceberg Java's file-scoped deletes)."""
     data = [e for e in entries if e.content == 0]
     dvs = [e for e in entries if e.is_dv]
     positions = [e for e in entries if e.content == 1 and not e.is_dv]
@@ -179,7 +189,7 @@ def spec_deletes(
             applied = {
                 p.key
                 for p in positions
-                if (p.referenced is None or p.referenced == d.path)
+                if (p.referenced or p.named) in (None, d.path)
                 and d.seq <= p.seq
                 and _partition(p) == _partition(d)
             }

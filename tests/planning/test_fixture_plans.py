@@ -16,6 +16,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from pyiceberg.table import StaticTable
 
@@ -63,7 +64,8 @@ DELETE_HEAVY: dict[str, set[str]] = {
     "impala/iceberg_test/hadoop_catalog/ice/iceberg_v2_positional_delete_all_rows": {"pos"},
     "impala/iceberg_test/hadoop_catalog/ice/iceberg_v2_null_delete_record": {"pos"},
     "impala/iceberg_test/hadoop_catalog/ice/iceberg_lineitem_multiblock": {"pos"},
-    "impala/iceberg_test/hadoop_catalog/ice/iceberg_spark_compaction_with_dangling_delete": {"pos"},
+    # its one position delete file names (by equal file_path bounds) a data file compaction removed
+    "impala/iceberg_test/hadoop_catalog/ice/iceberg_spark_compaction_with_dangling_delete": set(),
     "impala/iceberg_test/iceberg_v3/iceberg_v3_deletion_vectors": {"dv"},
     "pg_lake/sample_tables_v3/public/v3_pos_dv": {"dv"},
     "dremio-oss/iceberg/v2/products_with_eq_deletes": {"eq", "pos"},
@@ -292,6 +294,22 @@ def test_equality_deletes_skip_data_of_the_same_sequence_number() -> None:
     plan = plan_scan(tbl.metadata, tbl.io, ScanOptions())
     by_seq = {t.file.data_sequence_number: {d.data_sequence_number for d in t.deletes} for t in plan.tasks}
     assert by_seq == {1: {2}, 2: set()}
+
+
+def test_position_delete_files_with_equal_file_path_bounds_apply_to_that_file_only() -> None:
+    """Impala writes one position delete file per data file without ``referenced_data_file``; its
+    ``file_path`` lower and upper bounds are equal. Such a file is planned for the data file it names
+    (read from the delete file itself) and no other file of the partition."""
+    tbl = load(
+        "impala/iceberg_test/hadoop_catalog/ice/iceberg_v2_positional_not_all_data_files_have_delete_files"
+    )
+    plan = plan_scan(tbl.metadata, tbl.io, ScanOptions())
+    planned = [(t.file.path, d) for t in plan.tasks for d in t.deletes]
+    assert len(plan.tasks) == 4 and len(planned) == 2
+    for data_path, d in planned:
+        named = pq.read_table(tbl.io.path_map.apply(d.path), columns=["file_path"]).column(0).unique()
+        assert [normalize(tbl.io.path_map.apply(p)) for p in named.to_pylist()] == [normalize(data_path)]
+        assert normalize(d.referenced_data_file or "") == normalize(data_path)
 
 
 def test_deletion_vectors_apply_only_to_their_referenced_file() -> None:
