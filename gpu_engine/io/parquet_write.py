@@ -256,12 +256,14 @@ class _Writer:
         return self.disk_bytes / self.arrow_bytes if self.arrow_bytes else 1.0
 
     def _group_limit(self) -> float:
-        """Arrow bytes of a full row group: the row group size, and no more than a file's worth."""
-        if not self.arrow_bytes and self.inflight:  # the first group tells the compression: wait for it
+        """Arrow bytes of a full row group: the row group size, and no more than a file's worth (the
+        target over the compression seen so far). The first group's compression is waited for only where
+        it can change the answer: with a target of two row groups or more, a file's worth falls below a
+        row group only for data that take twice their Arrow size on disk."""
+        rg, target = self.options.row_group_size_bytes, self.options.target_file_size_bytes
+        if not self.arrow_bytes and self.inflight and target < 2 * rg:
             self._land_next()
-        return max(
-            1.0, min(self.options.row_group_size_bytes, self.options.target_file_size_bytes / self._ratio())
-        )
+        return max(1.0, min(rg, target / self._ratio()))
 
     def add(self, key: tuple[Any, ...], batch: pa.RecordBatch) -> None:
         part = self.parts.setdefault(tuple(map(_same_value, key)), _Partition(key))
