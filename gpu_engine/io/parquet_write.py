@@ -9,6 +9,9 @@ open file, so a file is at most the target plus one row group and only a partiti
 smaller than a row group. Files are written by pyarrow to a temporary file and published
 create-exclusively (locally: a hard link in the target directory, as :meth:`LocalFileIO.write_bytes`).
 
+Each row group's columns of distinct values are encoded plainly, the others with a dictionary
+(:mod:`.dictionary_choice`, parquet-mr's fallback decided up front from the data alone).
+
 Threads (pyarrow encodes, compresses and computes without the GIL): row groups are encoded on a small
 pool, each as a Parquet file in memory, and spliced in order into their file (:mod:`.parquet_splice`:
 the bytes are those pyarrow writes for the same row groups on one thread), up to one per thread at a time
@@ -55,6 +58,7 @@ from ..properties import int_property
 from .arrow_conform import conform_batch, write_schema
 from .arrow_schema import field_id_of
 from .column_metrics import MetricsCollector
+from .dictionary_choice import dictionary_columns
 from .fileio import DefaultFileIO, FileIO, LocalFileIO, _fsync_dir, local_path, scheme_of
 from .metrics_config import MetricsConfig, metrics_config
 from .parquet_read import _starting_offset
@@ -250,6 +254,7 @@ class _Writer:
         self.buffer_limit = max(2 * options.row_group_size_bytes, 512 << 20)  # all partitions together
         self.arrow_schema = write_schema(schema)
         self.column_ids = _column_ids(self.arrow_schema)
+        self.leaf_paths = list(self.column_ids)
         self.writer_options = options.parquet_writer_options()
 
     def _ratio(self) -> float:
@@ -300,11 +305,10 @@ class _Writer:
         if f is None:
             f = part.file = self._open(part.key)
         if inline or self.pool is None:
-            encoded = encode_row_group(table, self.arrow_schema, self.writer_options)
-            self._land(f, encoded, self._count(table), nbytes)
+            self._land(f, self._encode(table), self._count(table), nbytes)
             return
         f.inflight_bytes += nbytes
-        encoding = self.pool.submit(encode_row_group, table, self.arrow_schema, self.writer_options)
+        encoding = self.pool.submit(self._encode, table)
         self.inflight.append(_Encoding(f, encoding, self.pool.submit(self._count, table), nbytes))
         while self.inflight and (
             len(self.inflight) > self.max_inflight
@@ -324,6 +328,11 @@ class _Writer:
         while any(e.file is f for e in self.inflight):
             self._land_next()
         return f.out.tell() + nbytes * self._ratio() > self._target()
+
+    def _encode(self, table: pa.Table) -> EncodedPart:
+        """``table`` as one row group, columns of distinct values plainly (:mod:`.dictionary_choice`)."""
+        options = {**self.writer_options, "use_dictionary": dictionary_columns(table, self.leaf_paths)}
+        return encode_row_group(table, self.arrow_schema, options)
 
     def _count(self, table: pa.Table) -> MetricsCollector:
         metrics = MetricsCollector(self.schema, self.config)

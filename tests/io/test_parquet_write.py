@@ -857,7 +857,7 @@ def test_threads_write_what_one_thread_writes(tmp_path: Path, monkeypatch: pytes
     """Partitions finished on a thread pool: the same files, names, rows and metrics, in the same order."""
     rng = np.random.default_rng(11)
     data = pa.table({"id": rng.integers(0, 2**62, 30_000), "name": [f"n{i % 97}" for i in range(30_000)]})
-    props = {"write.target-file-size-bytes": "60000", "write.parquet.row-group-size-bytes": "20000"}
+    props = {"write.target-file-size-bytes": "40000", "write.parquet.row-group-size-bytes": "20000"}
     out = {}
     for workers in (1, 3):
         root = tmp_path / str(workers)
