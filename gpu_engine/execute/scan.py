@@ -3,8 +3,9 @@
 The backend is chosen once per scan (:func:`gpu_engine.backend.select.choose`) and recorded with its
 reason in :class:`ScanRun`; every task computes its delete masks there. Delete files are loaded once
 per scan and released after the last task that uses them. A scan with fewer tasks than workers runs
-each task's row groups as tasks of their own, so that one large file is decoded on every worker; the
-batches keep their order.
+each task's row groups as tasks of their own, so that one large file is decoded on every worker (each
+may then run a row group's batches ahead of the consumer: memory stays proportional to the row groups
+being read); the batches keep their order.
 """
 
 from __future__ import annotations
@@ -70,6 +71,9 @@ def execute(
     return run, _stream(pieces, ctx, workers, limit, progress)
 
 
+_MAX_PIECE_DEPTH = 64  # batches: with 2**17-row batches, row groups of up to 8M rows
+
+
 @dataclass(frozen=True)
 class _Piece:
     """What one worker runs: a planned task or a part of it; ``last``: the part that ends the task."""
@@ -117,7 +121,11 @@ def _stream(
             yield piece, batch
         yield piece, None  # the piece is done
 
-    for piece, batch in ordered(pieces, run, workers=workers, done=finished):
+    depth = 2  # batches a task runs ahead of the consumer
+    if any(not p.last for p in pieces):  # row groups of one task: each may run a row group ahead
+        rows = max(p.task.estimated_rows for p in pieces)
+        depth = max(depth, min(_MAX_PIECE_DEPTH, -(-rows // ctx.batch_size)))
+    for piece, batch in ordered(pieces, run, workers=workers, depth=depth, done=finished):
         if batch is None:
             if progress is not None:
                 progress.tasks_done += piece.last  # planned tasks

@@ -154,6 +154,7 @@ def write_position_deletes(
         data_page_size=options.page_size_bytes,
         dictionary_pagesize_limit=options.dict_size_bytes,
         write_page_checksum=True,
+        use_dictionary=["file_path"],  # positions of one file are distinct: a dictionary never pays
         store_schema=False,  # readers see file_path as a plain string column (dictionary-encoded pages)
     )
     data = sink.getvalue()

@@ -4,13 +4,18 @@ with position deletes applied by file position whichever task reads a row."""
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
 
 import gpu_engine as ge
+from gpu_engine.execute import scan as scan_module
 from gpu_engine.execute.scan import ScanProgress, _pieces
+from gpu_engine.execute.stream import ordered
+from gpu_engine.execute.task import TaskContext
 from gpu_engine.planning.splits import row_group_ranges
 from gpu_engine.table import Table
 from gpu_engine.tasks import DataFile
@@ -110,3 +115,26 @@ def test_one_file_is_read_by_row_groups_on_every_worker(tmp_path: Path, spare: i
     assert progress.tasks_done == len(plan.tasks)
     assert progress.bytes == sum(t.length for t in plan.tasks)
     assert progress.rows == many.num_rows
+
+
+def test_pieces_may_run_a_row_group_ahead(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A piece waiting for the consumer after two batches would leave the other workers idle behind the
+    first piece: pieces may run a row group's batches ahead (planned tasks two, as before)."""
+    generated = generate(
+        tmp_path, kind="position", rows=6000, files=1, delete_fraction=0.1, format_version=2, seed=5,
+        row_group_rows=3000,
+    )  # fmt: skip
+    tbl = ge.load_table(generated.metadata_location)
+    depths: list[int] = []
+    real = ordered
+
+    def recording(*args: Any, depth: int, **kwargs: Any) -> Any:
+        depths.append(depth)
+        return real(*args, depth=depth, **kwargs)
+
+    monkeypatch.setattr(scan_module, "ordered", recording)
+    monkeypatch.setattr(scan_module, "TaskContext", partial(TaskContext, batch_size=500))
+    tasks = len(tbl.scan().plan().tasks)
+    replace(tbl.scan(), workers=tasks + 1).to_arrow()
+    replace(tbl.scan(), workers=tasks).to_arrow()
+    assert depths[0] >= 3000 // 500 and depths[1] == 2
