@@ -40,8 +40,11 @@ def live_entries(io: FileIO, manifest: ManifestFile, spec: PartitionSpec) -> lis
     return entries_of(table, manifest, spec)
 
 
-def entries_of(table: pa.Table, manifest: ManifestFile, spec: PartitionSpec) -> list[ManifestEntry]:
-    """Entries of a :func:`read_manifest` table, DELETED ones left out."""
+def entries_of(
+    table: pa.Table, manifest: ManifestFile, spec: PartitionSpec, *, deleted_by: int | None = None
+) -> list[ManifestEntry]:
+    """Entries of a :func:`read_manifest` table, DELETED ones left out but those of snapshot
+    ``deleted_by`` (a commit's own removals, when it rewrites a manifest it wrote)."""
     ids_by_name = {f.name: _field_id(f) for f in table.schema.field("partition").type}
     order = [f.field_id for f in spec.fields]
     missing = set(ids_by_name.values()) - set(order)
@@ -51,7 +54,7 @@ def entries_of(table: pa.Table, manifest: ManifestFile, spec: PartitionSpec) -> 
         )
     out = []
     for row in table.to_pylist():
-        if row["status"] == DELETED:
+        if row["status"] == DELETED and (deleted_by is None or row["snapshot_id"] != deleted_by):
             continue
         seq = row["sequence_number"]
         file_seq = row["file_sequence_number"]

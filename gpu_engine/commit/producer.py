@@ -30,6 +30,7 @@ from ..iceberg.snapshots import Snapshot, snapshot_to_json
 from ..io.fileio import FileIO
 from . import manifest_set, table_update
 from .entries import snapshot_manifests
+from .manifest_merge import MergePolicy, merge_manifests
 from .retry import RetryPolicy
 from .summary import snapshot_summary
 from .update import CommitResult, Faults, SnapshotUpdate
@@ -168,16 +169,20 @@ class _Producer:
                 data_sequence_number=self.update.data_sequence_number if base.format_version >= 2 else None,
             )  # fmt: skip
         existing = () if parent is None else snapshot_manifests(io, parent)
-        kept, removed, replaced, processed = manifest_set.filter_existing(
+        kept, removed, _, processed = manifest_set.filter_existing(
             io, base, existing, self.update.removed, snapshot_id=self.snapshot_id,
             new_path=self._manifest_path, faults=self.faults, written=written,
         )  # fmt: skip
+        merged = merge_manifests(
+            io, base, (*self.added, *kept), policy=MergePolicy.from_properties(base.properties),
+            snapshot_id=self.snapshot_id, new_path=self._manifest_path, faults=self.faults, written=written,
+        )  # fmt: skip
+        manifests = merged.manifests
         seq = table_update.next_sequence_number(base)
         list_path = (
             f"{base.location.rstrip('/')}/metadata/snap-{self.snapshot_id}-{attempt}-{self.commit_id}.avro"
         )
         self.faults("manifest-list")
-        manifests = (*self.added, *kept)
         listed = write_manifest_list(
             io, io.resolve(list_path), format_version=base.format_version, snapshot_id=self.snapshot_id,
             parent_snapshot_id=None if parent is None else parent.snapshot_id,
@@ -191,10 +196,8 @@ class _Producer:
             parent=None if parent is None else parent.summary, has_parent=parent is not None,
             extra={
                 **self.update.summary,
-                "manifests-created": str(len(self.added) + replaced),
-                "manifests-kept": str(len(kept) - replaced),
-                "manifests-replaced": str(replaced),
-                "entries-processed": str(processed),
+                **_manifest_counts(existing, manifests),
+                "entries-processed": str(processed + merged.entries_processed),
             },
         )  # fmt: skip
         timestamp = table_update.now_ms(base)
@@ -202,6 +205,7 @@ class _Producer:
             base, base_location, snapshot_id=self.snapshot_id, branch=self.branch, timestamp_ms=timestamp,
             summary=summary, manifest_list=listed,
         )  # fmt: skip
+        path = None  # the metadata file this attempt writes
         if is_rest_catalog(self.catalog):  # the server writes the metadata file from our updates
             self.faults("metadata")
             self.faults("swap")
@@ -216,7 +220,8 @@ class _Producer:
             self.faults("swap")
             location = self._swap(base_location, path)
         table._advance(new_md, location)
-        orphaned = self._clean_failed_attempts(referenced={*(m.manifest_path for m in manifests), list_path})
+        referenced = {*(m.manifest_path for m in manifests), list_path, location, path}
+        orphaned = self._clean_unreferenced(referenced)
         return CommitResult(
             snapshot_id=self.snapshot_id,
             sequence_number=seq,
@@ -290,10 +295,11 @@ class _Producer:
             )
         return committed.metadata, committed.metadata_location
 
-    def _clean_failed_attempts(self, referenced: set[str]) -> tuple[str, ...]:
-        stale = [p for a in self.files.attempts[:-1] for p in a if p not in referenced]
-        unused_added = [p for p in self.files.added if p not in referenced]
-        return delete_files(self.table.io, [*stale, *unused_added], fault=self.faults)
+    def _clean_unreferenced(self, referenced: set[str | None]) -> tuple[str, ...]:
+        """Delete what this commit wrote that the landed snapshot does not reference: the files of failed
+        attempts, and manifests merged into others (see :mod:`.manifest_merge`)."""
+        unused = [p for p in self.files.all() if p not in referenced]
+        return delete_files(self.table.io, unused, fault=self.faults)
 
 
 def delete_files(io: FileIO, paths: list[str], *, fault: Faults | None) -> tuple[str, ...]:
@@ -314,3 +320,16 @@ def delete_files(io: FileIO, paths: list[str], *, fault: Faults | None) -> tuple
             _log.warning("commit cleanup: cannot delete %s: %s", p, exc)
             left.append(p)
     return tuple(left)
+
+
+def _manifest_counts(parent: Sequence[ManifestFile], manifests: Sequence[ManifestFile]) -> dict[str, str]:
+    """The summary's manifest counts: the parent's manifests listed again as they were (kept), listed no
+    more (replaced: rewritten or merged), and manifests this commit wrote (created)."""
+    before = {m.manifest_path for m in parent}
+    now = {m.manifest_path for m in manifests}
+    kept = len(before & now)
+    return {
+        "manifests-created": str(len(now) - kept),
+        "manifests-kept": str(kept),
+        "manifests-replaced": str(len(before - now)),
+    }

@@ -319,12 +319,14 @@ def run_history(
     rng = random.Random(seed)
     version = rng.choice([1, 2, 2, 3, 3, 3]) if backend == "cpu" else rng.choice([2, 3])
     partitioned = rng.random() < 0.4
+    # half the histories merge manifests every few commits (Iceberg's default waits for 100)
+    merging = {"commit.manifest.min-count-to-merge": str(rng.choice([2, 3]))} if rng.random() < 0.5 else {}
     name = f"db.{name or 'h'}_{backend}_{seed}"
     tbl = cat.create_table(
         name,
         schema=SCHEMA,
         partition_spec=["g"] if partitioned else [],
-        properties={"format-version": str(version), **FAST_RETRIES},
+        properties={"format-version": str(version), **FAST_RETRIES, **merging},
     )
     h = History(seed, cat, tbl, name, version, partitioned, backend, rng)
     ops = rng.randrange(min_ops, max_ops + 1)
