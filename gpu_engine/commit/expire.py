@@ -9,9 +9,8 @@ to ``retain_last`` when given) or younger than its cutoff (``now - max-snapshot-
 expire when older than that table-level cutoff. ``older_than`` also bounds everything: a snapshot at or
 after it never expires.
 
-The commit reuses :mod:`.table_update` (``now_ms``, ``metadata_path``, ``write_metadata``), the producer's
-catalog checks and cleanup (:func:`.producer.check_committable`, :func:`.producer.delete_files`) and the
-``commit.retry.*`` policy; every attempt recomputes the expiration on the refreshed table. Files: reachable
+The commit is :func:`.metadata_commit.commit_metadata_change` (``commit.retry.*``, the catalog swap and
+its failure rules); every attempt recomputes the expiration on the refreshed table. Files: reachable
 = manifest lists, manifests and every entry's file (any status) of the kept snapshots, plus their
 statistics files; candidates = the same of the expired snapshots; candidates minus reachable are deleted.
 Nothing is deleted when the commit fails (but the attempt's own metadata file, when the failure is
@@ -27,16 +26,16 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from ..errors import CommitConflict, CommitStateUnknown, GpuEngineError, UnsupportedFeature, ValidationError
+from ..errors import GpuEngineError, UnsupportedFeature, ValidationError
 from ..iceberg.manifest_list import ManifestFile
 from ..iceberg.manifests import read_manifest
 from ..iceberg.metadata import TableMetadata
-from ..iceberg.snapshots import MAIN_BRANCH, MetadataLogEntry, Snapshot, SnapshotRef
+from ..iceberg.snapshots import MAIN_BRANCH, Snapshot, SnapshotRef
 from ..io.fileio import FileIO
 from . import table_update
 from .entries import snapshot_manifests
-from .producer import check_committable, delete_files, is_file_system_catalog
-from .retry import RetryPolicy
+from .metadata_commit import commit_metadata_change
+from .producer import delete_files
 from .update import Faults
 
 if TYPE_CHECKING:
@@ -165,11 +164,9 @@ def _ancestors(md: TableMetadata, heads: Iterable[int]) -> set[int]:
     return out
 
 
-def _without(md: TableMetadata, base_location: str, plan: _Plan, timestamp_ms: int) -> TableMetadata:
+def _without(md: TableMetadata, plan: _Plan) -> TableMetadata:
     gone = {s.snapshot_id for s in plan.expired}
     refs = {n: r for n, r in plan.kept_refs.items() if n in md.snapshot_refs or n != MAIN_BRANCH}
-    keep_log = int(md.properties.get(table_update.PREVIOUS_VERSIONS_MAX, "100") or 100)
-    log = (*md.metadata_log, MetadataLogEntry(md.last_updated_ms, base_location))[-max(keep_log, 1) :]
     return replace(
         md,
         snapshots=tuple(s for s in md.snapshots if s.snapshot_id not in gone),
@@ -177,8 +174,6 @@ def _without(md: TableMetadata, base_location: str, plan: _Plan, timestamp_ms: i
         snapshot_log=tuple(e for e in md.snapshot_log if e.snapshot_id not in gone),
         statistics=tuple(f for f in md.statistics if f.snapshot_id not in gone),
         partition_statistics=tuple(f for f in md.partition_statistics if f.snapshot_id not in gone),
-        metadata_log=log,
-        last_updated_ms=timestamp_ms,
     )
 
 
@@ -191,58 +186,26 @@ def expire_snapshots(
     faults: Faults | None = None,
 ) -> ExpireResult:
     """Expire snapshots of ``table`` (see the module doc); ``table`` moves to the new metadata."""
-    catalog = check_committable(table)
-    fault: Faults = faults or (lambda stage: None)
     cutoff = None if older_than is None else to_ms(older_than)
-    policy = RetryPolicy.from_properties(table.properties)
-    deadline = time.monotonic() + policy.total_timeout_ms / 1000.0
-    attempt = 0
-    while True:
-        attempt += 1
-        base, base_location, io = table.metadata, table.metadata_location, table.io
-        now = table_update.now_ms(base)
-        plan = plan_expiration(base, now=now, older_than=cutoff, retain_last=retain_last)
+    planned: list[tuple[TableMetadata, _Plan]] = []  # per attempt: its base and what it expires
+
+    def change(base: TableMetadata) -> TableMetadata | None:
+        plan = plan_expiration(
+            base, now=table_update.now_ms(base), older_than=cutoff, retain_last=retain_last
+        )
         if not plan.expired and not plan.removed_refs:
-            return ExpireResult((), (), None)
+            return None
         if base.current_snapshot_id in {s.snapshot_id for s in plan.expired}:
             raise ValidationError(f"table {base.location}: refusing to expire the current snapshot")
-        new_md = _without(base, base_location, plan, now)
-        path = table_update.metadata_path(
-            new_md, base_location, file_system_table=is_file_system_catalog(catalog)
-        )
-        fault("metadata")
-        table_update.write_metadata(io, path, new_md)
-        swapping = False
-        try:
-            fault("swap")
-            swapping = True
-            location = catalog.commit_metadata(table.identifier, base_location, path)
-        except CommitConflict as exc:
-            delete_files(io, [path], fault=None)
-            if attempt > policy.num_retries or time.monotonic() >= deadline:
-                raise CommitConflict(
-                    f"expire_snapshots on {table.location} failed after {attempt} attempt(s): {exc}"
-                ) from exc
-            sleep(min(policy.wait_s(attempt), max(deadline - time.monotonic(), 0.0)))
-            table.refresh()
-            continue
-        except CommitStateUnknown:
-            raise
-        except GpuEngineError:
-            delete_files(io, [path], fault=None)
-            raise
-        except BaseException as exc:
-            if not swapping:  # failed before the catalog was asked: definitely not committed
-                delete_files(io, [path], fault=None)
-                raise
-            if not isinstance(exc, Exception):  # interrupted during the swap: unknown, nothing deleted
-                raise
-            raise CommitStateUnknown(
-                f"expire_snapshots on {table.location}: the catalog swap to {path} failed with "
-                f"{type(exc).__name__}: {exc}; whether it landed is unknown"
-            ) from exc
-        table._advance(new_md, location)
-        return _delete_unreachable(io, base, new_md, plan, location, fault)
+        planned.append((base, plan))
+        return _without(base, plan)
+
+    committed = commit_metadata_change(table, change, action="expire_snapshots", faults=faults, sleep=sleep)
+    if committed is None:
+        return ExpireResult((), (), None)
+    new_md, location = committed
+    base, plan = planned[-1]
+    return _delete_unreachable(table.io, base, new_md, plan, location, faults or (lambda stage: None))
 
 
 def _files_of(io: FileIO, manifests: Iterable[ManifestFile]) -> dict[str, int]:

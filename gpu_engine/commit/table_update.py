@@ -96,7 +96,7 @@ def with_snapshot(
         "snapshots": (*md.snapshots, snapshot),
         "snapshot_refs": {**md.snapshot_refs, branch: ref},
         "last_updated_ms": timestamp_ms,
-        "metadata_log": _metadata_log(md, base_location),
+        "metadata_log": metadata_log(md, base_location),
     }
     if v >= 2:
         changes["last_sequence_number"] = seq
@@ -108,7 +108,9 @@ def with_snapshot(
     return replace(md, **changes)  # type: ignore[arg-type]
 
 
-def _metadata_log(md: TableMetadata, base_location: str) -> tuple[MetadataLogEntry, ...]:
+def metadata_log(md: TableMetadata, base_location: str) -> tuple[MetadataLogEntry, ...]:
+    """``md``'s ``metadata-log`` with ``base_location`` (``md``'s own file) appended, the newest
+    ``write.metadata.previous-versions-max`` kept."""
     raw = md.properties.get(PREVIOUS_VERSIONS_MAX, "100")
     try:
         keep = max(int(raw), 1)

@@ -1,0 +1,101 @@
+"""Metadata-only commits (no new snapshot): snapshot expiration, schema and partition spec updates.
+
+:func:`commit_metadata_change` asks ``change`` for the new metadata on the table's current metadata, writes it
+as the next metadata file (``last-updated-ms`` moved on, the base file appended to ``metadata-log``) and has
+the catalog swap the table's pointer. A lost race refreshes the table and asks ``change`` again, with the
+``commit.retry.*`` policy of :mod:`.retry`; ``change`` may raise (a :class:`ValidationError` when the
+refreshed table no longer allows the change) or return None (nothing to commit).
+
+Files: a metadata file that definitely did not land is deleted; after an unknown outcome (the swap failed
+without the catalog saying why, or was interrupted) nothing is deleted. ``faults``: the producer's test
+hook, called with ``metadata`` and ``swap``. REST catalogs take table changes as updates, not as metadata
+files; these commits are refused there with :class:`UnsupportedFeature`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from ..errors import CommitConflict, CommitStateUnknown, GpuEngineError, UnsupportedFeature
+from ..iceberg.metadata import TableMetadata
+from . import table_update
+from .producer import check_committable, delete_files, is_file_system_catalog, is_rest_catalog
+from .retry import RetryPolicy
+from .update import Faults
+
+if TYPE_CHECKING:
+    from ..table import Table
+
+Change = Callable[[TableMetadata], TableMetadata | None]
+"""The new metadata for a base (its log and timestamp are filled in), or None when there is nothing to do."""
+
+
+def commit_metadata_change(
+    table: Table,
+    change: Change,
+    *,
+    action: str,
+    faults: Faults | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> tuple[TableMetadata, str] | None:
+    """Commit ``change`` (see the module doc); the committed metadata and its location, None when
+    ``change`` found nothing to do. ``action`` names the change in errors ("expire_snapshots")."""
+    catalog = check_committable(table)
+    if is_rest_catalog(catalog):
+        raise UnsupportedFeature(
+            f"{action} on {table.location}: REST catalogs take table changes as updates; this commit writes "
+            "a metadata file, which the REST protocol cannot swap in"
+        )
+    fault: Faults = faults or (lambda stage: None)
+    policy = RetryPolicy.from_properties(table.properties)
+    deadline = time.monotonic() + policy.total_timeout_ms / 1000.0
+    attempt = 0
+    while True:
+        attempt += 1
+        base, base_location, io = table.metadata, table.metadata_location, table.io
+        changed = change(base)
+        if changed is None:
+            return None
+        now = table_update.now_ms(base)
+        new_md = replace(
+            changed, metadata_log=table_update.metadata_log(base, base_location), last_updated_ms=now
+        )
+        path = table_update.metadata_path(
+            new_md, base_location, file_system_table=is_file_system_catalog(catalog)
+        )
+        swapping = False
+        try:
+            fault("metadata")
+            table_update.write_metadata(io, path, new_md)
+            fault("swap")
+            swapping = True
+            location = catalog.commit_metadata(table.identifier, base_location, path)
+        except CommitConflict as exc:
+            delete_files(io, [path], fault=None)
+            if attempt > policy.num_retries or time.monotonic() >= deadline:
+                raise CommitConflict(
+                    f"{action} on {table.location} failed after {attempt} attempt(s): {exc}"
+                ) from exc
+            sleep(min(policy.wait_s(attempt), max(deadline - time.monotonic(), 0.0)))
+            table.refresh()
+            continue
+        except CommitStateUnknown:
+            raise
+        except GpuEngineError:
+            delete_files(io, [path], fault=None)
+            raise
+        except BaseException as exc:
+            if not swapping:  # failed before the catalog was asked: definitely not committed
+                delete_files(io, [path], fault=None)
+                raise
+            if not isinstance(exc, Exception):  # interrupted during the swap: unknown, nothing deleted
+                raise
+            raise CommitStateUnknown(
+                f"{action} on {table.location}: the catalog swap to {path} failed with "
+                f"{type(exc).__name__}: {exc}; whether it landed is unknown"
+            ) from exc
+        table._advance(new_md, location)
+        return new_md, location
