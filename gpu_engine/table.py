@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from .commit.delete import DeleteResult
     from .commit.delete_rewrite import DeleteRewriteResult
     from .commit.expire import ExpireResult
+    from .commit.schema_update import SchemaUpdate
+    from .commit.spec_update import SpecUpdate
     from .commit.update import Faults
     from .expressions import Expression
     from .iceberg.sorting import SortOrder
@@ -255,6 +257,20 @@ class Table:
         from .commit.expire import expire_snapshots
 
         return expire_snapshots(self, older_than=older_than, retain_last=retain_last, faults=faults)
+
+    def update_schema(self, *, case_sensitive: bool = True) -> SchemaUpdate:
+        """Evolve the table's schema: add, rename, delete, promote columns; commit with ``commit()`` or by
+        leaving a ``with`` block (see :mod:`gpu_engine.commit.schema_update`)."""
+        from .commit.schema_update import SchemaUpdate
+
+        return SchemaUpdate(self, case_sensitive=case_sensitive)
+
+    def update_spec(self) -> SpecUpdate:
+        """Evolve the table's partition spec: add, remove, rename fields; commit with ``commit()`` or by
+        leaving a ``with`` block (see :mod:`gpu_engine.commit.spec_update`)."""
+        from .commit.spec_update import SpecUpdate
+
+        return SpecUpdate(self)
 
     def remove_orphan_files(
         self, *, older_than: int | datetime.datetime | None = None, dry_run: bool = False

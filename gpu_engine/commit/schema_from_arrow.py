@@ -27,6 +27,12 @@ def schema_from_arrow(schema: pa.Schema) -> Schema:
     return Schema(_struct(list(schema), counter, "").fields, schema_id=0)
 
 
+def arrow_type_to_iceberg(t: pa.DataType, name: str) -> it.IcebergType:
+    """The Iceberg type of Arrow type ``t`` (nested ids numbered from 1: renumber them where they land);
+    :class:`InvalidType` naming ``name`` when it has none."""
+    return _type(t, iter(range(1, 1 << 31)), name)
+
+
 def _struct(fields: list[pa.Field], ids: Iterator[int], where: str) -> it.StructType:
     assigned = [next(ids) for _ in fields]
     out = []

@@ -37,15 +37,24 @@ def parse_partition_spec(fields: Sequence[str], schema: Schema, *, spec_id: int 
         raise UnsupportedTransform(f"partition_spec must be a list of strings, not the string {fields!r}")
     out: list[PartitionField] = []
     for i, text in enumerate(fields):
-        transform, column = _parse(text)
-        source = _checked_source(schema, transform, column, f"partition field {text!r}")
-        name = column if transform == "identity" else f"{column}_{_SUFFIX[transform.split('[')[0]]}"
+        transform, source, name = parse_partition_field(text, schema)
         if any(f.name == name for f in out):
             raise UnsupportedTransform(
                 f"partition field {text!r}: the spec already has a field named {name!r}"
             )
         out.append(PartitionField((source.field_id,), V1_FIRST_PARTITION_FIELD_ID + i, name, transform))
     return PartitionSpec(spec_id, tuple(out))
+
+
+def parse_partition_field(text: str, schema: Schema) -> tuple[str, it.NestedField, str]:
+    """(Iceberg transform, source field, Iceberg's default field name) of one field string over ``schema``."""
+    transform, column = _parse(text)
+    source = _checked_source(schema, transform, column, f"partition field {text!r}")
+    return (
+        transform,
+        source,
+        column if transform == "identity" else f"{column}_{_SUFFIX[transform.split('[')[0]]}",
+    )
 
 
 def parse_sort_order(text: str | Sequence[str], schema: Schema, *, order_id: int = 1) -> SortOrder:

@@ -304,3 +304,20 @@ def field_to_json(f: NestedField) -> dict[str, Any]:
         out["write-default"] = f.write_default
     out.update(dict(f.extra))
     return out
+
+
+def can_promote(old: IcebergType, new: IcebergType, format_version: int) -> bool:
+    """True when a field of type ``old`` may become ``new`` (spec "Schema Evolution": int to long, float to
+    double, decimal precision widened at the same scale; v3 also date to timestamp / timestamp_ns and
+    unknown to any type). A type promotes to itself."""
+    if old == new:
+        return True
+    if not isinstance(old, PrimitiveType) or not isinstance(new, PrimitiveType):
+        return False
+    if (old, new) in ((INT, LONG), (FLOAT, DOUBLE)):
+        return True
+    if isinstance(old, DecimalType) and isinstance(new, DecimalType):
+        return new.scale == old.scale and new.precision > old.precision
+    if format_version >= 3:
+        return old == UNKNOWN or (old == DATE and new in (TIMESTAMP, TIMESTAMP_NS))
+    return False

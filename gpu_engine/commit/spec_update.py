@@ -1,0 +1,180 @@
+"""Partition evolution (spec "Partition Evolution"), Iceberg's ``UpdatePartitionSpec``: fields added, removed
+or renamed, committed together as the table's new default spec. Files already written keep their spec;
+new writes (and compaction output, by default) use the new one.
+
+.. code-block:: python
+
+    with tbl.update_spec() as update:        # commits when the block ends without an error
+        update.add_field("bucket(16, id)")    # named id_bucket; forms of commit.spec_parse
+        update.add_field("day(ts)", name="day")
+        update.remove_field("region")         # by partition field name
+        update.rename_field("ts_day", "day")
+
+Field ids: a field whose (source, transform) an earlier spec had gets that field's id back (v2+; Java's
+rule), others take ids after ``last-partition-id``. A format version 1 spec keeps its fields in order, so a
+removed field becomes a ``void`` field there. A field whose (source, transform) the spec has already, or a
+second time transform (year, month, day, hour) of one source, is refused. The new spec reuses the id of an
+equal earlier spec, else takes the next id. As for schema updates, a lost race re-applies the update only
+while the table's default spec is still the one it started from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+from ..errors import UnsupportedTransform, ValidationError
+from ..iceberg.metadata import TableMetadata
+from ..iceberg.partitioning import PartitionField, PartitionSpec
+from .metadata_commit import commit_metadata_change
+from .spec_parse import parse_partition_field
+from .update import Faults
+
+if TYPE_CHECKING:
+    from ..table import Table
+
+_TIME = ("year", "month", "day", "hour")
+
+
+class InvalidSpecChange(ValidationError):
+    """A partition spec change the spec or the table does not allow; names the field."""
+
+
+@dataclass(frozen=True)
+class _Added:
+    source_id: int
+    transform: str
+    name: str
+    text: str
+
+
+class SpecUpdate:
+    """Changes to ``table``'s default partition spec, committed by :meth:`commit` (see the module doc)."""
+
+    def __init__(self, table: Table) -> None:
+        self._table = table
+        self._base = table.metadata
+        self._spec = self._base.spec
+        self._adds: list[_Added] = []
+        self._removes: set[int] = set()  # field ids
+        self._renames: dict[int, str] = {}
+
+    def add_field(self, text: str, *, name: str | None = None) -> SpecUpdate:
+        """Partition new writes by ``text`` too (``"bucket(16, id)"``, ``"day(ts)"``, ``"region"``)."""
+        where = f"add partition field {text!r}"
+        try:
+            transform, source, default_name = parse_partition_field(text, self._base.schema)
+        except UnsupportedTransform as exc:
+            raise InvalidSpecChange(str(exc)) from None
+        name = default_name if name is None else name
+        live = [f for f in self._spec.fields if f.field_id not in self._removes and f.transform != "void"]
+        pairs = [(f.source_id, f.transform) for f in live] + [(a.source_id, a.transform) for a in self._adds]
+        if (source.field_id, transform) in pairs:
+            raise InvalidSpecChange(f"{where}: the spec has this field already")
+        kind = transform.split("[")[0]
+        if kind in _TIME and any(s == source.field_id and t in _TIME for s, t in pairs):
+            raise InvalidSpecChange(f"{where}: the spec has a time transform of {source.name!r} already")
+        self._check_name(name, where, source.field_id if transform == "identity" else None)
+        self._adds.append(_Added(source.field_id, transform, name, text))
+        return self
+
+    def remove_field(self, name: str) -> SpecUpdate:
+        """Stop partitioning new writes by the field called ``name``."""
+        f = self._find(name, f"remove partition field {name!r}")
+        self._removes.add(f.field_id)
+        return self
+
+    def rename_field(self, name: str, new_name: str) -> SpecUpdate:
+        """Rename the partition field ``name``."""
+        where = f"rename partition field {name!r} to {new_name!r}"
+        f = self._find(name, where)
+        self._check_name(new_name, where, f.source_id if f.transform == "identity" else None)
+        self._renames[f.field_id] = new_name
+        return self
+
+    def apply(self) -> PartitionSpec:
+        """The new spec (not committed)."""
+        md = self._base
+        fields: list[PartitionField] = []
+        for f in self._spec.fields:
+            renamed = replace(f, name=self._renames.get(f.field_id, f.name))
+            if f.field_id not in self._removes:
+                fields.append(renamed)
+            elif md.format_version == 1:  # v1 specs keep their fields: a removed one always yields null
+                fields.append(replace(renamed, transform="void"))
+        next_id = md.last_partition_id
+        for a in self._adds:
+            field_id = self._recycled(a) if md.format_version >= 2 else None
+            if field_id is None:
+                next_id += 1
+                field_id = next_id
+            fields.append(PartitionField((a.source_id,), field_id, a.name, a.transform))
+        spec = PartitionSpec(0, tuple(fields))
+        for old in md.partition_specs:  # an equal earlier spec keeps its id
+            if replace(old, spec_id=0) == spec:
+                return old
+        return replace(spec, spec_id=max(s.spec_id for s in md.partition_specs) + 1)
+
+    def commit(self, *, faults: Faults | None = None) -> PartitionSpec:
+        """Commit the new spec as the table's default spec; the committed spec."""
+        spec = self.apply()
+
+        def change(base: TableMetadata) -> TableMetadata | None:
+            if base.default_spec_id != self._base.default_spec_id:
+                raise ValidationError(
+                    f"table {base.location}: its partition spec changed (now spec {base.default_spec_id}) "
+                    f"since this update started from spec {self._base.default_spec_id}: build it again"
+                )
+            if spec.spec_id == base.default_spec_id:
+                return None
+            known = spec.spec_id in base.specs
+            ids = [f.field_id for f in spec.fields]
+            return replace(
+                base,
+                partition_specs=base.partition_specs if known else (*base.partition_specs, spec),
+                default_spec_id=spec.spec_id,
+                last_partition_id=max([base.last_partition_id, *ids]),
+            )
+
+        commit_metadata_change(self._table, change, action="update_spec", faults=faults)
+        return spec
+
+    def __enter__(self) -> SpecUpdate:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if kind is None:
+            self.commit()
+
+    def _find(self, name: str, where: str) -> PartitionField:
+        for f in self._spec.fields:
+            if self._renames.get(f.field_id, f.name) == name and f.field_id not in self._removes:
+                return f
+        names = [f.name for f in self._spec.fields]
+        raise InvalidSpecChange(f"{where}: spec {self._spec.spec_id} has no such field (fields: {names})")
+
+    def _check_name(self, name: str, where: str, identity_of: int | None) -> None:
+        """``name`` is free in the new spec, and a column's name only for that column's identity field
+        (``identity_of``: the source id when the field is an identity)."""
+        if not name:
+            raise InvalidSpecChange(f"{where}: empty field name")
+        live = [f for f in self._spec.fields if f.field_id not in self._removes]
+        taken = {self._renames.get(f.field_id, f.name) for f in live} | {a.name for a in self._adds}
+        if name in taken:
+            raise InvalidSpecChange(f"{where}: the spec has a field named {name!r} already")
+        column = self._base.schema.ids_by_name.get(name)
+        if column is not None and column != identity_of:
+            raise InvalidSpecChange(
+                f"{where}: {name!r} is a column name (only its identity field may take it)"
+            )
+
+    def _recycled(self, a: _Added) -> int | None:
+        """The field id an earlier spec gave (source, transform), if any."""
+        for s in self._base.partition_specs:
+            for f in s.fields:
+                if f.source_id == a.source_id and f.transform == a.transform:
+                    return f.field_id
+        return None

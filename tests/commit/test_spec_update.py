@@ -1,0 +1,143 @@
+"""Partition evolution (``tbl.update_spec()``): the specs it commits (read as JSON), files of old and new
+specs read back by our scan, PyIceberg and DuckDB, compaction into the new spec, and what it refuses."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from gpu_engine.commit.spec_update import InvalidSpecChange
+from gpu_engine.table import Table
+
+from ._support import assert_all_readers, raise_at, sql_catalog, table_files
+
+FAST = {"commit.retry.min-wait-ms": "1", "commit.retry.max-wait-ms": "5"}
+SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.int64(), nullable=False),
+        pa.field("name", pa.string()),
+        pa.field("ts", pa.timestamp("us")),
+    ]
+)
+
+
+def make(tmp_path: Path, version: int, partition: list[str]) -> Table:
+    cat = sql_catalog(tmp_path)
+    return cat.create_table(
+        "db.t", SCHEMA, partition_spec=partition, properties={"format-version": str(version), **FAST}
+    )
+
+
+def batch(start: int, n: int) -> pa.Table:
+    base = dt.datetime(2024, 5, 1)
+    return pa.Table.from_pylist(
+        [
+            {"id": i, "name": "abc"[i % 3], "ts": base + dt.timedelta(hours=7 * i)}
+            for i in range(start, start + n)
+        ],
+        schema=SCHEMA,
+    )
+
+
+def metadata(tbl: Table) -> dict[str, Any]:
+    return dict(json.loads(Path(tbl.metadata_location).read_text()))
+
+
+def spec_fields(raw: dict[str, Any], spec_id: int) -> list[tuple[str, int, str]]:
+    (spec,) = [s for s in raw["partition-specs"] if s["spec-id"] == spec_id]
+    return [(f["name"], f["field-id"], f["transform"]) for f in spec["fields"]]
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
+def test_new_writes_use_the_new_spec_and_every_reader_reads_both(tmp_path: Path, version: int) -> None:
+    tbl = make(tmp_path, version, ["name"])
+    tbl.append(batch(0, 12))
+    with tbl.update_spec() as u:
+        u.add_field("bucket(4, id)")
+        u.add_field("day(ts)", name="day")
+        u.remove_field("name")
+    raw = metadata(tbl)
+    assert raw["default-spec-id"] == 1 and raw["last-partition-id"] == 1002
+    kept = [("name", 1000, "void")] if version == 1 else []  # v1 specs keep their fields, as void
+    assert spec_fields(raw, 1) == [*kept, ("id_bucket", 1001, "bucket[4]"), ("day", 1002, "day")]
+    tbl.append(batch(12, 12))
+    specs = tbl.scan(columns=["id", "_spec_id"]).to_arrow()
+    by_id = dict(zip(specs.column("id").to_pylist(), specs.column("_spec_id").to_pylist(), strict=True))
+    assert {by_id[i] for i in range(12)} == {0} and {by_id[i] for i in range(12, 24)} == {1}
+    files = tbl.scan(columns=["_file", "_partition"]).to_arrow().to_pylist()
+    new_partitions = {r["_file"]: r["_partition"] for r in files if r["_file"] in _files_of_spec(tbl, 1)}
+    assert all(set(p) >= {"id_bucket", "day"} for p in new_partitions.values())
+    expected = pa.concat_tables([batch(0, 12), batch(12, 12)])
+    assert_all_readers(tbl, expected)
+    result = tbl.compact(options={"rewrite-all": "true"})
+    assert result.added_data_files
+    specs = tbl.scan(columns=["_spec_id"]).to_arrow().column("_spec_id").to_pylist()
+    assert set(specs) == {1}  # compaction writes the default spec
+    assert_all_readers(tbl, expected)
+
+
+def _files_of_spec(tbl: Table, spec_id: int) -> set[str]:
+    got = tbl.scan(columns=["_file", "_spec_id"]).to_arrow().to_pylist()
+    return {r["_file"] for r in got if r["_spec_id"] == spec_id}
+
+
+def test_field_ids_come_back_and_an_earlier_spec_is_reused(tmp_path: Path) -> None:
+    tbl = make(tmp_path, 2, ["name", "bucket(4, id)"])
+    with tbl.update_spec() as u:
+        u.remove_field("name")
+    with tbl.update_spec() as u:
+        u.add_field("truncate(2, name)")
+    raw = metadata(tbl)
+    assert spec_fields(raw, 2) == [("id_bucket", 1001, "bucket[4]"), ("name_trunc", 1002, "truncate[2]")]
+    with tbl.update_spec() as u:
+        u.remove_field("name_trunc")
+        u.add_field("name")  # the field spec 0 had: its id again
+    raw = metadata(tbl)
+    assert spec_fields(raw, 3) == [("id_bucket", 1001, "bucket[4]"), ("name", 1000, "identity")]
+    assert raw["last-partition-id"] == 1002
+    with tbl.update_spec() as u:
+        u.rename_field("id_bucket", "b")
+    assert spec_fields(metadata(tbl), 4) == [("b", 1001, "bucket[4]"), ("name", 1000, "identity")]
+    with tbl.update_spec() as u:
+        u.rename_field("b", "id_bucket")
+    raw = metadata(tbl)
+    assert raw["default-spec-id"] == 3 and len(raw["partition-specs"]) == 5  # equal to spec 3: reused
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda u: u.add_field("name"), "has this field already"),
+        (lambda u: u.add_field("hour(ts)"), "time transform of 'ts' already"),
+        (lambda u: u.add_field("bucket(4, nope)"), "no column 'nope'"),
+        (lambda u: u.add_field("day(name)"), "cannot apply to column 'name'"),
+        (lambda u: u.add_field("bucket(4, id)", name="ts_day"), "field named 'ts_day' already"),
+        (lambda u: u.add_field("bucket(4, id)", name="ts"), "'ts' is a column name"),
+        (lambda u: u.remove_field("nope"), "has no such field"),
+        (lambda u: u.remove_field("name").remove_field("name"), "has no such field"),
+        (lambda u: u.rename_field("name", "ts_day"), "field named 'ts_day' already"),
+        (lambda u: u.rename_field("ts_day", "id"), "'id' is a column name"),
+    ],
+)
+def test_refused_changes_name_the_field_and_commit_nothing(tmp_path: Path, change: Any, message: str) -> None:
+    tbl = make(tmp_path, 2, ["name", "day(ts)"])
+    location, files = tbl.metadata_location, table_files(tbl)
+    with pytest.raises(InvalidSpecChange, match=message), tbl.update_spec() as u:
+        change(u)
+    tbl.refresh()
+    assert tbl.metadata_location == location and table_files(tbl) == files
+
+
+def test_a_failed_swap_commits_nothing(tmp_path: Path) -> None:
+    tbl = make(tmp_path, 2, ["name"])
+    location, files = tbl.metadata_location, table_files(tbl)
+    _, fail = raise_at("swap", OSError("catalog down"))
+    with pytest.raises(OSError, match="catalog down"):
+        tbl.update_spec().add_field("bucket(2, id)").commit(faults=fail)
+    tbl.refresh()
+    assert tbl.metadata_location == location and table_files(tbl) == files
