@@ -26,7 +26,7 @@ from ..planning.compaction import CompactionPlan
 from ..tasks import DeleteFile, FileGroup, RewriteResult
 from .producer import commit
 from .update import CommitResult, Faults, FileKey, SnapshotUpdate
-from .validation import validate_no_new_deletes
+from .validation import Respec, validate_no_new_deletes
 
 if TYPE_CHECKING:
     from ..table import Table
@@ -58,12 +58,16 @@ def dropped_keys(
     return sorted(keys, key=repr)
 
 
-def _validate(table: Table, plan: CompactionPlan, targets: frozenset[str], base: TableMetadata) -> None:
+def _validate(table: Table, plan: CompactionPlan, groups: Sequence[FileGroup], base: TableMetadata) -> None:
     if plan.snapshot_id is None:
         return
+    targets = frozenset(f.path for g in groups for f in g.files)
+    kept = plan.options.use_starting_sequence_number
+    (output_spec_id,) = {g.output_spec_id for g in groups} or {0}
+    respec = Respec(output_spec_id, {f.path: f.spec_id for g in groups for f in g.files}) if kept else None
     validate_no_new_deletes(
-        table.io, base, plan.branch, plan.snapshot_id, targets, action="this compaction",
-        equality=not plan.options.use_starting_sequence_number,
+        table.io, base, plan.branch, plan.snapshot_id, targets, action="this compaction", equality=not kept,
+        respec=respec,
     )  # fmt: skip
 
 
@@ -74,7 +78,7 @@ def conflicting_groups(
     out: dict[int, ValidationError] = {}
     for g in groups:
         try:
-            _validate(table, plan, frozenset(f.path for f in g.files), table.metadata)
+            _validate(table, plan, [g], table.metadata)
         except ValidationError as exc:
             out[g.index] = exc
     return out
@@ -98,7 +102,7 @@ def commit_rewrite(
     added = [f for _, r in done for f in r.added]
 
     def validate(base: TableMetadata) -> None:
-        _validate(table, plan, targets, base)
+        _validate(table, plan, [g for g, _ in done], base)
 
     seq = plan.starting_sequence_number if plan.options.use_starting_sequence_number else None
     update = SnapshotUpdate(

@@ -4,12 +4,17 @@ targets (:func:`validate_no_new_deletes`), used by merge-on-read deletes and by 
 Since the planned snapshot, on the branch: no targeted data file may have been removed, and no DV or
 position delete file that may apply to one may have been added (its positions would be lost or stale).
 With ``equality=True`` an equality delete added since fails too (a compaction whose new files take a new
-sequence number would let such deletes miss rows they should delete).
+sequence number would let such deletes miss rows they should delete). A compaction that keeps the starting
+sequence number passes a :class:`Respec` instead: equality deletes added since still apply to its new files,
+but one scoped to a partition of one spec applies to files of that spec only, so it fails the rewrite when
+the rewrite moves rows between that spec and another (it would delete rows it never matched, or let rows it
+deleted come back).
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -25,6 +30,25 @@ from .entries import entries_of, snapshot_manifests
 from .table_update import parent_of
 
 
+@dataclass(frozen=True)
+class Respec:
+    """A rewrite of data files (``specs``: path to spec id) into files of ``output_spec_id``."""
+
+    output_spec_id: int
+    specs: Mapping[str, int]
+
+    def moved_by(self, f: ContentFile, md: TableMetadata) -> str | None:
+        """A data file whose rows the partition-scoped equality delete ``f`` would match differently after
+        the rewrite (see the module doc), or None."""
+        if f.content != EQUALITY_DELETES or md.spec_by_id(f.spec_id).is_unpartitioned:
+            return None
+        if f.spec_id == self.output_spec_id:  # applies after the rewrite to rows of other specs' files
+            moved = [p for p, s in self.specs.items() if s != self.output_spec_id]
+        else:  # applied before the rewrite to rows that move into the output spec
+            moved = [p for p, s in self.specs.items() if s == f.spec_id]
+        return min(moved, default=None)
+
+
 def validate_no_new_deletes(
     io: FileIO,
     base: TableMetadata,
@@ -34,6 +58,7 @@ def validate_no_new_deletes(
     *,
     action: str,
     equality: bool = False,
+    respec: Respec | None = None,
 ) -> None:
     """:class:`ValidationError` unless the head of ``branch`` descends from ``planned`` and no snapshot
     since removed a targeted data file or added deletes that may apply to one (see the module doc).
@@ -62,6 +87,14 @@ def validate_no_new_deletes(
                 if e.snapshot_id != snap.snapshot_id:
                     continue
                 hit = _may_target(e.file, targets, equality)
+                moved = None if respec is None else respec.moved_by(e.file, base)
+                if respec is not None and moved is not None:
+                    raise ValidationError(
+                        f"table {base.location}: snapshot {snap.snapshot_id} added equality deletes "
+                        f"({e.file.path}) scoped to partitions of spec {e.file.spec_id} after {action} was "
+                        f"planned on snapshot {planned}; rewriting data file {moved} into spec "
+                        f"{respec.output_spec_id} would change the rows they delete"
+                    )
                 if hit is not None:
                     raise ValidationError(
                         f"table {base.location}: snapshot {snap.snapshot_id} added deletes ({e.file.path}) "

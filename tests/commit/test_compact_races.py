@@ -207,6 +207,25 @@ def test_equality_delete_conflicts_without_the_starting_sequence_number(tmp_path
     assert replace_snapshots(fresh) == 0
 
 
+@pytest.mark.parametrize("version", [2, 3])
+def test_partition_scoped_equality_delete_fails_a_rewrite_across_specs(tmp_path: Path, version: int) -> None:
+    """Files of spec 0 (by region) compacted into spec 1 (by bucket(4, id)) while an equality delete of spec
+    1 lands: it did not apply to the spec 0 rows, but would to their rewrite (which keeps the starting
+    sequence number, below the delete's). The rewrite fails validation; the rows stay."""
+    cat, tbl, expected = setup(tmp_path, version)
+    with tbl.update_spec() as u:
+        u.remove_field("region")
+        u.add_field("bucket(4, id)")
+    key = expected.slice(0, 1).select(["id"])  # its row lives in a spec 0 file: the delete misses it
+    hook = Meanwhile(lambda g: other(cat).delete_rows(key, on=["id"], backend="cpu"), at=0)
+    with pytest.raises(ValidationError, match="scoped to partitions of spec 1"):
+        tbl.compact(options=options(False), progress=hook, backend="cpu")
+    fresh = assert_table(cat, expected)  # the row was never deleted, and is not now
+    assert replace_snapshots(fresh) == 0
+    fresh.compact(options=options(False), backend="cpu")  # planned after the delete: its rows stay too
+    assert_table(cat, expected)
+
+
 @pytest.mark.parametrize("partial", [True, False], ids=["partial", "all-or-nothing"])
 @pytest.mark.parametrize("version", [2, 3])
 def test_concurrent_append_survives(tmp_path: Path, version: int, partial: bool) -> None:
