@@ -191,7 +191,7 @@ HASH_FIXED_BYTES = _row_pass("hash_rows_fixed_bytes", _fixed_bytes_step, (_pass_
 def _no_validity(like: Any) -> Any:
     """A one-byte stand-in bitmap on ``like``'s side (never read: ``nullable`` is 0)."""
     if ew.is_device_array(like):
-        return cuda.device_array(1, dtype=np.uint8)
+        return ew.device_array(1, dtype=np.uint8)
     return np.zeros(1, dtype=np.uint8)
 
 

@@ -8,6 +8,8 @@ between host and device here: callers put the buffers where they want the work d
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -23,6 +25,17 @@ _SIM_THREADS = 32  # the simulator runs a Python thread per CUDA thread: keep la
 
 _SIMULATED_ARRAY: Any = cuda.devicearray.FakeCUDAArray if config.ENABLE_CUDASIM else ()
 
+SIMULATOR_LAUNCH: contextlib.AbstractContextManager[Any] = (
+    threading.RLock() if config.ENABLE_CUDASIM else contextlib.nullcontext()
+)
+"""Held around every kernel launch. numba's CUDA simulator swaps the kernel module's ``cuda`` global while a
+kernel runs, so two launches from different threads at once break each other ("'Thread' object has no
+attribute 'blockIdx'"): under the simulator launches take turns; on a device this is a no-op. For the same
+reason host code in kernel modules calls the functions bound below, never ``cuda.<name>`` at run time (the
+simulator may have swapped ``cuda`` for its kernel-side stand-in while another thread's kernel runs)."""
+device_array = cuda.device_array
+_as_cuda_array: Any = getattr(cuda, "as_cuda_array", None)  # the simulator has none (its arrays are fakes)
+
 
 def is_device_array(obj: object) -> bool:
     """True for arrays in device memory (``__cuda_array_interface__``), numba's simulator fakes included."""
@@ -35,7 +48,7 @@ def as_device_array(obj: Any) -> Any:
         return obj
     if not hasattr(obj, "__cuda_array_interface__"):
         raise TypeError(f"{type(obj).__name__} is not in device memory (no __cuda_array_interface__)")
-    return cuda.as_cuda_array(obj)
+    return _as_cuda_array(obj)
 
 
 def _simulator_view(arg: Any) -> Any:
@@ -100,7 +113,8 @@ class ElementwiseKernel:
             return
         if is_device_array(args[0]):
             blocks, threads = launch_config(n)
-            self.cuda[blocks, threads](n, *args)
+            with SIMULATOR_LAUNCH:
+                self.cuda[blocks, threads](n, *args)
         elif n < PARALLEL_FROM:
             self.cpu_serial(n, *args)
         else:
@@ -238,5 +252,5 @@ def as_host(array: Any) -> np.ndarray[Any, Any]:
 def empty(like: Any, n: int, dtype: Any) -> Any:
     """An uninitialised array of ``n`` elements on the same side (host or device) as ``like``."""
     if is_device_array(like):
-        return cuda.device_array(n, dtype=dtype)
+        return device_array(n, dtype=dtype)
     return np.empty(n, dtype=dtype)

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 from numba import config, cuda, int64
 
-from .elementwise import empty, is_device_array, launch_config
+from .elementwise import SIMULATOR_LAUNCH, device_array, empty, is_device_array, launch_config
 
 TILE = 32 if config.ENABLE_CUDASIM else 256
 
@@ -59,12 +59,14 @@ PTX_KERNELS = (
 def _device_inclusive_scan(values: Any) -> Any:
     n = values.shape[0]
     tiles = (n + TILE - 1) // TILE
-    inclusive = cuda.device_array(n, dtype=np.int64)
-    totals = cuda.device_array(tiles, dtype=np.int64)
-    _tile_scan[tiles, TILE](n, values, inclusive, totals)
+    inclusive = device_array(n, dtype=np.int64)
+    totals = device_array(tiles, dtype=np.int64)
+    with SIMULATOR_LAUNCH:
+        _tile_scan[tiles, TILE](n, values, inclusive, totals)
     if tiles > 1:
         scanned = _device_inclusive_scan(totals)
-        _add_tile_base[tiles, TILE](n, inclusive, scanned)
+        with SIMULATOR_LAUNCH:
+            _add_tile_base[tiles, TILE](n, inclusive, scanned)
     return inclusive
 
 
@@ -81,5 +83,6 @@ def offsets_from_lengths(lengths: Any, dtype: Any) -> Any:
     if n:
         inclusive = _device_inclusive_scan(lengths)
         blocks, threads = launch_config(n)
-        _shift_into[blocks, threads](n, out, inclusive)
+        with SIMULATOR_LAUNCH:
+            _shift_into[blocks, threads](n, out, inclusive)
     return out

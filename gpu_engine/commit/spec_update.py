@@ -12,10 +12,11 @@ new writes (and compaction output, by default) use the new one.
 
 Field ids: a field whose (source, transform) an earlier spec had gets that field's id back (v2+; Java's
 rule), others take ids after ``last-partition-id``. A format version 1 spec keeps its fields in order, so a
-removed field becomes a ``void`` field there. A field whose (source, transform) the spec has already, or a
-second time transform (year, month, day, hour) of one source, is refused. The new spec reuses the id of an
-equal earlier spec, else takes the next id. As for schema updates, a lost race re-applies the update only
-while the table's default spec is still the one it started from.
+removed field becomes a ``void`` field there, renamed ``<name>_<field id>`` to free its name. A field whose
+(source, transform) the spec has already, or a second time transform (year, month, day, hour) of one
+source, is refused. The new spec reuses the id of an equal earlier spec, else takes the next id. As for
+schema updates, a lost race re-applies the update only while the table's default spec is still the one it
+started from.
 """
 
 from __future__ import annotations
@@ -101,8 +102,8 @@ class SpecUpdate:
             renamed = replace(f, name=self._renames.get(f.field_id, f.name))
             if f.field_id not in self._removes:
                 fields.append(renamed)
-            elif md.format_version == 1:  # v1 specs keep their fields: a removed one always yields null
-                fields.append(replace(renamed, transform="void"))
+            elif md.format_version == 1:  # v1 specs keep their fields: a removed one yields null, renamed
+                fields.append(replace(f, name=f"{f.name}_{f.field_id}", transform="void"))  # as Java does
         next_id = md.last_partition_id
         for a in self._adds:
             field_id = self._recycled(a) if md.format_version >= 2 else None

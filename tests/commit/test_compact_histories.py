@@ -3,7 +3,11 @@ v3), ``Table.delete_rows`` (equality deletes) and compactions with random strate
 after every operation against a reference model (the multiset of live rows; on v3 also every row's
 ``_row_id`` and ``_last_updated_sequence_number``, fixed when the row was appended).
 
-Schema evolution is not generated: gpu_engine has no schema-update API (no add-column / update-schema).
+Histories also evolve the schema (extra columns added, with v3 defaults, and deleted; ``k``, ``v``, ``g``
+renamed; ``g`` promoted to long) and the partition spec (identity ``g``, ``bucket(3, id)`` and
+``truncate(1, k)`` fields added and removed). The model keeps rows by logical column names; filters, keys and
+sort orders are written with the current names. Equality deletes of a partitioned spec apply only to rows of
+files of that spec (spec "Scan Planning"): the model reads each row's ``_spec_id`` after every operation.
 
 The ``gpu``-marked subset runs the same histories with ``backend="cuda"`` (a real device, or numba's CUDA
 simulator in ``make test-cudasim``); sort and z-order need CuPy there, so without it they become binpack.
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 import struct
 from collections import Counter
 from collections.abc import Callable
@@ -174,6 +179,48 @@ class History:
     model: Model = field(default_factory=Model)
     log: list[str] = field(default_factory=list)
     last_append: tuple[int, int] = (0, 0)  # (first id, sequence number) of the last append
+    names: dict[str, str] = field(default_factory=lambda: {n: n for n in NAMES})  # logical -> current
+    extras: list[str] = field(default_factory=list)  # logical names of the added columns, in order
+    g_long: bool = False
+    spec_of: dict[int, int] = field(default_factory=dict)  # row id -> spec id of the file holding it
+    evolutions: int = 0
+
+    # names and types
+
+    @property
+    def live(self) -> list[str]:
+        return [*NAMES, *self.extras]
+
+    def sql(self, text: str) -> str:
+        """``text`` (a filter or sort order over logical names) over the current names."""
+        return re.sub(r"\b(id|k|v|g)\b", lambda m: self.names[m.group(1)], text)
+
+    def arrow_schema(self, columns: list[str] | None = None) -> pa.Schema:
+        types = {
+            "id": pa.int64(),
+            "k": pa.string(),
+            "v": pa.float64(),
+            "g": pa.int64() if self.g_long else pa.int32(),
+        }
+        return pa.schema(
+            [
+                pa.field(self.names[c], types.get(c, pa.int64()), nullable=c != "id")
+                for c in columns or self.live
+            ]
+        )
+
+    def arrow(self, rows: list[Row], columns: list[str] | None = None) -> pa.Table:
+        cols = columns or self.live
+        return pa.Table.from_pylist(
+            [{self.names[c]: r[c] for c in cols} for r in rows], schema=self.arrow_schema(cols)
+        )
+
+    def partition_sources(self) -> list[str]:
+        """Logical names of the columns the default spec partitions by."""
+        md = self.tbl.metadata
+        logical = {current: name for name, current in self.names.items()}
+        fields = [f for f in md.spec.fields if f.transform != "void"]
+        return [logical[md.schema.find_field(f.source_id).name] for f in fields]
 
     # operations
 
@@ -187,37 +234,44 @@ class History:
                 "k": self.rng.choice(KS),
                 "v": self.rng.choice(VS) if self.rng.random() < 0.3 else self.rng.randrange(-8, 8) / 4,
                 "g": self.rng.randrange(3),
+                **{x: self.rng.choice([None, self.rng.randrange(-5, 5)]) for x in self.extras},
             }
             for i in range(n)
         ]
         self.log.append(f"append {n} rows (ids {start}..{start + n - 1})")
-        result = (tbl or self.tbl).append(pa.Table.from_pylist(rows, schema=SCHEMA), backend=self.backend)
+        result = (tbl or self.tbl).append(self.arrow(rows), backend=self.backend)
         self.model.rows += rows
         self.last_append = (start, result.commit.sequence_number)
 
     def delete(self, tbl: Table | None = None) -> None:
         f = random_filter(self.rng, self.model.next_id)
-        self.log.append(f"delete where {f.sql}")
-        result = (tbl or self.tbl).delete(f.sql, backend=self.backend)
+        self.log.append(f"delete where {self.sql(f.sql)}")
+        result = (tbl or self.tbl).delete(self.sql(f.sql), backend=self.backend)
         before = len(self.model.rows)
         self.model.rows = [r for r in self.model.rows if not f.pred(r)]
         assert result.deleted_rows == before - len(self.model.rows), self.log
 
     def delete_rows(self, tbl: Table | None = None) -> None:
         on = self.rng.choice([["id"], ["k"], ["id", "k"]])
-        if self.partitioned:
-            on = [*on, "g"]  # equality deletes are partition-scoped: the keys carry the partition column
+        # equality deletes are partition-scoped: the keys carry the partition columns
+        on += [c for c in self.partition_sources() if c not in on]
         live = self.model.rows
         picked = self.rng.sample(live, min(len(live), self.rng.randrange(1, 6)))
         keys = [{c: r[c] for c in on} for r in picked]
         keys.append({c: {"id": 10**9, "k": "zz", "g": 2}[c] for c in on})  # matches nothing
         if "k" in on and self.rng.random() < 0.3:
             keys.append({c: None if c == "k" else keys[0][c] for c in on})  # NULL matches NULL
-        self.log.append(f"delete_rows on {on}: {keys}")
-        table = pa.Table.from_pylist(keys, schema=pa.schema([SCHEMA.field(c) for c in on]))
-        (tbl or self.tbl).delete_rows(table, on=on, backend=self.backend)
+        target = tbl or self.tbl
+        md = target.refresh().metadata
+        scoped = None if md.spec.is_unpartitioned else md.default_spec_id  # only rows of this spec's files
+        self.log.append(f"delete_rows on {on}: {keys}" + ("" if scoped is None else f" (spec {scoped})"))
+        target.delete_rows(self.arrow(keys, on), on=[self.names[c] for c in on], backend=self.backend)
         gone = {tuple(k[c] for c in on) for k in keys}
-        self.model.rows = [r for r in self.model.rows if tuple(r[c] for c in on) not in gone]
+
+        def hit(r: Row) -> bool:
+            return tuple(r[c] for c in on) in gone and (scoped is None or self.spec_of.get(r["id"]) == scoped)
+
+        self.model.rows = [r for r in self.model.rows if not hit(r)]
 
     def compact(self) -> None:
         rng = self.rng
@@ -246,6 +300,7 @@ class History:
             options["use-starting-sequence-number"] = "false"
         if rng.random() < 0.2:
             options["delete-file-threshold"] = "1"
+        order = None if order is None else self.sql(order)
         where = f"id >= {rng.randrange(self.model.next_id + 1)}" if rng.random() < 0.2 else None
         # sometimes another writer commits while the compaction runs (after its first group)
         meanwhile: list[Callable[[Table], None]] = [self.append]
@@ -259,9 +314,14 @@ class History:
             other(self.cat.load_table(self.name))
             ran.append(other.__name__)
 
+        md = self.tbl.metadata
+        respec = not md.spec.is_unpartitioned and set(self.spec_of.values()) != {md.default_spec_id}
+
         def may_conflict() -> bool:
-            """A row delete on a file being rewritten, or (new sequence numbers) an equality delete."""
-            return bool(ran) and (ran[0] == "delete" or (ran[0] == "delete_rows" and not seq_kept))
+            """A row delete on a file being rewritten, or (new sequence numbers, or rows moving into the
+            spec of a partition-scoped one) an equality delete."""
+            eq = bool(ran) and ran[0] == "delete_rows" and (not seq_kept or respec)
+            return bool(ran) and (ran[0] == "delete" or eq)
 
         hook = None if other is None else Meanwhile(concurrently)
         self.log.append(f"compact {strategy} {order} {options} where {where}")
@@ -285,15 +345,66 @@ class History:
         for c in result.commits:
             assert operation(self.tbl.metadata.snapshot_by_id(c.snapshot_id)) == "replace"
 
+    def evolve_schema(self) -> None:
+        self.evolutions += 1
+        n, rng, version = self.evolutions, self.rng, self.version
+        choices = ["add", "rename"] + ([] if self.g_long else ["promote"])
+        kind = "drop" if self.extras and rng.random() < 0.4 else rng.choice(choices)
+        with self.tbl.update_schema() as u:
+            if kind == "add":
+                x = f"x{n}"
+                default = rng.randrange(-5, 5) if version >= 3 and rng.random() < 0.5 else None
+                u.add_column(x, "long", default=default)
+                self.extras.append(x)
+                self.names[x] = x
+                for r in self.model.rows:
+                    r[x] = default
+                self.log.append(f"add column {x} long default {default}")
+            elif kind == "rename":
+                col = rng.choice(["k", "v", "g"])
+                new = f"{col}_{n}"
+                u.rename_column(self.names[col], new)
+                self.log.append(f"rename column {self.names[col]} to {new}")
+                self.names[col] = new
+            elif kind == "drop":
+                x = rng.choice(self.extras)
+                u.delete_column(self.names[x])
+                self.extras.remove(x)
+                for r in self.model.rows:
+                    del r[x]
+                self.log.append(f"delete column {x}")
+            else:
+                u.update_column(self.names["g"], "long")
+                self.g_long = True
+                self.log.append("promote g to long")
+
+    def evolve_spec(self) -> None:
+        md = self.tbl.metadata
+        fields = [f for f in md.spec.fields if f.transform != "void"]
+        candidates = {"g": "g", "bucket[3]": "bucket(3, id)", "truncate[1]": "truncate(1, k)"}
+        present = {f.transform.replace("identity", "g") for f in fields}
+        missing = [c for c in candidates if c not in present]
+        with self.tbl.update_spec() as u:
+            if fields and (not missing or self.rng.random() < 0.5):
+                name = self.rng.choice(fields).name
+                u.remove_field(name)
+                self.log.append(f"remove partition field {name}")
+            else:
+                text = self.sql(candidates[self.rng.choice(missing)])
+                u.add_field(text)
+                self.log.append(f"add partition field {text}")
+
     # the check after every operation
 
     def check(self) -> None:
-        columns = NAMES + (LINEAGE if self.version >= 3 else [])
+        columns = [self.names[c] for c in self.live] + ["_spec_id"] + (LINEAGE if self.version >= 3 else [])
         scan = self.tbl.scan(columns=columns, backend=self.backend)
-        got = scan.to_arrow().to_pylist()
+        logical = {current: name for name, current in self.names.items()}
+        got = [{logical.get(k, k): v for k, v in r.items()} for r in scan.to_arrow().to_pylist()]
         assert scan.last_run is not None and scan.last_run.backend.name == self.backend
-        actual = Counter(_key(r, NAMES) for r in got)
-        expected = Counter(_key(r, NAMES) for r in self.model.rows)
+        self.spec_of = {r["id"]: r["_spec_id"] for r in got}
+        actual = Counter(_key(r, self.live) for r in got)
+        expected = Counter(_key(r, self.live) for r in self.model.rows)
         if actual != expected:
             raise AssertionError(
                 f"seed {self.seed}: rows differ after {self.log[-1]!r}: only in the table "
@@ -333,7 +444,15 @@ def run_history(
     h.append()
     h.check()
     for _ in range(ops - 1):
-        choices: list[Callable[[], None]] = [h.append, h.append, h.compact, h.compact]
+        choices: list[Callable[[], None]] = [
+            h.append,
+            h.append,
+            h.compact,
+            h.compact,
+            h.evolve_schema,
+            h.evolve_spec,
+        ]
+        choices += [h.evolve_schema] if h.extras else []  # added columns get dropped too
         if version >= 2 and h.model.rows:
             choices += [h.delete, h.delete, h.delete_rows]
         rng.choice(choices)()
