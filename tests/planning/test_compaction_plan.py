@@ -4,7 +4,8 @@ public API (SQLite catalog, ``tbl.append`` writing one file per call and partiti
 
 File sizes are whatever the writer produces (about 1 KB for a few rows); thresholds that must sit
 between sizes are derived from the files written, never hard-coded. Partition evolution uses PyIceberg's
-``update_spec`` on the same SQLite catalog (our API has no spec evolution)."""
+``update_spec`` on the same SQLite catalog: an independent writer's spec change (``tbl.update_spec()`` has
+tests of its own in tests/commit)."""
 
 from __future__ import annotations
 
