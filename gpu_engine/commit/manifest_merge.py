@@ -25,13 +25,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from ..iceberg.manifest_list import ManifestFile
-from ..iceberg.manifest_write import ManifestContent, ManifestEntry, is_unassigned, write_manifest
+from ..iceberg.manifest_write import ManifestContent, ManifestEntry, is_unassigned
 from ..iceberg.manifests import ADDED, DELETED, EXISTING, read_manifest
 from ..iceberg.metadata import TableMetadata
 from ..io.fileio import FileIO
 from ..planning.binpack import pack
 from ..properties import bool_property, int_property
 from .entries import entries_of
+from .manifest_set import write_entries
 from .update import Faults
 
 MERGE_ENABLED = "commit.manifest-merge.enabled"
@@ -98,14 +99,7 @@ def merge_manifests(
                 continue
             entries = [e for m in bin_ for e in _merged_entries(io, md, m, spec_id, snapshot_id)]
             kind: ManifestContent = "deletes" if content == 1 else "data"
-            path = new_path()
-            faults("manifest")
-            merged = write_manifest(
-                io, io.resolve(path), format_version=md.format_version, spec=md.spec_by_id(spec_id),
-                schema=md.schema, content=kind, snapshot_id=snapshot_id, entries=entries,
-            )  # fmt: skip
-            written.append(path)
-            out.append(replace(merged, manifest_path=path))
+            out.append(write_entries(io, md, kind, spec_id, entries, snapshot_id, new_path, faults, written))
             created += 1
             processed += len(entries)
     if not created:

@@ -65,14 +65,16 @@ def write_added(
             else ManifestEntry.added(f)
             for f in group
         ]
-        out.append(_write(io, md, content, spec_id, entries, snapshot_id, new_path, faults, written))
+        out.append(write_entries(io, md, content, spec_id, entries, snapshot_id, new_path, faults, written))
     return tuple(out)
 
 
-def _write(
+def write_entries(
     io: FileIO, md: TableMetadata, content: ManifestContent, spec_id: int, entries: Sequence[ManifestEntry],
     snapshot_id: int, new_path: NewPath, faults: Faults, written: list[str],
 ) -> ManifestFile:  # fmt: skip
+    """Write ``entries`` as the next manifest of the commit (``faults`` stage ``manifest``); its list row
+    with the recorded path, which is appended to ``written``."""
     path = new_path()
     faults("manifest")
     manifest = write_manifest(
@@ -130,7 +132,7 @@ def filter_existing(
                     ManifestEntry(EXISTING, e.snapshot_id, e.sequence_number, e.file_sequence_number, e.file)
                 )
         content: ManifestContent = "deletes" if m.content == 1 else "data"
-        out.append(_write(io, md, content, spec_id, rewritten, snapshot_id, new_path, faults, written))
+        out.append(write_entries(io, md, content, spec_id, rewritten, snapshot_id, new_path, faults, written))
         replaced += 1
     missing = removed - {file_key(f) for f in gone}
     if missing:

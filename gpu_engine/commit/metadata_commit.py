@@ -15,11 +15,13 @@ files; these commits are refused there with :class:`UnsupportedFeature`.
 from __future__ import annotations
 
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from types import TracebackType
+from typing import TYPE_CHECKING, Self
 
-from ..errors import CommitConflict, CommitStateUnknown, GpuEngineError, UnsupportedFeature
+from ..errors import CommitConflict, CommitStateUnknown, GpuEngineError, UnsupportedFeature, ValidationError
 from ..iceberg.metadata import TableMetadata
 from . import table_update
 from .producer import check_committable, delete_files, is_file_system_catalog, is_rest_catalog
@@ -99,3 +101,31 @@ def commit_metadata_change(
             ) from exc
         table._advance(new_md, location)
         return new_md, location
+
+
+class MetadataUpdate(ABC):
+    """A builder of a metadata-only change (schema, partition spec), committed by :meth:`commit` or when a
+    ``with`` block over it ends without an error."""
+
+    @abstractmethod
+    def commit(self, *, faults: Faults | None = None) -> object:
+        """Commit the change; what was committed."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if kind is None:
+            self.commit()
+
+
+def require_unchanged(base: TableMetadata, what: str, now: int, started: int) -> None:
+    """:class:`ValidationError` unless the table's ``what`` (its id ``now`` in ``base``) is still the one an
+    update started from (``started``): the update is built on it and must be built again otherwise."""
+    if now != started:
+        raise ValidationError(
+            f"table {base.location}: its {what} changed (now {what} {now}) since this update started from "
+            f"{what} {started}: build it again"
+        )

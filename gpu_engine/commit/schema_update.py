@@ -28,7 +28,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import pyarrow as pa
@@ -46,7 +45,7 @@ from ..iceberg.name_mapping import (
     name_mapping_to_json,
 )
 from ..iceberg.schema import Schema
-from .metadata_commit import commit_metadata_change
+from .metadata_commit import MetadataUpdate, commit_metadata_change, require_unchanged
 from .schema_from_arrow import arrow_type_to_iceberg
 from .update import Faults
 
@@ -74,7 +73,7 @@ class _Changes:
     next_id: int = 0
 
 
-class SchemaUpdate:
+class SchemaUpdate(MetadataUpdate):
     """Changes to ``table``'s current schema, committed by :meth:`commit` (see the module doc)."""
 
     def __init__(self, table: Table, *, case_sensitive: bool = True) -> None:
@@ -203,11 +202,7 @@ class SchemaUpdate:
         schema = self.apply()
 
         def change(base: TableMetadata) -> TableMetadata | None:
-            if base.current_schema_id != self._base.current_schema_id:
-                raise ValidationError(
-                    f"table {base.location}: its schema changed (now schema {base.current_schema_id}) since "
-                    f"this update started from schema {self._base.current_schema_id}: build it again"
-                )
+            require_unchanged(base, "schema", base.current_schema_id, self._base.current_schema_id)
             if schema.schema_id == base.current_schema_id:
                 return None  # no change
             schemas = base.schemas if schema.schema_id in base.schemas_by_id else (*base.schemas, schema)
@@ -222,15 +217,6 @@ class SchemaUpdate:
 
         commit_metadata_change(self._table, change, action="update_schema", faults=faults)
         return schema
-
-    def __enter__(self) -> SchemaUpdate:
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        if kind is None:
-            self.commit()
 
     # -- lookups -------------------------------------------------------------------------------------------
 

@@ -22,13 +22,12 @@ started from.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from types import TracebackType
 from typing import TYPE_CHECKING
 
 from ..errors import UnsupportedTransform, ValidationError
 from ..iceberg.metadata import TableMetadata
 from ..iceberg.partitioning import PartitionField, PartitionSpec
-from .metadata_commit import commit_metadata_change
+from .metadata_commit import MetadataUpdate, commit_metadata_change, require_unchanged
 from .spec_parse import parse_partition_field
 from .update import Faults
 
@@ -50,7 +49,7 @@ class _Added:
     text: str
 
 
-class SpecUpdate:
+class SpecUpdate(MetadataUpdate):
     """Changes to ``table``'s default partition spec, committed by :meth:`commit` (see the module doc)."""
 
     def __init__(self, table: Table) -> None:
@@ -122,11 +121,7 @@ class SpecUpdate:
         spec = self.apply()
 
         def change(base: TableMetadata) -> TableMetadata | None:
-            if base.default_spec_id != self._base.default_spec_id:
-                raise ValidationError(
-                    f"table {base.location}: its partition spec changed (now spec {base.default_spec_id}) "
-                    f"since this update started from spec {self._base.default_spec_id}: build it again"
-                )
+            require_unchanged(base, "partition spec", base.default_spec_id, self._base.default_spec_id)
             if spec.spec_id == base.default_spec_id:
                 return None
             known = spec.spec_id in base.specs
@@ -140,15 +135,6 @@ class SpecUpdate:
 
         commit_metadata_change(self._table, change, action="update_spec", faults=faults)
         return spec
-
-    def __enter__(self) -> SpecUpdate:
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        if kind is None:
-            self.commit()
 
     def _find(self, name: str, where: str) -> PartitionField:
         for f in self._spec.fields:
