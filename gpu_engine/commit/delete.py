@@ -24,7 +24,9 @@ from ..iceberg.content_file import ContentFile
 from ..iceberg.metadata import TableMetadata
 from ..io.equality_delete_write import write_equality_deletes
 from .delete_plan import plan_row_deletes, write_row_deletes
-from .producer import check_committable, commit
+from .entries import snapshot_manifests
+from .producer import check_committable, commit, delete_files
+from .table_update import parent_of
 from .update import CommitResult, Faults, Removed, SnapshotUpdate, file_key
 from .validation import validate_no_new_deletes
 
@@ -94,8 +96,9 @@ def delete_rows(
     sleep: Callable[[float], None] = time.sleep,
 ) -> DeleteResult:
     """Delete the rows whose ``on`` columns equal a row of ``keys`` (NULL matches NULL), as equality delete
-    files of the default spec: rows added later with the same key are not deleted. ``deleted_rows`` counts
-    the keys written (the rows they match are not counted)."""
+    files (of the specs :func:`delete_specs` names: the keys need the partition columns of each); rows added
+    later with the same key are not deleted. ``deleted_rows`` counts the keys (the rows they match are not
+    counted)."""
     check_committable(table)
     md = table.metadata
     if md.format_version < 2:
@@ -108,10 +111,37 @@ def delete_rows(
     ids = [md.schema.find_field(c).field_id for c in on]
     if keys.num_rows == 0:
         return DeleteResult(0)
-    files = write_equality_deletes(
-        table.io, md.location, md.schema, md.spec, md.default_spec_id, keys.select(list(on)), ids,
-        properties=md.properties, backend=backend,
-    )  # fmt: skip
+    files: list[ContentFile] = []
+    try:
+        for spec_id in delete_specs(table, branch):
+            files += write_equality_deletes(
+                table.io, md.location, md.schema, md.spec_by_id(spec_id), spec_id, keys.select(list(on)), ids,
+                properties=md.properties, backend=backend,
+            )  # fmt: skip
+    except BaseException:
+        delete_files(table.io, [f.path for f in files], fault=None)
+        raise
     update = SnapshotUpdate("delete", added=files)
     result = commit(table, update, branch=branch, faults=faults, sleep=sleep, owned=[f.path for f in files])
-    return DeleteResult(sum(f.record_count for f in files), tuple(files), commit=result)
+    return DeleteResult(keys.num_rows, tuple(files), commit=result)
+
+
+def delete_specs(table: Table, branch: str) -> list[int]:
+    """The specs equality deletes are written in so that they reach every live row: an equality delete of a
+    partitioned spec applies only to data files of that spec (spec "Scan Planning"). The default spec when
+    it, or a spec of the live data files, is unpartitioned (such deletes apply to every file: an
+    unpartitioned spec of the live files is used then); else the default spec and each spec of the live
+    data files (after partition evolution, files of older specs would be missed)."""
+    md = table.metadata
+    parent = parent_of(md, branch)
+    manifests = () if parent is None else snapshot_manifests(table.io, parent)
+    live = {
+        m.partition_spec_id if m.partition_spec_id is not None else 0
+        for m in manifests
+        if m.content == 0 and (m.added_files_count != 0 or m.existing_files_count != 0)
+    }
+    specs = sorted({md.default_spec_id, *live})
+    if md.spec.is_unpartitioned:
+        return [md.default_spec_id]
+    unpartitioned = [s for s in specs if md.spec_by_id(s).is_unpartitioned]
+    return unpartitioned[:1] or specs

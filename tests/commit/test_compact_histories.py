@@ -6,8 +6,9 @@ after every operation against a reference model (the multiset of live rows; on v
 Histories also evolve the schema (extra columns added, with v3 defaults, and deleted; ``k``, ``v``, ``g``
 renamed; ``g`` promoted to long) and the partition spec (identity ``g``, ``bucket(3, id)`` and
 ``truncate(1, k)`` fields added and removed). The model keeps rows by logical column names; filters, keys and
-sort orders are written with the current names. Equality deletes of a partitioned spec apply only to rows of
-files of that spec (spec "Scan Planning"): the model reads each row's ``_spec_id`` after every operation.
+sort orders are written with the current names. ``delete_rows`` writes its equality deletes in every spec
+holding live rows (an equality delete of a partitioned spec applies only to files of that spec), so its keys
+carry the partition columns of all of them; the model reads each row's ``_spec_id`` after every operation.
 
 The ``gpu``-marked subset runs the same histories with ``backend="cuda"`` (a real device, or numba's CUDA
 simulator in ``make test-cudasim``); sort and z-order need CuPy there, so without it they become binpack.
@@ -29,6 +30,7 @@ import pytest
 
 from gpu_engine._deps import optional
 from gpu_engine.catalog.sql import SqlCatalog
+from gpu_engine.commit.delete import delete_specs
 from gpu_engine.errors import ValidationError
 from gpu_engine.table import Table
 from gpu_engine.tasks import FileGroup
@@ -216,11 +218,13 @@ class History:
         )
 
     def partition_sources(self) -> list[str]:
-        """Logical names of the columns the default spec partitions by."""
-        md = self.tbl.metadata
+        """Logical names of the columns the specs ``delete_rows`` writes in partition by (the default spec
+        and those of the live data files, or one unpartitioned spec)."""
+        md = self.tbl.refresh().metadata
         logical = {current: name for name, current in self.names.items()}
-        fields = [f for f in md.spec.fields if f.transform != "void"]
-        return [logical[md.schema.find_field(f.source_id).name] for f in fields]
+        specs = [md.spec_by_id(i) for i in delete_specs(self.tbl, "main")]
+        fields = [f for s in specs for f in s.fields if f.transform != "void"]
+        return list(dict.fromkeys(logical[md.schema.find_field(f.source_id).name] for f in fields))
 
     # operations
 
@@ -253,7 +257,7 @@ class History:
 
     def delete_rows(self, tbl: Table | None = None) -> None:
         on = self.rng.choice([["id"], ["k"], ["id", "k"]])
-        # equality deletes are partition-scoped: the keys carry the partition columns
+        # equality deletes are partition-scoped: the keys carry the partition columns of every live spec
         on += [c for c in self.partition_sources() if c not in on]
         live = self.model.rows
         picked = self.rng.sample(live, min(len(live), self.rng.randrange(1, 6)))
@@ -261,15 +265,14 @@ class History:
         keys.append({c: {"id": 10**9, "k": "zz", "g": 2}[c] for c in on})  # matches nothing
         if "k" in on and self.rng.random() < 0.3:
             keys.append({c: None if c == "k" else keys[0][c] for c in on})  # NULL matches NULL
-        target = tbl or self.tbl
-        md = target.refresh().metadata
-        scoped = None if md.spec.is_unpartitioned else md.default_spec_id  # only rows of this spec's files
-        self.log.append(f"delete_rows on {on}: {keys}" + ("" if scoped is None else f" (spec {scoped})"))
-        target.delete_rows(self.arrow(keys, on), on=[self.names[c] for c in on], backend=self.backend)
+        self.log.append(f"delete_rows on {on}: {keys}")
+        (tbl or self.tbl).delete_rows(
+            self.arrow(keys, on), on=[self.names[c] for c in on], backend=self.backend
+        )
         gone = {tuple(k[c] for c in on) for k in keys}
 
         def hit(r: Row) -> bool:
-            return tuple(r[c] for c in on) in gone and (scoped is None or self.spec_of.get(r["id"]) == scoped)
+            return tuple(r[c] for c in on) in gone
 
         self.model.rows = [r for r in self.model.rows if not hit(r)]
 

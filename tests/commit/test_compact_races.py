@@ -12,7 +12,9 @@ import pyarrow.compute as pc
 import pytest
 
 from gpu_engine.catalog.sql import SqlCatalog
+from gpu_engine.commit import SnapshotUpdate
 from gpu_engine.errors import ValidationError
+from gpu_engine.io.equality_delete_write import write_equality_deletes
 from gpu_engine.table import Table
 from gpu_engine.tasks import FileGroup
 
@@ -207,17 +209,25 @@ def test_equality_delete_conflicts_without_the_starting_sequence_number(tmp_path
     assert replace_snapshots(fresh) == 0
 
 
+def spec_scoped_equality_delete(tbl: Table, keys: pa.Table) -> None:
+    """Commit ``keys`` as equality deletes of the default spec only, as a streaming writer (Flink) does."""
+    md = tbl.metadata
+    ids = [md.schema.find_field(c).field_id for c in keys.column_names]
+    files = write_equality_deletes(tbl.io, md.location, md.schema, md.spec, md.default_spec_id, keys, ids)
+    tbl.commit(SnapshotUpdate("delete", added=files))
+
+
 @pytest.mark.parametrize("version", [2, 3])
 def test_partition_scoped_equality_delete_fails_a_rewrite_across_specs(tmp_path: Path, version: int) -> None:
     """Files of spec 0 (by region) compacted into spec 1 (by bucket(4, id)) while an equality delete of spec
-    1 lands: it did not apply to the spec 0 rows, but would to their rewrite (which keeps the starting
+    1 only lands: it did not apply to the spec 0 rows, but would to their rewrite (which keeps the starting
     sequence number, below the delete's). The rewrite fails validation; the rows stay."""
     cat, tbl, expected = setup(tmp_path, version)
     with tbl.update_spec() as u:
         u.remove_field("region")
         u.add_field("bucket(4, id)")
     key = expected.slice(0, 1).select(["id"])  # its row lives in a spec 0 file: the delete misses it
-    hook = Meanwhile(lambda g: other(cat).delete_rows(key, on=["id"], backend="cpu"), at=0)
+    hook = Meanwhile(lambda g: spec_scoped_equality_delete(other(cat), key), at=0)
     with pytest.raises(ValidationError, match="scoped to partitions of spec 1"):
         tbl.compact(options=options(False), progress=hook, backend="cpu")
     fresh = assert_table(cat, expected)  # the row was never deleted, and is not now
