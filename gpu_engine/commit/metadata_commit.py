@@ -8,8 +8,12 @@ refreshed table no longer allows the change) or return None (nothing to commit).
 
 Files: a metadata file that definitely did not land is deleted; after an unknown outcome (the swap failed
 without the catalog saying why, or was interrupted) nothing is deleted. ``faults``: the producer's test
-hook, called with ``metadata`` and ``swap``. REST catalogs take table changes as updates, not as metadata
-files; these commits are refused there with :class:`UnsupportedFeature`.
+hook, called with ``metadata`` and ``swap``.
+
+REST catalogs take table changes as updates, not as metadata files: a change that can say itself as REST
+requirements and updates (``rest``) is sent so, after an ``assert-table-uuid``, and the server's metadata is
+adopted; a lost race (409) refreshes and asks ``change`` again, a 5xx or a broken connection is an unknown
+state. Changes without a REST form are refused there with :class:`UnsupportedFeature`.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import replace
 from types import TracebackType
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from ..errors import CommitConflict, CommitStateUnknown, GpuEngineError, UnsupportedFeature, ValidationError
 from ..iceberg.metadata import TableMetadata
@@ -33,6 +37,8 @@ if TYPE_CHECKING:
 
 Change = Callable[[TableMetadata], TableMetadata | None]
 """The new metadata for a base (its log and timestamp are filled in), or None when there is nothing to do."""
+RestChange = Callable[[TableMetadata, TableMetadata], tuple[list[dict[str, Any]], list[dict[str, Any]]]]
+"""The REST requirements and updates that turn a base into the new metadata ``change`` made of it."""
 
 
 def commit_metadata_change(
@@ -42,11 +48,13 @@ def commit_metadata_change(
     action: str,
     faults: Faults | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    rest: RestChange | None = None,
 ) -> tuple[TableMetadata, str] | None:
     """Commit ``change`` (see the module doc); the committed metadata and its location, None when
     ``change`` found nothing to do. ``action`` names the change in errors ("expire_snapshots")."""
     catalog = check_committable(table)
-    if is_rest_catalog(catalog):
+    rest_catalog = is_rest_catalog(catalog)
+    if rest_catalog and rest is None:
         raise UnsupportedFeature(
             f"{action} on {table.location}: REST catalogs take table changes as updates; this commit writes "
             "a metadata file, which the REST protocol cannot swap in"
@@ -61,6 +69,17 @@ def commit_metadata_change(
         changed = change(base)
         if changed is None:
             return None
+        if rest is not None and rest_catalog:
+            try:
+                return _rest_commit(table, base, rest(base, changed), action, fault)
+            except CommitConflict as exc:
+                if attempt > policy.num_retries or time.monotonic() >= deadline:
+                    raise CommitConflict(
+                        f"{action} on {table.location} failed after {attempt} attempt(s): {exc}"
+                    ) from exc
+                sleep(min(policy.wait_s(attempt), max(deadline - time.monotonic(), 0.0)))
+                table.refresh()
+                continue
         now = table_update.now_ms(base)
         new_md = replace(
             changed, metadata_log=table_update.metadata_log(base, base_location), last_updated_ms=now
@@ -101,6 +120,37 @@ def commit_metadata_change(
             ) from exc
         table._advance(new_md, location)
         return new_md, location
+
+
+def _rest_commit(
+    table: Table,
+    base: TableMetadata,
+    change: tuple[list[dict[str, Any]], list[dict[str, Any]]],
+    action: str,
+    fault: Faults,
+) -> tuple[TableMetadata, str]:
+    from ..catalog.rest import RestCatalog
+
+    catalog = table.catalog
+    assert isinstance(catalog, RestCatalog)
+    requirements, updates = change
+    fault("metadata")
+    fault("swap")
+    try:
+        committed = catalog.commit_table(
+            table.identifier,
+            requirements=[{"type": "assert-table-uuid", "uuid": base.table_uuid}, *requirements],
+            updates=updates,
+        )
+    except (CommitConflict, CommitStateUnknown, GpuEngineError):
+        raise
+    except Exception as exc:
+        raise CommitStateUnknown(
+            f"{action} on {table.location}: the REST commit failed with {type(exc).__name__}: {exc}; "
+            "whether it landed is unknown"
+        ) from exc
+    table._advance(committed.metadata, committed.metadata_location)
+    return committed.metadata, committed.metadata_location
 
 
 class MetadataUpdate(ABC):

@@ -44,7 +44,7 @@ from ..iceberg.name_mapping import (
     name_mapping_of,
     name_mapping_to_json,
 )
-from ..iceberg.schema import Schema
+from ..iceberg.schema import Schema, schema_to_json
 from .metadata_commit import MetadataUpdate, commit_metadata_change, require_unchanged
 from .schema_from_arrow import arrow_type_to_iceberg
 from .update import Faults
@@ -215,7 +215,24 @@ class SchemaUpdate(MetadataUpdate):
                 last_column_id=max(base.last_column_id, self._c.next_id),
             )  # fmt: skip
 
-        commit_metadata_change(self._table, change, action="update_schema", faults=faults)
+        def rest(
+            base: TableMetadata, new: TableMetadata
+        ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+            requirements = [
+                {"type": "assert-current-schema-id", "current-schema-id": base.current_schema_id},
+                {"type": "assert-last-assigned-field-id", "last-assigned-field-id": base.last_column_id},
+            ]
+            updates: list[dict[str, Any]] = []
+            if schema.schema_id not in base.schemas_by_id:  # the server numbers it: -1 = the one just added
+                updates.append({"action": "add-schema", "schema": schema_to_json(schema)})
+            added = schema.schema_id not in base.schemas_by_id
+            updates.append({"action": "set-current-schema", "schema-id": -1 if added else schema.schema_id})
+            changed = {k: v for k, v in new.properties.items() if base.properties.get(k) != v}
+            if changed:
+                updates.append({"action": "set-properties", "updates": changed})
+            return requirements, updates
+
+        commit_metadata_change(self._table, change, action="update_schema", faults=faults, rest=rest)
         return schema
 
     # -- lookups -------------------------------------------------------------------------------------------

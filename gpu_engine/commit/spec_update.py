@@ -22,11 +22,11 @@ started from.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import UnsupportedTransform, ValidationError
 from ..iceberg.metadata import TableMetadata
-from ..iceberg.partitioning import PartitionField, PartitionSpec
+from ..iceberg.partitioning import PartitionField, PartitionSpec, spec_to_json
 from .metadata_commit import MetadataUpdate, commit_metadata_change, require_unchanged
 from .spec_parse import parse_partition_field
 from .update import Faults
@@ -133,7 +133,24 @@ class SpecUpdate(MetadataUpdate):
                 last_partition_id=max([base.last_partition_id, *ids]),
             )
 
-        commit_metadata_change(self._table, change, action="update_spec", faults=faults)
+        def rest(
+            base: TableMetadata, new: TableMetadata
+        ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+            requirements = [
+                {"type": "assert-default-spec-id", "default-spec-id": base.default_spec_id},
+                {
+                    "type": "assert-last-assigned-partition-id",
+                    "last-assigned-partition-id": base.last_partition_id,
+                },
+            ]
+            added = spec.spec_id not in base.specs
+            updates: list[dict[str, Any]] = (
+                [{"action": "add-spec", "spec": spec_to_json(spec)}] if added else []
+            )
+            updates.append({"action": "set-default-spec", "spec-id": -1 if added else spec.spec_id})
+            return requirements, updates
+
+        commit_metadata_change(self._table, change, action="update_spec", faults=faults, rest=rest)
         return spec
 
     def _find(self, name: str, where: str) -> PartitionField:

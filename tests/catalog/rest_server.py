@@ -318,8 +318,13 @@ class RestCatalogServer:
             elif action == "set-snapshot-ref":
                 if failure := _set_ref(new, upd):
                     return error(400, "BadRequestException", failure)
+            elif action in _EVOLUTION:
+                if failure := _EVOLUTION[action](new, upd):
+                    return error(400, "BadRequestException", failure)
             else:
                 return error(400, "BadRequestException", f"unsupported update action {action!r}")
+        new.pop("_last_added_schema", None)
+        new.pop("_last_added_spec", None)
         new["metadata-log"] = [
             *md.get("metadata-log", []),
             {"metadata-file": entry["metadata-location"], "timestamp-ms": md["last-updated-ms"]},
@@ -392,6 +397,13 @@ def _check(req: dict[str, Any], md: dict[str, Any]) -> str | None:
         return f"table UUID does not match: expected {req['uuid']} != {md.get('table-uuid')}"
     if kind == "assert-current-schema-id" and req["current-schema-id"] != md.get("current-schema-id"):
         return f"current schema changed: expected id {req['current-schema-id']} != {md['current-schema-id']}"
+    for key, prop in (
+        ("last-assigned-field-id", "last-column-id"),
+        ("default-spec-id", "default-spec-id"),
+        ("last-assigned-partition-id", "last-partition-id"),
+    ):
+        if kind == f"assert-{key}" and req[key] != md.get(prop):
+            return f"{key} changed: expected {req[key]} != {md.get(prop)}"
     if kind == "assert-ref-snapshot-id":
         current, expected = _ref_snapshot(md, req["ref"]), req.get("snapshot-id")
         if current != expected and expected is None:
@@ -401,7 +413,83 @@ def _check(req: dict[str, Any], md: dict[str, Any]) -> str | None:
     return None
 
 
-CHECKED = ("assert-create", "assert-table-uuid", "assert-ref-snapshot-id", "assert-current-schema-id")
+CHECKED = (
+    "assert-create", "assert-table-uuid", "assert-ref-snapshot-id", "assert-current-schema-id",
+    "assert-last-assigned-field-id", "assert-default-spec-id", "assert-last-assigned-partition-id",
+)  # fmt: skip
+
+
+# -- schema and partition evolution, as Iceberg Java's TableMetadata.Builder applies them -------------------
+
+
+def _highest_id(t: Any) -> int:
+    """The highest field id inside a schema/type JSON value."""
+    if isinstance(t, dict):
+        ids = [v for k, v in t.items() if k in ("id", "element-id", "key-id", "value-id")]
+        return max([*ids, *(_highest_id(v) for v in t.values())], default=0)
+    if isinstance(t, list):
+        return max((_highest_id(v) for v in t), default=0)
+    return 0
+
+
+def _add_schema(md: dict[str, Any], upd: dict[str, Any]) -> str | None:
+    """A schema equal to a known one (fields and identifier fields) reuses its id, else takes the next."""
+    schema = dict(upd["schema"])
+    same = [s for s in md["schemas"] if _without_id(s) == _without_id(schema)]
+    if same:
+        md["_last_added_schema"] = same[0]["schema-id"]
+        return None
+    schema["schema-id"] = max(s["schema-id"] for s in md["schemas"]) + 1
+    md["schemas"] = [*md["schemas"], schema]
+    md["last-column-id"] = max(md["last-column-id"], _highest_id(schema["fields"]))
+    md["_last_added_schema"] = schema["schema-id"]
+    return None
+
+
+def _without_id(schema: dict[str, Any]) -> Any:
+    return {k: v for k, v in schema.items() if k != "schema-id"}
+
+
+def _set_current_schema(md: dict[str, Any], upd: dict[str, Any]) -> str | None:
+    sid = md.get("_last_added_schema") if upd["schema-id"] == -1 else upd["schema-id"]
+    found = [s for s in md["schemas"] if s["schema-id"] == sid]
+    if not found:
+        return f"no schema {upd['schema-id']} to make current"
+    md["current-schema-id"] = sid
+    if "schema" in md:  # v1 metadata also carries the current schema itself
+        md["schema"] = found[0]
+    return None
+
+
+def _add_spec(md: dict[str, Any], upd: dict[str, Any]) -> str | None:
+    spec = dict(upd["spec"])
+    same = [s for s in md["partition-specs"] if s["fields"] == spec["fields"]]
+    if same:
+        md["_last_added_spec"] = same[0]["spec-id"]
+        return None
+    spec["spec-id"] = max(s["spec-id"] for s in md["partition-specs"]) + 1
+    md["partition-specs"] = [*md["partition-specs"], spec]
+    ids = [f["field-id"] for f in spec["fields"]]
+    md["last-partition-id"] = max([md.get("last-partition-id", 999), *ids])
+    md["_last_added_spec"] = spec["spec-id"]
+    return None
+
+
+def _set_default_spec(md: dict[str, Any], upd: dict[str, Any]) -> str | None:
+    sid = md.get("_last_added_spec") if upd["spec-id"] == -1 else upd["spec-id"]
+    found = [s for s in md["partition-specs"] if s["spec-id"] == sid]
+    if not found:
+        return f"no partition spec {upd['spec-id']} to make the default"
+    md["default-spec-id"] = sid
+    if "partition-spec" in md:  # v1 metadata also carries the default spec's fields
+        md["partition-spec"] = found[0]["fields"]
+    return None
+
+
+_EVOLUTION = {
+    "add-schema": _add_schema, "set-current-schema": _set_current_schema,
+    "add-spec": _add_spec, "set-default-spec": _set_default_spec,
+}  # fmt: skip
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -13,7 +13,7 @@ import pytest
 
 import gpu_engine as ge
 from gpu_engine.catalog.rest import RestCatalog
-from gpu_engine.errors import CommitStateUnknown
+from gpu_engine.errors import CommitStateUnknown, UnsupportedFeature, ValidationError
 
 from ..catalog.rest_server import RestCatalogServer
 from ._support import assert_all_readers, referenced_files, rows
@@ -89,3 +89,55 @@ def test_503_after_apply_is_unknown_and_keeps_files(server: RestCatalogServer, t
     landed = cat.load_table("db.t")  # the server applied it: every file it references is still there
     assert all(Path(p.removeprefix("file://")).exists() for p in referenced_files(landed))
     assert_all_readers(landed, pa.concat_tables([rows(0, 10), rows(10, 10, seed=1)]))
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
+def test_schema_and_spec_updates_through_rest(
+    server: RestCatalogServer, tmp_path: Path, version: int
+) -> None:
+    """add-schema / set-current-schema and add-spec / set-default-spec with their requirements: the server's
+    metadata is adopted, rows written before and after read back, and a stale update fails validation."""
+    cat = _catalog(server, tmp_path)
+    cat.create_namespace("db")
+    tbl = cat.create_table(
+        "db.t",
+        rows(0, 0).schema,
+        partition_spec=["region"],
+        properties={"format-version": str(version), **PROPS},
+    )
+    stale = cat.load_table("db.t")
+    tbl.append(rows(0, 20))
+    with tbl.update_schema() as u:
+        u.add_column("note", "string")
+        u.rename_column("s", "label")
+    with tbl.update_spec() as u:
+        u.add_field("bucket(4, id)")
+    reloaded = cat.load_table("db.t")
+    assert reloaded.metadata_location == tbl.metadata_location
+    md = reloaded.metadata
+    assert [f.name for f in md.schema.fields][-1] == "note" and md.schema.find_field("label").field_id == 5
+    assert md.last_column_id == 9 and md.current_schema_id == 1
+    assert [f.name for f in md.spec.fields] == ["region", "id_bucket"] and md.default_spec_id == 1
+    new = rows(20, 20, seed=1).rename_columns([c if c != "s" else "label" for c in rows(0, 0).column_names])
+    new = new.append_column("note", pa.array(["n"] * 20))
+    reloaded.append(new)
+    first = rows(0, 20).rename_columns(new.column_names[:-1]).append_column("note", pa.nulls(20, pa.string()))
+    assert_all_readers(cat.load_table("db.t"), pa.concat_tables([first, new]))
+    with pytest.raises(ValidationError, match="schema changed"):
+        stale.update_schema().add_column("other", "long").commit()  # 409, then the refreshed base differs
+    with tbl.update_schema() as u:  # back to an equal earlier schema: set-current-schema with its id
+        u.delete_column("note")
+        u.rename_column("label", "s")
+    assert cat.load_table("db.t").metadata.current_schema_id == 0
+
+
+def test_schema_update_503_is_unknown(server: RestCatalogServer, tmp_path: Path) -> None:
+    cat = _catalog(server, tmp_path)
+    cat.create_namespace("db")
+    tbl = cat.create_table("db.t", rows(0, 0).schema, properties={"format-version": "2", **PROPS})
+    server.faults.append("commit-503")
+    with pytest.raises(CommitStateUnknown, match="503"):
+        tbl.update_schema().add_column("x", "long").commit()
+    assert [f.name for f in cat.load_table("db.t").metadata.schema.fields][-1] == "x"  # it had landed
+    with pytest.raises(UnsupportedFeature, match="REST catalogs take table changes as updates"):
+        tbl.expire_snapshots(retain_last=1)
