@@ -10,9 +10,11 @@ expire when older than that table-level cutoff. ``older_than`` also bounds every
 after it never expires.
 
 The commit is :func:`.metadata_commit.commit_metadata_change` (``commit.retry.*``, the catalog swap and
-its failure rules); every attempt recomputes the expiration on the refreshed table. Files: reachable
-= manifest lists, manifests and every entry's file (any status) of the kept snapshots, plus their
-statistics files; candidates = the same of the expired snapshots; candidates minus reachable are deleted.
+its failure rules; on REST catalogs ``remove-snapshots`` and ``remove-snapshot-ref`` updates, required to
+apply while every ref is where it was); every attempt recomputes the expiration on the refreshed table.
+Files: reachable = manifest lists, manifests and every entry's file (any status) of the kept snapshots, plus
+their statistics files; candidates = the same of the expired snapshots; candidates minus reachable are
+deleted.
 Nothing is deleted when the commit fails (but the attempt's own metadata file, when the failure is
 definite). ``faults``: the producer's test hook, called with ``metadata``, ``swap`` and ``cleanup``.
 """
@@ -24,7 +26,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import GpuEngineError, UnsupportedFeature, ValidationError
 from ..iceberg.manifest_list import ManifestFile
@@ -200,12 +202,32 @@ def expire_snapshots(
         planned.append((base, plan))
         return _without(base, plan)
 
-    committed = commit_metadata_change(table, change, action="expire_snapshots", faults=faults, sleep=sleep)
+    committed = commit_metadata_change(
+        table, change, action="expire_snapshots", faults=faults, sleep=sleep, rest=_rest_form
+    )
     if committed is None:
         return ExpireResult((), (), None)
     new_md, location = committed
     base, plan = planned[-1]
     return _delete_unreachable(table.io, base, new_md, plan, location, faults or (lambda stage: None))
+
+
+def _rest_form(base: TableMetadata, new: TableMetadata) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """``remove-snapshots`` and ``remove-snapshot-ref`` updates, required to apply while every ref of the base
+    still points where it did (else the expiration is planned again on the refreshed table)."""
+    requirements: list[dict[str, Any]] = [
+        {"type": "assert-ref-snapshot-id", "ref": name, "snapshot-id": ref.snapshot_id}
+        for name, ref in sorted(base.snapshot_refs.items())
+    ]
+    kept = {s.snapshot_id for s in new.snapshots}
+    gone = [s.snapshot_id for s in base.snapshots if s.snapshot_id not in kept]
+    updates: list[dict[str, Any]] = [{"action": "remove-snapshots", "snapshot-ids": gone}] if gone else []
+    updates += [
+        {"action": "remove-snapshot-ref", "ref-name": name}
+        for name in sorted(base.snapshot_refs)
+        if name not in new.snapshot_refs
+    ]
+    return requirements, updates
 
 
 def _files_of(io: FileIO, manifests: Iterable[ManifestFile]) -> dict[str, int]:

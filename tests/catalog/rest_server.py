@@ -486,9 +486,33 @@ def _set_default_spec(md: dict[str, Any], upd: dict[str, Any]) -> str | None:
     return None
 
 
+def _remove_snapshots(md: dict[str, Any], upd: dict[str, Any]) -> str | None:
+    """Drop the snapshots, their snapshot-log entries and statistics, as Java's removeSnapshots does; refs
+    pointing at one of them are refused."""
+    gone = set(upd["snapshot-ids"])
+    held = [name for name, ref in (md.get("refs") or {}).items() if ref["snapshot-id"] in gone]
+    if held or md.get("current-snapshot-id") in gone:
+        return f"cannot remove snapshots that refs point at: {held or ['main']}"
+    md["snapshots"] = [s for s in md.get("snapshots", []) if s["snapshot-id"] not in gone]
+    md["snapshot-log"] = [e for e in md.get("snapshot-log", []) if e["snapshot-id"] not in gone]
+    for key in ("statistics", "partition-statistics"):
+        if key in md:
+            md[key] = [f for f in md[key] if f["snapshot-id"] not in gone]
+    return None
+
+
+def _remove_snapshot_ref(md: dict[str, Any], upd: dict[str, Any]) -> str | None:
+    refs = md.get("refs") or {}
+    if upd["ref-name"] not in refs:
+        return f"no ref {upd['ref-name']}"
+    del refs[upd["ref-name"]]
+    return None
+
+
 _EVOLUTION = {
     "add-schema": _add_schema, "set-current-schema": _set_current_schema,
     "add-spec": _add_spec, "set-default-spec": _set_default_spec,
+    "remove-snapshots": _remove_snapshots, "remove-snapshot-ref": _remove_snapshot_ref,
 }  # fmt: skip
 
 

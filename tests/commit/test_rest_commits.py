@@ -5,6 +5,7 @@ unknown state that deletes nothing."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import pytest
 
 import gpu_engine as ge
 from gpu_engine.catalog.rest import RestCatalog
-from gpu_engine.errors import CommitStateUnknown, UnsupportedFeature, ValidationError
+from gpu_engine.errors import CommitStateUnknown, ValidationError
 
 from ..catalog.rest_server import RestCatalogServer
 from ._support import assert_all_readers, referenced_files, rows
@@ -139,5 +140,27 @@ def test_schema_update_503_is_unknown(server: RestCatalogServer, tmp_path: Path)
     with pytest.raises(CommitStateUnknown, match="503"):
         tbl.update_schema().add_column("x", "long").commit()
     assert [f.name for f in cat.load_table("db.t").metadata.schema.fields][-1] == "x"  # it had landed
-    with pytest.raises(UnsupportedFeature, match="REST catalogs take table changes as updates"):
-        tbl.expire_snapshots(retain_last=1)
+
+
+def test_expire_snapshots_through_rest(server: RestCatalogServer, tmp_path: Path) -> None:
+    cat = _catalog(server, tmp_path)
+    cat.create_namespace("db")
+    tbl = cat.create_table("db.t", rows(0, 0).schema, properties={"format-version": "2", **PROPS})
+    for i in range(4):
+        tbl.append(rows(i * 10, 10, seed=i))
+    tbl.delete("id < 5")
+    first = tbl.metadata.snapshots[0]
+    stale = cat.load_table("db.t")
+    tbl.append(rows(40, 10, seed=9))
+    now = int(time.time() * 1000) + 1
+    result = stale.expire_snapshots(older_than=now, retain_last=2)  # 409 (main moved): planned again
+    landed = cat.load_table("db.t")
+    assert len(landed.metadata.snapshots) == 2 and landed.metadata_location == stale.metadata_location
+    assert (
+        first.snapshot_id in result.expired_snapshot_ids
+        and first.manifest_list in result.deleted_manifest_lists
+    )
+    assert not Path(str(first.manifest_list)).exists()
+    assert all(Path(p.removeprefix("file://")).exists() for p in referenced_files(landed))
+    expected = pa.concat_tables([rows(i * 10, 10, seed=i) for i in range(4)] + [rows(40, 10, seed=9)])
+    assert_all_readers(landed, expected.filter(pa.compute.greater_equal(expected["id"], 5)))
