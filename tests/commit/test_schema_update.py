@@ -255,3 +255,41 @@ def test_a_failed_commit_commits_nothing_and_leaves_nothing(tmp_path: Path, stag
     tbl.refresh()
     assert tbl.metadata_location == location and table_files(tbl) == files
     assert_all_readers(tbl, pa.Table.from_pylist([], schema=SCHEMA))
+
+
+def test_structs_inside_lists_and_maps_evolve(tmp_path: Path) -> None:
+    point = pa.struct([pa.field("x", pa.int32()), pa.field("y", pa.int32())])
+    schema = pa.schema(
+        [pa.field("id", pa.int64(), nullable=False), pa.field("pts", pa.list_(point)),
+         pa.field("m", pa.map_(pa.string(), point))]
+    )  # fmt: skip
+    tbl = sql_catalog(tmp_path).create_table("db.n", schema, properties={"format-version": "2"})
+    tbl.append(
+        pa.table({"id": [1], "pts": [[{"x": 1, "y": 2}]], "m": [[("a", {"x": 3, "y": 4})]]}, schema=schema)
+    )
+    with tbl.update_schema(case_sensitive=False) as u:
+        u.add_column(("pts", "element", "z"), "long")
+        u.rename_column("PTS.element.X", "xx")
+        u.add_column(("m", "value", "w"), "string")
+        u.delete_column("m.value.y")
+        u.update_column("pts.element.y", "long")
+    pts = fields_of(metadata(tbl)["schemas"][1])["pts"]["type"]["element"]["fields"]
+    assert [(f["id"], f["name"], f["type"]) for f in pts] == [
+        (5, "xx", "int"),
+        (6, "y", "long"),
+        (11, "z", "long"),
+    ]
+    value = pa.struct([pa.field("x", pa.int32()), pa.field("w", pa.string())])
+    expected = pa.table(
+        {"id": [1], "pts": [[{"xx": 1, "y": 2, "z": None}]], "m": [[("a", {"x": 3, "w": None})]]},
+        schema=pa.schema([
+            pa.field("id", pa.int64(), nullable=False),
+            pa.field("pts", pa.list_(pa.struct([pa.field("xx", pa.int32()), pa.field("y", pa.int64()),
+                                                pa.field("z", pa.int64())]))),
+            pa.field("m", pa.map_(pa.string(), value)),
+        ]),
+    )  # fmt: skip
+    assert tbl.scan().to_arrow().to_pylist() == expected.to_pylist()
+    assert (
+        StaticTable.from_metadata(tbl.metadata_location).scan().to_arrow().to_pylist() == expected.to_pylist()
+    )
