@@ -272,6 +272,16 @@ class Table:
 
         return SpecUpdate(self)
 
+    def replace_sort_order(
+        self, order: str | Sequence[str] | SortOrder, *, faults: Faults | None = None
+    ) -> SortOrder:
+        """Make ``order`` (``"id DESC NULLS LAST, bucket(16, name)"``; ``[]`` for unsorted) the table's sort
+        order, the one ``compact("sort")`` uses by default; the committed order (see
+        :mod:`gpu_engine.commit.sort_update`)."""
+        from .commit.sort_update import SortOrderUpdate
+
+        return SortOrderUpdate(self, order).commit(faults=faults)
+
     def remove_orphan_files(
         self, *, older_than: int | datetime.datetime | None = None, dry_run: bool = False
     ) -> list[str]:

@@ -36,7 +36,7 @@ from ..iceberg.snapshots import MAIN_BRANCH, Snapshot, SnapshotRef
 from ..io.fileio import FileIO
 from . import table_update
 from .entries import snapshot_manifests
-from .metadata_commit import commit_metadata_change
+from .metadata_commit import RestForm, commit_metadata_change
 from .producer import delete_files
 from .update import Faults
 
@@ -212,7 +212,7 @@ def expire_snapshots(
     return _delete_unreachable(table.io, base, new_md, plan, location, faults or (lambda stage: None))
 
 
-def _rest_form(base: TableMetadata, new: TableMetadata) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _rest_form(base: TableMetadata, new: TableMetadata) -> RestForm:
     """``remove-snapshots`` and ``remove-snapshot-ref`` updates, required to apply while every ref of the base
     still points where it did (else the expiration is planned again on the refreshed table)."""
     requirements: list[dict[str, Any]] = [

@@ -23,7 +23,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import replace
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Self, TypeAlias
 
 from ..errors import CommitConflict, CommitStateUnknown, GpuEngineError, UnsupportedFeature, ValidationError
 from ..iceberg.metadata import TableMetadata
@@ -37,8 +37,10 @@ if TYPE_CHECKING:
 
 Change = Callable[[TableMetadata], TableMetadata | None]
 """The new metadata for a base (its log and timestamp are filled in), or None when there is nothing to do."""
-RestChange = Callable[[TableMetadata, TableMetadata], tuple[list[dict[str, Any]], list[dict[str, Any]]]]
-"""The REST requirements and updates that turn a base into the new metadata ``change`` made of it."""
+RestForm: TypeAlias = tuple[list[dict[str, Any]], list[dict[str, Any]]]
+"""REST requirements and updates (CommitTableRequest)."""
+RestChange = Callable[[TableMetadata, TableMetadata], RestForm]
+"""The REST form of the change that turns a base into the new metadata ``change`` made of it."""
 
 
 def commit_metadata_change(
@@ -125,7 +127,7 @@ def commit_metadata_change(
 def _rest_commit(
     table: Table,
     base: TableMetadata,
-    change: tuple[list[dict[str, Any]], list[dict[str, Any]]],
+    change: RestForm,
     action: str,
     fault: Faults,
 ) -> tuple[TableMetadata, str]:

@@ -45,7 +45,7 @@ from ..iceberg.name_mapping import (
     name_mapping_to_json,
 )
 from ..iceberg.schema import Schema, schema_to_json
-from .metadata_commit import MetadataUpdate, commit_metadata_change, require_unchanged
+from .metadata_commit import MetadataUpdate, RestForm, commit_metadata_change, require_unchanged
 from .schema_from_arrow import arrow_type_to_iceberg
 from .update import Faults
 
@@ -215,9 +215,7 @@ class SchemaUpdate(MetadataUpdate):
                 last_column_id=max(base.last_column_id, self._c.next_id),
             )  # fmt: skip
 
-        def rest(
-            base: TableMetadata, new: TableMetadata
-        ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        def rest(base: TableMetadata, new: TableMetadata) -> RestForm:
             requirements = [
                 {"type": "assert-current-schema-id", "current-schema-id": base.current_schema_id},
                 {"type": "assert-last-assigned-field-id", "last-assigned-field-id": base.last_column_id},

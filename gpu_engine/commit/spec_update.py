@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import UnsupportedTransform, ValidationError
 from ..iceberg.metadata import TableMetadata
 from ..iceberg.partitioning import PartitionField, PartitionSpec, spec_to_json
-from .metadata_commit import MetadataUpdate, commit_metadata_change, require_unchanged
+from .metadata_commit import MetadataUpdate, RestForm, commit_metadata_change, require_unchanged
 from .spec_parse import parse_partition_field
 from .update import Faults
 
@@ -133,9 +133,7 @@ class SpecUpdate(MetadataUpdate):
                 last_partition_id=max([base.last_partition_id, *ids]),
             )
 
-        def rest(
-            base: TableMetadata, new: TableMetadata
-        ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        def rest(base: TableMetadata, new: TableMetadata) -> RestForm:
             requirements = [
                 {"type": "assert-default-spec-id", "default-spec-id": base.default_spec_id},
                 {

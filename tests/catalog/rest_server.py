@@ -325,6 +325,7 @@ class RestCatalogServer:
                 return error(400, "BadRequestException", f"unsupported update action {action!r}")
         new.pop("_last_added_schema", None)
         new.pop("_last_added_spec", None)
+        new.pop("_last_added_order", None)
         new["metadata-log"] = [
             *md.get("metadata-log", []),
             {"metadata-file": entry["metadata-location"], "timestamp-ms": md["last-updated-ms"]},
@@ -401,6 +402,7 @@ def _check(req: dict[str, Any], md: dict[str, Any]) -> str | None:
         ("last-assigned-field-id", "last-column-id"),
         ("default-spec-id", "default-spec-id"),
         ("last-assigned-partition-id", "last-partition-id"),
+        ("default-sort-order-id", "default-sort-order-id"),
     ):
         if kind == f"assert-{key}" and req[key] != md.get(prop):
             return f"{key} changed: expected {req[key]} != {md.get(prop)}"
@@ -416,6 +418,7 @@ def _check(req: dict[str, Any], md: dict[str, Any]) -> str | None:
 CHECKED = (
     "assert-create", "assert-table-uuid", "assert-ref-snapshot-id", "assert-current-schema-id",
     "assert-last-assigned-field-id", "assert-default-spec-id", "assert-last-assigned-partition-id",
+    "assert-default-sort-order-id",
 )  # fmt: skip
 
 
@@ -486,6 +489,26 @@ def _set_default_spec(md: dict[str, Any], upd: dict[str, Any]) -> str | None:
     return None
 
 
+def _add_sort_order(md: dict[str, Any], upd: dict[str, Any]) -> str | None:
+    order = dict(upd["sort-order"])
+    same = [o for o in md["sort-orders"] if o["fields"] == order["fields"]]
+    if same:
+        md["_last_added_order"] = same[0]["order-id"]
+        return None
+    order["order-id"] = max(o["order-id"] for o in md["sort-orders"]) + 1
+    md["sort-orders"] = [*md["sort-orders"], order]
+    md["_last_added_order"] = order["order-id"]
+    return None
+
+
+def _set_default_sort_order(md: dict[str, Any], upd: dict[str, Any]) -> str | None:
+    oid = md.get("_last_added_order") if upd["sort-order-id"] == -1 else upd["sort-order-id"]
+    if not any(o["order-id"] == oid for o in md["sort-orders"]):
+        return f"no sort order {upd['sort-order-id']} to make the default"
+    md["default-sort-order-id"] = oid
+    return None
+
+
 def _remove_snapshots(md: dict[str, Any], upd: dict[str, Any]) -> str | None:
     """Drop the snapshots, their snapshot-log entries and statistics, as Java's removeSnapshots does; refs
     pointing at one of them are refused."""
@@ -513,6 +536,7 @@ _EVOLUTION = {
     "add-schema": _add_schema, "set-current-schema": _set_current_schema,
     "add-spec": _add_spec, "set-default-spec": _set_default_spec,
     "remove-snapshots": _remove_snapshots, "remove-snapshot-ref": _remove_snapshot_ref,
+    "add-sort-order": _add_sort_order, "set-default-sort-order": _set_default_sort_order,
 }  # fmt: skip
 
 

@@ -130,6 +130,11 @@ def test_schema_and_spec_updates_through_rest(
         u.delete_column("note")
         u.rename_column("label", "s")
     assert cat.load_table("db.t").metadata.current_schema_id == 0
+    assert tbl.replace_sort_order("id DESC").order_id == 1  # add-sort-order / set-default-sort-order
+    assert tbl.replace_sort_order([]).order_id == 0
+    assert tbl.replace_sort_order("id DESC").order_id == 1
+    md = cat.load_table("db.t").metadata
+    assert md.default_sort_order_id == 1 and len(md.sort_orders) == 2
 
 
 def test_schema_update_503_is_unknown(server: RestCatalogServer, tmp_path: Path) -> None:

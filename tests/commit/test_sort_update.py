@@ -1,0 +1,78 @@
+"""``tbl.replace_sort_order``: the order committed (read as JSON), ids of equal orders reused, unsorted, the
+order compaction's sort strategy then uses, errors naming the item, and a stale replacement."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from gpu_engine.errors import UnsupportedTransform, ValidationError
+from gpu_engine.table import Table
+
+from ._support import assert_all_readers, raise_at, rows, sql_catalog, table_files
+
+
+def make(tmp_path: Path) -> Table:
+    return sql_catalog(tmp_path).create_table("db.t", rows(0, 0).schema, properties={"format-version": "2"})
+
+
+def metadata(tbl: Table) -> dict[str, Any]:
+    return dict(json.loads(Path(tbl.metadata_location).read_text()))
+
+
+def test_orders_are_committed_and_reused(tmp_path: Path) -> None:
+    tbl = make(tmp_path)
+    order = tbl.replace_sort_order("id DESC NULLS LAST, bucket(4, region)")
+    raw = metadata(tbl)
+    assert raw["default-sort-order-id"] == order.order_id == 1
+    (written,) = [o for o in raw["sort-orders"] if o["order-id"] == 1]
+    assert [(f["source-id"], f["transform"], f["direction"], f["null-order"]) for f in written["fields"]] == [
+        (1, "identity", "desc", "nulls-last"),
+        (4, "bucket[4]", "asc", "nulls-first"),
+    ]
+    assert tbl.replace_sort_order(["region"]).order_id == 2
+    assert tbl.replace_sort_order("id DESC NULLS LAST, bucket(4, region)").order_id == 1  # equal: reused
+    assert tbl.replace_sort_order([]).order_id == 0 and metadata(tbl)["default-sort-order-id"] == 0
+    assert len(metadata(tbl)["sort-orders"]) == 3
+
+
+def test_compaction_sorts_by_the_tables_order(tmp_path: Path) -> None:
+    tbl = make(tmp_path)
+    data = pa.concat_tables([rows(i * 20, 20, seed=i) for i in range(3)])
+    for i in range(3):
+        tbl.append(data.slice(i * 20, 20))
+    tbl.replace_sort_order("id DESC")
+    result = tbl.compact("sort", options={"rewrite-all": "true"}, backend="cpu")
+    assert result.added_data_files == 1
+    (task,) = tbl.scan().plan().tasks
+    ids = pq.read_table(task.file.path).column("id").to_pylist()
+    assert ids == sorted(ids, reverse=True) and task.file.sort_order_id == 1
+    assert_all_readers(tbl, data)
+
+
+@pytest.mark.parametrize(
+    ("order", "message"), [("nope", "no column 'nope'"), ("day(region)", "cannot apply")]
+)
+def test_bad_orders_name_the_item_and_commit_nothing(tmp_path: Path, order: str, message: str) -> None:
+    tbl = make(tmp_path)
+    location, files = tbl.metadata_location, table_files(tbl)
+    with pytest.raises(UnsupportedTransform, match=message):
+        tbl.replace_sort_order(order)
+    _, fail = raise_at("swap", OSError("catalog down"))
+    with pytest.raises(OSError, match="catalog down"):
+        tbl.replace_sort_order("id", faults=fail)
+    tbl.refresh()
+    assert tbl.metadata_location == location and table_files(tbl) == files
+
+
+def test_a_stale_replacement_fails(tmp_path: Path) -> None:
+    tbl = make(tmp_path)
+    stale = sql_catalog(tmp_path).load_table("db.t")
+    tbl.replace_sort_order("id")
+    with pytest.raises(ValidationError, match="sort order changed"):
+        stale.replace_sort_order("region")
