@@ -1,4 +1,4 @@
-"""The ``gpu-engine`` command: plan, scan, create, append, delete, compact (inspect as it lands)."""
+"""The ``gpu-engine`` command: plan, scan, create, append, delete, alter, compact."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from ..errors import GpuEngineError
-from . import compact, plan, scan, write
+from . import alter, compact, plan, scan, write
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -21,6 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_parser(sub)
     scan.add_parser(sub)
     write.add_parsers(sub)
+    alter.add_parser(sub)
     compact.add_parser(sub)
     return parser
 

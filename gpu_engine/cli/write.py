@@ -71,7 +71,7 @@ def cmd_create(args: argparse.Namespace, console: Console) -> int:
         "columns": len(table.schema().fields),
         "partition_fields": len(table.spec().fields),
     }
-    return _report(args, console, f"created {args.table}", summary)
+    return report(args, console, f"created {args.table}", summary)
 
 
 def cmd_append(args: argparse.Namespace, console: Console) -> int:
@@ -89,7 +89,7 @@ def cmd_append(args: argparse.Namespace, console: Console) -> int:
         "metadata_location": result.commit.metadata_location,
         "files": [f.path for f in result.files],
     }
-    return _report(args, console, f"appended to {args.table}", summary)
+    return report(args, console, f"appended to {args.table}", summary)
 
 
 def cmd_delete(args: argparse.Namespace, console: Console) -> int:
@@ -121,10 +121,10 @@ def cmd_delete(args: argparse.Namespace, console: Console) -> int:
     }
     if result.commit is None:
         summary["message"] = "nothing matched"
-    return _report(args, console, f"deleted from {args.table}", summary)
+    return report(args, console, f"deleted from {args.table}", summary)
 
 
-def _report(args: argparse.Namespace, console: Console, title: str, summary: dict[str, Any]) -> int:
+def report(args: argparse.Namespace, console: Console, title: str, summary: dict[str, Any]) -> int:
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0

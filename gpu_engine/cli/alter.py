@@ -1,0 +1,86 @@
+"""``gpu-engine alter``: evolve a table's schema, partition spec and sort order from the command line.
+
+Schema changes are committed together as one new schema, then spec changes as one new spec, then the sort
+order (see :mod:`gpu_engine.commit.schema_update`, :mod:`.spec_update`, :mod:`.sort_update`); nested
+columns are dotted (``loc.lat``). Defaults for added columns (v3) are set through the Python API."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from rich.console import Console
+
+from ..errors import GpuEngineError
+from .common import open_table, table_options
+from .write import report
+
+_SCHEMA = ("add_column", "rename_column", "drop_column", "update_column", "make_optional")
+_SPEC = ("add_partition_field", "drop_partition_field", "rename_partition_field")
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("alter", help="evolve a table's schema, partition spec or sort order")
+    table_options(p)
+    many: dict[str, Any] = {"action": "append", "default": []}
+    p.add_argument("--add-column", **many, metavar="NAME:TYPE", help='e.g. "price:decimal(10, 2)"')
+    p.add_argument("--rename-column", **many, metavar="OLD=NEW", help="rename a column (its data stays)")
+    p.add_argument("--drop-column", **many, metavar="NAME", help="delete a column")
+    p.add_argument(
+        "--update-column", **many, metavar="NAME:TYPE", help="promote: int->long, float->double, ..."
+    )
+    p.add_argument("--make-optional", **many, metavar="NAME", help="let a required column hold nulls")
+    p.add_argument("--add-partition-field", **many, metavar="FIELD", help='e.g. "bucket(16, id)", "day(ts)"')
+    p.add_argument("--drop-partition-field", **many, metavar="NAME", help="a partition field by name")
+    p.add_argument("--rename-partition-field", **many, metavar="OLD=NEW", help="rename a partition field")
+    order = p.add_mutually_exclusive_group()
+    order.add_argument("--sort-order", metavar="ORDER", help='the table\'s sort order, e.g. "id DESC, name"')
+    order.add_argument("--unsorted", action="store_true", help="drop the table's sort order")
+    p.set_defaults(run=cmd_alter)
+
+
+def cmd_alter(args: argparse.Namespace, console: Console) -> int:
+    schema_changes = any(getattr(args, name) for name in _SCHEMA)
+    spec_changes = any(getattr(args, name) for name in _SPEC)
+    if not schema_changes and not spec_changes and args.sort_order is None and not args.unsorted:
+        raise GpuEngineError("alter: nothing to change (see gpu-engine alter --help)")
+    table = open_table(args)
+    if schema_changes:
+        with table.update_schema() as u:
+            for text in args.add_column:
+                u.add_column(*_pair(text, ":", "--add-column", "NAME:TYPE"))
+            for text in args.rename_column:
+                u.rename_column(*_pair(text, "=", "--rename-column", "OLD=NEW"))
+            for name in args.drop_column:
+                u.delete_column(name)
+            for text in args.update_column:
+                u.update_column(*_pair(text, ":", "--update-column", "NAME:TYPE"))
+            for name in args.make_optional:
+                u.make_optional(name)
+    if spec_changes:
+        with table.update_spec() as s:
+            for text in args.add_partition_field:
+                s.add_field(text)
+            for name in args.drop_partition_field:
+                s.remove_field(name)
+            for text in args.rename_partition_field:
+                s.rename_field(*_pair(text, "=", "--rename-partition-field", "OLD=NEW"))
+    if args.sort_order is not None or args.unsorted:
+        table.replace_sort_order([] if args.unsorted else args.sort_order)
+    md = table.metadata
+    summary = {
+        "schema_id": md.current_schema_id,
+        "columns": [md.schema.names_by_id[f.field_id] + f": {f.type}" for f in md.schema.fields],
+        "spec_id": md.default_spec_id,
+        "partition_fields": [f"{f.name}: {f.transform}" for f in md.spec.fields],
+        "sort_order_id": md.default_sort_order_id,
+        "metadata_location": table.metadata_location,
+    }
+    return report(args, console, f"altered {args.table}", summary)
+
+
+def _pair(text: str, sep: str, option: str, form: str) -> tuple[str, str]:
+    left, found, right = text.partition(sep)
+    if not found or not left.strip() or not right.strip():
+        raise GpuEngineError(f"{option} {text!r}: expected {form}")
+    return left.strip(), right.strip()
