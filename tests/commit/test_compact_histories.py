@@ -495,4 +495,7 @@ def test_histories_cover_every_operation(catalog: SqlCatalog) -> None:
     for seed in range(6):
         h = run_history(catalog, seed, "cpu", name="coverage")
         seen.update(entry.split()[0] for entry in h.log)
+        seen.update(" ".join(entry.split()[:2]) for entry in h.log)
     assert {"append", "delete", "delete_rows", "compact"} <= set(seen), seen
+    evolution = {"add column", "rename column", "promote g", "add partition", "remove partition"}
+    assert evolution <= set(seen), seen
