@@ -422,7 +422,7 @@ def write_row_deletes(
                         partition,
                         {f.path: f.new_positions for f in files},
                         data_partitions={f.path: (f.spec_id, f.partition) for f in files},
-                        schema=md.schema,
+                        schema=md.schema_for_spec(md.spec_by_id(spec_id)),
                         properties=md.properties,
                     )
                 )

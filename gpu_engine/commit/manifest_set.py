@@ -77,9 +77,10 @@ def write_entries(
     with the recorded path, which is appended to ``written``."""
     path = new_path()
     faults("manifest")
+    spec = md.spec_by_id(spec_id)
     manifest = write_manifest(
-        io, io.resolve(path), format_version=md.format_version, spec=md.spec_by_id(spec_id),
-        schema=md.schema, content=content, snapshot_id=snapshot_id, entries=entries,
+        io, io.resolve(path), format_version=md.format_version, spec=spec,
+        schema=md.schema_for_spec(spec), content=content, snapshot_id=snapshot_id, entries=entries,
     )  # fmt: skip
     written.append(path)
     return replace(manifest, manifest_path=path)

@@ -121,6 +121,16 @@ class TableMetadata:
     def spec_by_id(self, spec_id: int) -> PartitionSpec:
         return _lookup(self.specs, spec_id, "partition spec", self.location)
 
+    def schema_for_spec(self, spec: PartitionSpec) -> Schema:
+        """The schema to type ``spec``'s partition tuples with: the current schema, or, when a column the
+        spec uses was dropped since, the newest schema that still has every one (files written under an old
+        spec keep their partition values after its source column is dropped)."""
+        sources = {i for f in spec.fields for i in f.source_ids}
+        for schema in (self.schema, *reversed(self.schemas)):
+            if sources <= schema.by_id.keys():
+                return schema
+        return self.schema
+
     @cached_property
     def sort_orders_by_id(self) -> dict[int, SortOrder]:
         return {o.order_id: o for o in self.sort_orders}

@@ -27,7 +27,8 @@ def partition_field(md: TableMetadata) -> it.NestedField:
     spec first), so rows of files written under different specs share one type."""
     fields: dict[int, it.NestedField] = {}
     for spec_id in sorted(md.specs):
-        for f in md.specs[spec_id].partition_type(md.schema).fields:
+        spec = md.specs[spec_id]
+        for f in spec.partition_type(md.schema_for_spec(spec)).fields:
             fields.setdefault(f.field_id, f)
     return it.NestedField(PARTITION_ID, PARTITION_NAME, it.StructType(tuple(fields.values())), required=True)
 

@@ -18,7 +18,14 @@ from gpu_engine.commit.schema_update import InvalidSchemaChange
 from gpu_engine.errors import ValidationError
 from gpu_engine.table import Table
 
-from ._support import assert_all_readers, raise_at, sql_catalog, table_files
+from ._support import (
+    assert_all_readers,
+    assert_same_rows,
+    pyiceberg_static,
+    raise_at,
+    sql_catalog,
+    table_files,
+)
 
 FAST = {"commit.retry.min-wait-ms": "1", "commit.retry.max-wait-ms": "5"}
 SCHEMA = pa.schema(
@@ -293,3 +300,32 @@ def test_structs_inside_lists_and_maps_evolve(tmp_path: Path) -> None:
     assert (
         StaticTable.from_metadata(tbl.metadata_location).scan().to_arrow().to_pylist() == expected.to_pylist()
     )
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
+def test_a_column_only_an_old_spec_uses_can_be_dropped(tmp_path: Path, version: int) -> None:
+    """The old spec's partition values stay typed by the newest schema that has the column: its files'
+    manifests are rewritten (deletes, compaction) and their ``_partition`` read without it."""
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("name", pa.string())])
+    tbl = sql_catalog(tmp_path).create_table(
+        "db.d", schema, partition_spec=["name"], properties={"format-version": str(version)}
+    )
+    tbl.append(pa.table({"id": [1, 2, 3], "name": ["a", "b", "a"]}, schema=schema))
+    with tbl.update_spec() as s:
+        s.remove_field("name")
+    with tbl.update_schema() as u:
+        u.delete_column("name")
+    tbl.append(pa.table({"id": [4]}))
+    expected = pa.table({"id": [1, 2, 3, 4]})
+    if version >= 2:
+        tbl.delete("id = 1 or id = 4")  # a position delete / DV in the old spec's partition name=a
+        expected = pa.table({"id": [2, 3]})
+    got = tbl.scan(columns=["id", "_spec_id", "_partition"]).to_arrow().sort_by("id").to_pylist()
+    old = [(r["id"], r["_partition"]["name"]) for r in got if r["_spec_id"] == 0]
+    assert old == [(i, n) for i, n in ((1, "a"), (2, "b"), (3, "a")) if i in expected["id"].to_pylist()]
+    # DuckDB 1.5.5 aborts the process on a table whose specs use a dropped column: not asked
+    for _ in range(2):  # before and after a compaction into the new spec
+        assert_same_rows(tbl.scan().to_arrow(), expected, context="gpu_engine scan")
+        assert_same_rows(pyiceberg_static(tbl), expected, context="pyiceberg")
+        tbl.compact(options={"rewrite-all": "true"})
+    assert set(tbl.scan(columns=["_spec_id"]).to_arrow()["_spec_id"].to_pylist()) == {1}
