@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
     from ..iceberg.partitioning import PartitionSpec
     from ..iceberg.schema import Schema
+    from ..iceberg.sorting import SortOrder
     from ..table import Table
 
 Identifier = tuple[str, ...]
@@ -100,12 +101,14 @@ class Catalog(ABC):
         partition_spec: PartitionSpec | Sequence[str] | None = None,
         properties: Mapping[str, str] | None = None,
         location: str | None = None,
+        sort_order: SortOrder | str | Sequence[str] | None = None,
     ) -> Table:
         """Create a table: its first metadata file (format version ``properties["format-version"]``: 1, 2 or
         3, default 2), registered through :meth:`commit_metadata`; the table loaded.
 
         ``schema``: an Iceberg schema, or a pyarrow schema (fresh field ids). ``partition_spec``: strings
-        such as ``["day(ts)", "bucket(16, id)", "region"]`` or a spec. ``location``: default
+        such as ``["day(ts)", "bucket(16, id)", "region"]`` or a spec. ``sort_order``: the table's sort
+        order (``"id DESC NULLS LAST, bucket(16, name)"``; default unsorted). ``location``: default
         ``<warehouse>/<namespace>/<name>``. Raises :class:`TableAlreadyExists`, :class:`NoSuchNamespace`,
         :class:`UnsupportedTransform` (a transform that cannot apply to its column), UnsupportedFeature (a
         bad format-version).
@@ -113,8 +116,9 @@ class Catalog(ABC):
         from ..commit.create import create_table
 
         return create_table(
-            self, identifier, schema, partition_spec=partition_spec, properties=properties, location=location
-        )
+            self, identifier, schema, partition_spec=partition_spec, properties=properties, location=location,
+            sort_order=sort_order,
+        )  # fmt: skip
 
     @abstractmethod
     def commit_metadata(

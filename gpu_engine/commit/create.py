@@ -2,8 +2,8 @@
 
 The metadata: a fresh ``table-uuid``; the schema as schema 0 (an Arrow schema gets fresh field ids, an
 Iceberg schema keeps its own) with ``last-column-id`` its highest field id; partition spec 0 (field ids
-from 1000, ``last-partition-id`` the highest, 999 when unpartitioned); sort order 0 (unsorted); no
-snapshots; ``last-sequence-number`` 0 and, in v3, ``next-row-id`` 0. ``format-version`` is taken out of the
+from 1000, ``last-partition-id`` the highest, 999 when unpartitioned); sort order 0 (unsorted), and order 1
+the default when one is given; no snapshots; ``last-sequence-number`` 0 and, in v3, ``next-row-id`` 0. ``format-version`` is taken out of the
 properties (default 2). Types new in v3 (``timestamp_ns``, ``unknown``, ``variant``, geospatial) need v3.
 """
 
@@ -29,10 +29,10 @@ from ..iceberg import types as it
 from ..iceberg.metadata import SUPPORTED_FORMAT_VERSIONS, TableMetadata
 from ..iceberg.partitioning import V1_FIRST_PARTITION_FIELD_ID, PartitionSpec
 from ..iceberg.schema import Schema
-from ..iceberg.sorting import UNSORTED
+from ..iceberg.sorting import UNSORTED, SortOrder
 from .producer import is_file_system_catalog
 from .schema_from_arrow import schema_from_arrow
-from .spec_parse import parse_partition_spec
+from .spec_parse import parse_partition_spec, parse_sort_order
 from .table_update import metadata_path, write_metadata
 
 if TYPE_CHECKING:
@@ -50,6 +50,7 @@ def new_table_metadata(
     location: str,
     partition_spec: PartitionSpec | Sequence[str] | None = None,
     properties: Mapping[str, str] | None = None,
+    sort_order: SortOrder | str | Sequence[str] | None = None,
 ) -> TableMetadata:
     """The first metadata of a new table (see the module doc)."""
     props = dict(properties or {})
@@ -71,6 +72,11 @@ def new_table_metadata(
         spec = partition_spec
     else:
         spec = parse_partition_spec(partition_spec, iceberg_schema)
+    if sort_order is None or isinstance(sort_order, SortOrder):
+        order = sort_order if sort_order is not None and not sort_order.is_unsorted else UNSORTED
+        order = order if order.is_unsorted else replace(order, order_id=1)
+    else:
+        order = parse_sort_order(sort_order, iceberg_schema) if sort_order else UNSORTED
     return TableMetadata(
         format_version=version,
         location=location.rstrip("/"),
@@ -83,8 +89,8 @@ def new_table_metadata(
         last_partition_id=max((f.field_id for f in spec.fields), default=V1_FIRST_PARTITION_FIELD_ID - 1),
         table_uuid=str(uuid.uuid4()),
         properties=props,
-        sort_orders=(UNSORTED,),
-        default_sort_order_id=UNSORTED.order_id,
+        sort_orders=(UNSORTED,) if order.is_unsorted else (UNSORTED, order),
+        default_sort_order_id=order.order_id,
         next_row_id=0 if version >= 3 else None,
     )
 
@@ -107,6 +113,7 @@ def create_table(
     partition_spec: PartitionSpec | Sequence[str] | None = None,
     properties: Mapping[str, str] | None = None,
     location: str | None = None,
+    sort_order: SortOrder | str | Sequence[str] | None = None,
 ) -> Table:
     """Create the table in ``catalog``: write its first metadata file and register it (see the module doc).
 
@@ -133,7 +140,9 @@ def create_table(
         raise UnsupportedFeature(
             f"a file-system catalog keeps table {shown} in {default}; it cannot be created at {location}"
         )
-    md = new_table_metadata(schema, location=location, partition_spec=partition_spec, properties=properties)
+    md = new_table_metadata(
+        schema, location=location, partition_spec=partition_spec, properties=properties, sort_order=sort_order
+    )
     path = metadata_path(md, None, file_system_table=file_system)
     write_metadata(catalog.io, path, md)
     try:

@@ -76,3 +76,21 @@ def test_a_stale_replacement_fails(tmp_path: Path) -> None:
     tbl.replace_sort_order("id")
     with pytest.raises(ValidationError, match="sort order changed"):
         stale.replace_sort_order("region")
+
+
+def test_create_table_takes_a_sort_order(tmp_path: Path) -> None:
+    cat = sql_catalog(tmp_path)
+    tbl = cat.create_table("db.s", rows(0, 0).schema, sort_order="region, id DESC")
+    raw = metadata(tbl)
+    assert raw["default-sort-order-id"] == 1 and [o["order-id"] for o in raw["sort-orders"]] == [0, 1]
+    assert [(f["source-id"], f["direction"]) for f in raw["sort-orders"][1]["fields"]] == [
+        (4, "asc"),
+        (1, "desc"),
+    ]
+    assert metadata(cat.create_table("db.u", rows(0, 0).schema, sort_order=[]))["default-sort-order-id"] == 0
+    with pytest.raises(UnsupportedTransform, match="no column 'nope'"):
+        cat.create_table("db.v", rows(0, 0).schema, sort_order="nope")
+    assert not cat.table_exists("db.v")
+    from pyiceberg.table import StaticTable
+
+    assert StaticTable.from_metadata(tbl.metadata_location).sort_order().order_id == 1  # PyIceberg reads it
