@@ -3,8 +3,9 @@
 The metadata: a fresh ``table-uuid``; the schema as schema 0 (an Arrow schema gets fresh field ids, an
 Iceberg schema keeps its own) with ``last-column-id`` its highest field id; partition spec 0 (field ids
 from 1000, ``last-partition-id`` the highest, 999 when unpartitioned); sort order 0 (unsorted), and order 1
-the default when one is given; no snapshots; ``last-sequence-number`` 0 and, in v3, ``next-row-id`` 0. ``format-version`` is taken out of the
-properties (default 2). Types new in v3 (``timestamp_ns``, ``unknown``, ``variant``, geospatial) need v3.
+the default when one is given; no snapshots; ``last-sequence-number`` 0 and, in v3, ``next-row-id`` 0.
+``format-version`` is taken out of the properties (default 2). Types new in v3 (``timestamp_ns``,
+``unknown``, ``variant``, geospatial) need v3.
 """
 
 from __future__ import annotations
