@@ -12,7 +12,7 @@ written would be stale, or a data file would end up with two DVs). A violation i
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -96,9 +96,9 @@ def delete_rows(
     sleep: Callable[[float], None] = time.sleep,
 ) -> DeleteResult:
     """Delete the rows whose ``on`` columns equal a row of ``keys`` (NULL matches NULL), as equality delete
-    files (of the specs :func:`delete_specs` names: the keys need the partition columns of each); rows added
-    later with the same key are not deleted. ``deleted_rows`` counts the keys (the rows they match are not
-    counted)."""
+    files in the specs :func:`delete_specs` names (the keys need the partition columns of each, unless the
+    table has an unpartitioned spec to write global deletes in); rows added later with the same key are not
+    deleted. ``deleted_rows`` counts the keys (the rows they match are not counted)."""
     check_committable(table)
     md = table.metadata
     if md.format_version < 2:
@@ -113,7 +113,7 @@ def delete_rows(
         return DeleteResult(0)
     files: list[ContentFile] = []
     try:
-        for spec_id in delete_specs(table, branch):
+        for spec_id in delete_specs(table, branch, ids):
             files += write_equality_deletes(
                 table.io, md.location, md.schema, md.spec_by_id(spec_id), spec_id, keys.select(list(on)), ids,
                 properties=md.properties, backend=backend,
@@ -126,13 +126,16 @@ def delete_rows(
     return DeleteResult(keys.num_rows, tuple(files), commit=result)
 
 
-def delete_specs(table: Table, branch: str) -> list[int]:
+def delete_specs(table: Table, branch: str, key_ids: Collection[int] | None = None) -> list[int]:
     """The specs equality deletes are written in so that they reach every live row: an equality delete of a
-    partitioned spec applies only to data files of that spec (spec "Scan Planning"). The default spec when
-    it, or a spec of the live data files, is unpartitioned (such deletes apply to every file: an
-    unpartitioned spec of the live files is used then); else the default spec and each spec of the live
-    data files (after partition evolution, files of older specs would be missed)."""
+    partitioned spec applies only to data files of that spec (spec "Scan Planning"), one of an unpartitioned
+    spec to every data file. The default spec when it is unpartitioned; else an unpartitioned spec of the
+    live data files; else the default spec and each spec of the live data files (after partition evolution,
+    files of older specs would be missed), unless the keys (field ids ``key_ids``) lack a partition column
+    of one of them and the table has an unpartitioned spec: then that one."""
     md = table.metadata
+    if md.spec.is_unpartitioned:
+        return [md.default_spec_id]
     parent = parent_of(md, branch)
     manifests = () if parent is None else snapshot_manifests(table.io, parent)
     live = {
@@ -141,7 +144,13 @@ def delete_specs(table: Table, branch: str) -> list[int]:
         if m.content == 0 and (m.added_files_count != 0 or m.existing_files_count != 0)
     }
     specs = sorted({md.default_spec_id, *live})
-    if md.spec.is_unpartitioned:
-        return [md.default_spec_id]
     unpartitioned = [s for s in specs if md.spec_by_id(s).is_unpartitioned]
-    return unpartitioned[:1] or specs
+    if unpartitioned:
+        return unpartitioned[:1]
+    sources = {
+        i for s in specs for f in md.spec_by_id(s).fields if f.transform != "void" for i in f.source_ids
+    }
+    global_specs = [s.spec_id for s in md.partition_specs if s.is_unpartitioned]
+    if key_ids is not None and not sources <= set(key_ids) and global_specs:
+        return global_specs[:1]
+    return specs

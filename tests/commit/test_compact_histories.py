@@ -257,8 +257,11 @@ class History:
 
     def delete_rows(self, tbl: Table | None = None) -> None:
         on = self.rng.choice([["id"], ["k"], ["id", "k"]])
-        # equality deletes are partition-scoped: the keys carry the partition columns of every live spec
-        on += [c for c in self.partition_sources() if c not in on]
+        # equality deletes are partition-scoped: the keys carry the partition columns of every live spec,
+        # unless the table has an unpartitioned spec (global deletes are written in it then)
+        global_deletes = any(s.is_unpartitioned for s in self.tbl.refresh().metadata.partition_specs)
+        if not (global_deletes and self.rng.random() < 0.5):
+            on += [c for c in self.partition_sources() if c not in on]
         live = self.model.rows
         picked = self.rng.sample(live, min(len(live), self.rng.randrange(1, 6)))
         keys = [{c: r[c] for c in on} for r in picked]

@@ -16,7 +16,7 @@ from gpu_engine.commit.spec_update import InvalidSpecChange
 from gpu_engine.errors import UnsupportedFeature
 from gpu_engine.table import Table
 
-from ._support import assert_all_readers, assert_same_rows, raise_at, sql_catalog, table_files
+from ._support import assert_all_readers, assert_same_rows, duckdb_rows, raise_at, sql_catalog, table_files
 
 FAST = {"commit.retry.min-wait-ms": "1", "commit.retry.max-wait-ms": "5"}
 SCHEMA = pa.schema(
@@ -169,3 +169,29 @@ def test_delete_rows_reaches_files_of_every_live_spec(tmp_path: Path) -> None:
     result = tbl.delete_rows(pa.table({"id": pa.array([4], pa.int64())}), on=["id"])
     assert [f.spec_id for f in result.added] == [tbl.metadata.default_spec_id]
     assert_same_rows(tbl.scan().to_arrow(), expected.filter(pc.not_equal(expected["id"], 4)), context="ours")
+
+
+def test_delete_rows_without_partition_columns_goes_to_an_unpartitioned_spec(tmp_path: Path) -> None:
+    """A table created unpartitioned and partitioned later: keys without the partition column become one
+    global equality delete in the unpartitioned spec, which applies to the files of every spec."""
+    tbl = make(tmp_path, 2, [])
+    tbl.append(batch(0, 12))
+    with tbl.update_spec() as u:
+        u.add_field("name")
+    tbl.append(batch(12, 12))
+    result = tbl.delete_rows(pa.table({"id": pa.array([3, 15], pa.int64())}), on=["id"])
+    assert [f.spec_id for f in result.added] == [0] and result.added[0].partition == ()
+    keyed = tbl.delete_rows(pa.table({"id": pa.array([16], pa.int64()), "name": ["b"]}), on=["id", "name"])
+    assert {f.spec_id for f in keyed.added} == {0}  # spec 0's files are live: a global delete reaches both
+    expected = pa.concat_tables([batch(0, 12), batch(12, 12)])
+    expected = expected.filter(pc.invert(pc.is_in(expected["id"], pa.array([3, 15, 16], pa.int64()))))
+    assert_same_rows(tbl.scan().to_arrow(), expected, context="gpu_engine scan")
+    assert_same_rows(duckdb_rows(tbl), expected, context="duckdb iceberg_scan")
+    tbl.compact(options={"rewrite-all": "true"})  # every live file in spec 1 now
+    keyed = tbl.delete_rows(pa.table({"id": pa.array([17], pa.int64()), "name": ["c"]}), on=["id", "name"])
+    assert {f.spec_id for f in keyed.added} == {1}  # partition-scoped: the keys carry the column
+    bare = tbl.delete_rows(pa.table({"id": pa.array([5], pa.int64())}), on=["id"])
+    assert [f.spec_id for f in bare.added] == [0]  # no partition column: the table's unpartitioned spec
+    expected = expected.filter(pc.invert(pc.is_in(expected["id"], pa.array([5, 17], pa.int64()))))
+    assert_same_rows(tbl.scan().to_arrow(), expected, context="gpu_engine scan")
+    assert_same_rows(duckdb_rows(tbl), expected, context="duckdb iceberg_scan")
