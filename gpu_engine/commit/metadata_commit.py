@@ -65,6 +65,16 @@ def commit_metadata_change(
     policy = RetryPolicy.from_properties(table.properties)
     deadline = time.monotonic() + policy.total_timeout_ms / 1000.0
     attempt = 0
+
+    def lost_race(exc: CommitConflict) -> None:
+        """Raise when the retries are spent, else wait and refresh the table for the next attempt."""
+        if attempt > policy.num_retries or time.monotonic() >= deadline:
+            raise CommitConflict(
+                f"{action} on {table.location} failed after {attempt} attempt(s): {exc}"
+            ) from exc
+        sleep(min(policy.wait_s(attempt), max(deadline - time.monotonic(), 0.0)))
+        table.refresh()
+
     while True:
         attempt += 1
         base, base_location, io = table.metadata, table.metadata_location, table.io
@@ -75,12 +85,7 @@ def commit_metadata_change(
             try:
                 return _rest_commit(table, base, rest(base, changed), action, fault)
             except CommitConflict as exc:
-                if attempt > policy.num_retries or time.monotonic() >= deadline:
-                    raise CommitConflict(
-                        f"{action} on {table.location} failed after {attempt} attempt(s): {exc}"
-                    ) from exc
-                sleep(min(policy.wait_s(attempt), max(deadline - time.monotonic(), 0.0)))
-                table.refresh()
+                lost_race(exc)
                 continue
         now = table_update.now_ms(base)
         new_md = replace(
@@ -98,12 +103,7 @@ def commit_metadata_change(
             location = catalog.commit_metadata(table.identifier, base_location, path)
         except CommitConflict as exc:
             delete_files(io, [path], fault=None)
-            if attempt > policy.num_retries or time.monotonic() >= deadline:
-                raise CommitConflict(
-                    f"{action} on {table.location} failed after {attempt} attempt(s): {exc}"
-                ) from exc
-            sleep(min(policy.wait_s(attempt), max(deadline - time.monotonic(), 0.0)))
-            table.refresh()
+            lost_race(exc)
             continue
         except CommitStateUnknown:
             raise
