@@ -15,6 +15,7 @@ import pytest
 import gpu_engine as ge
 from gpu_engine.catalog.rest import RestCatalog
 from gpu_engine.errors import CommitStateUnknown, ValidationError
+from gpu_engine.table import Table
 
 from ..catalog.rest_server import RestCatalogServer
 from ._support import assert_all_readers, referenced_files, rows
@@ -36,16 +37,17 @@ def _catalog(server: RestCatalogServer, tmp_path: Path) -> RestCatalog:
     return cat
 
 
-@pytest.mark.parametrize("version", [2, 3])
-def test_append_delete_compact_through_rest(server: RestCatalogServer, tmp_path: Path, version: int) -> None:
+def _partitioned_table(server: RestCatalogServer, tmp_path: Path, version: int) -> tuple[RestCatalog, Table]:
+    """A REST catalog with namespace db and table db.t partitioned by region, of ``version``."""
     cat = _catalog(server, tmp_path)
     cat.create_namespace("db")
-    tbl = cat.create_table(
-        "db.t",
-        rows(0, 0).schema,
-        partition_spec=["region"],
-        properties={"format-version": str(version), **PROPS},
-    )
+    properties = {"format-version": str(version), **PROPS}
+    return cat, cat.create_table("db.t", rows(0, 0).schema, partition_spec=["region"], properties=properties)
+
+
+@pytest.mark.parametrize("version", [2, 3])
+def test_append_delete_compact_through_rest(server: RestCatalogServer, tmp_path: Path, version: int) -> None:
+    cat, tbl = _partitioned_table(server, tmp_path, version)
     expected = pa.concat_tables([rows(0, 30), rows(30, 30, seed=1)])
     tbl.append(rows(0, 30))
     tbl.append(rows(30, 30, seed=1))
@@ -98,14 +100,7 @@ def test_schema_and_spec_updates_through_rest(
 ) -> None:
     """add-schema / set-current-schema and add-spec / set-default-spec with their requirements: the server's
     metadata is adopted, rows written before and after read back, and a stale update fails validation."""
-    cat = _catalog(server, tmp_path)
-    cat.create_namespace("db")
-    tbl = cat.create_table(
-        "db.t",
-        rows(0, 0).schema,
-        partition_spec=["region"],
-        properties={"format-version": str(version), **PROPS},
-    )
+    cat, tbl = _partitioned_table(server, tmp_path, version)
     stale = cat.load_table("db.t")
     tbl.append(rows(0, 20))
     with tbl.update_schema() as u:
