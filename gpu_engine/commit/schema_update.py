@@ -9,13 +9,20 @@ promoted or made optional, committed together as the table's new current schema.
         update.rename_column("name", "full_name")
         update.update_column("count", "long")                      # int -> long
         update.delete_column("legacy")
+        update.move_after("price", "full_name")                     # column order within a struct
+        update.set_identifier_fields("id")                          # the row key (equality deletes)
+        update.union_by_name(arrow_schema)                          # add what it has and the table lacks
 
 Columns are named by their full path in the schema the update started from (a dotted string, or a tuple
-when names hold dots). New columns get fresh ids after the table's ``last-column-id``, nested ones too; a
-required column or a default (``initial-default`` and ``write-default``) needs format version 3. A column
-that a partition field, the sort order or the identifier fields use cannot be deleted; a promotion that
-would change a partition value (date to timestamp) is refused. Each change is checked when it is made and
-every error names the column. The new schema reuses the id of an equal earlier schema, else takes the next
+when names hold dots); list elements and map keys and values as ``xs.element``, ``m.key``, ``m.value``:
+an element or a value can be promoted or made optional, a map key cannot change. New columns get fresh
+ids after the table's ``last-column-id``, nested ones too; a required column or a default
+(``initial-default`` and ``write-default``) needs format version 3. A column that a partition field or
+the sort order uses cannot be deleted, nor one of the identifier fields unless they are set anew; a
+promotion that would change a partition value (date to timestamp) is refused. Identifier fields are named
+in the new schema and must be required primitive columns (not float or double) nested only in required
+structs. Each change is checked when it is made (identifier fields when the schema is built) and every
+error names the column. The new schema reuses the id of an equal earlier schema, else takes the next
 id; ``schema.name-mapping.default`` gets renamed columns' new names (old names kept, for files without
 field ids) and the added columns.
 
@@ -26,13 +33,13 @@ still the one it started from; otherwise it fails with :class:`ValidationError` 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import pyarrow as pa
 
-from ..errors import InvalidType, SingleValueError, ValidationError
+from ..errors import InvalidType, SingleValueError
 from ..iceberg import types as it
 from ..iceberg.json_values import from_json, to_json
 from ..iceberg.metadata import TableMetadata
@@ -44,33 +51,29 @@ from ..iceberg.name_mapping import (
     name_mapping_of,
     name_mapping_to_json,
 )
-from ..iceberg.schema import Schema, schema_to_json
+from ..iceberg.schema import Schema, identifier_field_problem, schema_to_json
 from .metadata_commit import MetadataUpdate, RestForm, commit_metadata_change, require_unchanged
-from .schema_from_arrow import arrow_type_to_iceberg
+from .schema_changes import (
+    InvalidSchemaChange,
+    Move,
+    MoveKind,
+    SchemaChanges,
+    children_by_parent,
+    fresh,
+    ids_in,
+    rebuild,
+)
+from .schema_from_arrow import arrow_type_to_iceberg, schema_from_arrow
+from .schema_union import union_fields
 from .update import Faults
 
 if TYPE_CHECKING:
     from ..table import Table
 
+__all__ = ["ColumnPath", "InvalidSchemaChange", "SchemaUpdate", "TypeLike"]
+
 ColumnPath: TypeAlias = str | Sequence[str]
 TypeLike: TypeAlias = str | it.IcebergType | pa.DataType
-
-
-class InvalidSchemaChange(ValidationError):
-    """A schema change the spec or the table does not allow; names the column."""
-
-
-@dataclass
-class _Changes:
-    """What an update does, by field id of the base schema (0: the top-level struct)."""
-
-    deletes: set[int] = field(default_factory=set)
-    renames: dict[int, str] = field(default_factory=dict)
-    types: dict[int, it.IcebergType] = field(default_factory=dict)
-    docs: dict[int, str] = field(default_factory=dict)
-    optional: set[int] = field(default_factory=set)
-    adds: dict[int, list[it.NestedField]] = field(default_factory=dict)
-    next_id: int = 0
 
 
 class SchemaUpdate(MetadataUpdate):
@@ -81,7 +84,14 @@ class SchemaUpdate(MetadataUpdate):
         self._base = table.metadata
         self._schema = self._base.schema
         self._case_sensitive = case_sensitive
-        self._c = _Changes(next_id=self._base.last_column_id)
+        self._c = SchemaChanges(next_id=self._base.last_column_id)
+        self._roles = _roles(self._schema)  # list elements, map keys and values: their role
+        self._frozen = _in_map_keys(self._schema)
+
+    @property
+    def format_version(self) -> int:
+        """The table's format version (what the changes may use)."""
+        return self._base.format_version
 
     # -- the changes --------------------------------------------------------------------------------------
 
@@ -114,14 +124,14 @@ class SchemaUpdate(MetadataUpdate):
             raise InvalidSchemaChange(f"{where}: a required column needs a default for the existing rows")
         ids = iter(range(self._c.next_id + 1, 1 << 31))
         field_id = next(ids)
-        new_type = _fresh(_as_type(type, where), ids)
+        new_type = fresh(_as_type(type, where), ids)
         defaults: dict[str, Any] = {}
         if default is not None:
             value = _default_json(new_type, default, where)
             defaults = dict(initial_default=value, write_default=value, has_initial_default=True)
             defaults["has_write_default"] = True
         added = it.NestedField(field_id, name, new_type, required, doc, **defaults)
-        self._c.next_id = max([field_id, *_ids_in(new_type)])
+        self._c.next_id = max([field_id, *ids_in(new_type)])
         self._c.adds.setdefault(parent_id, []).append(added)
         return self
 
@@ -129,6 +139,8 @@ class SchemaUpdate(MetadataUpdate):
         """Rename the column at ``path`` (its field id, and so its data, stay)."""
         f = self._field(path, "rename column")
         where = f"rename column {self._name(f)!r} to {new_name!r}"
+        if f.field_id in self._roles:
+            raise InvalidSchemaChange(f"{where}: a {self._roles[f.field_id]} is named by its place")
         if not new_name:
             raise InvalidSchemaChange(f"{where}: empty column name")
         clash = self._sibling_named(self._parent_id(f.field_id), new_name)
@@ -141,18 +153,21 @@ class SchemaUpdate(MetadataUpdate):
         """Delete the column at ``path`` (and what it contains)."""
         f = self._field(path, "delete column")
         where = f"delete column {self._name(f)!r}"
-        doomed = {f.field_id, *_ids_in(f.type)}
+        if f.field_id in self._roles:
+            raise InvalidSchemaChange(f"{where}: a {self._roles[f.field_id]} cannot be deleted")
+        doomed = {f.field_id, *ids_in(f.type)}
         md = self._base
         uses = [
             (f"partition field {p.name!r}", p.source_ids) for p in md.spec.fields if p.transform != "void"
         ]
         uses += [(f"sort order {md.sort_order.order_id}", s.source_ids) for s in md.sort_order.fields]
-        uses += [("the identifier fields", self._schema.identifier_field_ids)]
         for what, ids in uses:
             if doomed & set(ids):
                 raise InvalidSchemaChange(f"{where}: {what} uses it")
         if f.field_id in self._c.renames or f.field_id in self._c.types:
             raise InvalidSchemaChange(f"{where}: it is renamed or updated in this update")
+        if doomed & (self._c.moved() | set(self._c.adds)):
+            raise InvalidSchemaChange(f"{where}: columns in it are moved or added in this update")
         self._c.deletes |= doomed
         return self
 
@@ -175,6 +190,8 @@ class SchemaUpdate(MetadataUpdate):
                 raise InvalidSchemaChange(f"{where}: a partition field uses it, and {new} changes its values")
             self._c.types[f.field_id] = new
         if doc is not None:
+            if f.field_id in self._roles:
+                raise InvalidSchemaChange(f"{where}: a {self._roles[f.field_id]} has no doc of its own")
             self._c.docs[f.field_id] = doc
         return self
 
@@ -184,13 +201,39 @@ class SchemaUpdate(MetadataUpdate):
         self._c.optional.add(f.field_id)
         return self
 
+    def move_first(self, path: ColumnPath) -> SchemaUpdate:
+        """Make the column at ``path`` (an existing one or one added in this update) first in its struct."""
+        return self._move(path, "first", None)
+
+    def move_before(self, path: ColumnPath, before: ColumnPath) -> SchemaUpdate:
+        """Place the column at ``path`` just before its sibling ``before``."""
+        return self._move(path, "before", before)
+
+    def move_after(self, path: ColumnPath, after: ColumnPath) -> SchemaUpdate:
+        """Place the column at ``path`` just after its sibling ``after``."""
+        return self._move(path, "after", after)
+
+    def set_identifier_fields(self, *paths: ColumnPath) -> SchemaUpdate:
+        """Make these columns (named in the new schema) the table's identifier fields; none: no identifier
+        fields. Checked when the schema is built (:meth:`apply`)."""
+        self._c.identifiers = tuple(dict.fromkeys(_split(p) for p in paths))
+        return self
+
+    def union_by_name(self, schema: Schema | pa.Schema) -> SchemaUpdate:
+        """Evolve the table's schema to hold ``schema``'s columns, matched by name (nested too): those the
+        table lacks are added (optional), wider types promote the table's, optional columns make the
+        table's optional, docs are copied; narrower types are kept as they are. A column whose types cannot
+        be unified fails naming it; nothing is dropped."""
+        other = schema_from_arrow(schema) if isinstance(schema, pa.Schema) else schema
+        union_fields(self, self._schema.fields, other.fields, case_sensitive=self._case_sensitive)
+        return self
+
     # -- applying and committing ----------------------------------------------------------------------------
 
     def apply(self) -> Schema:
         """The new schema (not committed)."""
-        fields = _rebuild(self._schema.fields, 0, self._c)
-        live = {i for f in fields for i in (f.field_id, *_ids_in(f.type))}
-        identifiers = tuple(i for i in self._schema.identifier_field_ids if i in live)
+        fields = rebuild(self._schema.fields, 0, self._c)
+        identifiers = self._identifiers(Schema(fields))
         schema = Schema(fields, schema_id=0, identifier_field_ids=identifiers)
         for old in self._base.schemas:  # an equal earlier schema keeps its id
             if replace(old, schema_id=0) == schema:
@@ -237,15 +280,67 @@ class SchemaUpdate(MetadataUpdate):
 
     def _field(self, path: ColumnPath, action: str) -> it.NestedField:
         names = _split(path)
-        try:
-            f = self._schema.find_field(".".join(names), case_sensitive=self._case_sensitive)
-        except InvalidType:
+        field_id = _find(self._schema, names, self._case_sensitive)
+        if field_id is None:
             raise InvalidSchemaChange(
                 f"{action} {'.'.join(names)!r}: schema {self._schema.schema_id} has no such column"
-            ) from None
-        if f.field_id in self._c.deletes:
+            )
+        if field_id in self._c.deletes:
             raise InvalidSchemaChange(f"{action} {'.'.join(names)!r}: it is deleted in this update")
-        return f
+        if field_id in self._frozen:
+            raise InvalidSchemaChange(f"{action} {'.'.join(names)!r}: a map's keys cannot change")
+        return self._schema.by_id[field_id]
+
+    def _move(self, path: ColumnPath, kind: MoveKind, reference: ColumnPath | None) -> SchemaUpdate:
+        where = f"move column {'.'.join(_split(path))!r}" + (
+            "" if reference is None else f" {kind} {'.'.join(_split(reference))!r}"
+        )
+        field_id, parent_id = self._movable(path, where)
+        ref_id = None
+        if reference is not None:
+            ref_id, ref_parent = self._movable(reference, where)
+            if ref_id == field_id:
+                raise InvalidSchemaChange(f"{where}: a column cannot be moved {kind} itself")
+            if ref_parent != parent_id:
+                raise InvalidSchemaChange(f"{where}: the two columns are not in the same struct")
+        self._c.moves.setdefault(parent_id, []).append(Move(field_id, kind, ref_id))
+        return self
+
+    def _movable(self, path: ColumnPath, where: str) -> tuple[int, int]:
+        """(field id, parent struct id) of a struct field of the base schema or one added in this update."""
+        names = _split(path)
+        if _find(self._schema, names, self._case_sensitive) is None:  # added in this update?
+            parent_id = 0 if len(names) == 1 else self._struct_id(names[:-1], where)
+            added = self._sibling_named(parent_id, names[-1])
+            if added is None:
+                raise InvalidSchemaChange(f"{where}: no column {'.'.join(names)!r} in the table or added")
+            return added, parent_id
+        f = self._field(names, where)
+        if f.field_id in self._roles:
+            raise InvalidSchemaChange(f"{where}: a {self._roles[f.field_id]} has no place to move to")
+        return f.field_id, self._parent_id(f.field_id)
+
+    def _identifiers(self, draft: Schema) -> tuple[int, ...]:
+        """The new schema's identifier field ids, checked against the spec's rules."""
+        if self._c.identifiers is None:
+            for i in self._schema.identifier_field_ids:
+                if i in self._c.deletes:
+                    raise InvalidSchemaChange(
+                        f"delete column {self._schema.names_by_id[i]!r}: it is an identifier field "
+                        "(set_identifier_fields to change them)"
+                    )
+            ids = self._schema.identifier_field_ids
+        else:
+            found = [(names, _find(draft, names, self._case_sensitive)) for names in self._c.identifiers]
+            missing = [".".join(names) for names, i in found if i is None]
+            if missing:
+                raise InvalidSchemaChange(f"identifier fields: the new schema has no column {missing[0]!r}")
+            ids = tuple(i for _, i in found if i is not None)
+        for i in ids:
+            problem = identifier_field_problem(draft, i)
+            if problem is not None:
+                raise InvalidSchemaChange(f"identifier field {draft.names_by_id[i]!r}: {problem}")
+        return ids
 
     def _name(self, f: it.NestedField) -> str:
         return self._schema.names_by_id[f.field_id]
@@ -257,14 +352,14 @@ class SchemaUpdate(MetadataUpdate):
         raise InvalidSchemaChange(f"{where}: {'.'.join(names)!r} is a {parent.type}, not a struct")
 
     def _parent_id(self, field_id: int) -> int:
-        for parent_id, children in _children_by_parent(self._schema.fields, 0):
+        for parent_id, children in children_by_parent(self._schema.fields, 0):
             if field_id in {c.field_id for c in children}:
                 return parent_id
         raise AssertionError(f"field {field_id} has no parent")  # every field found has one
 
     def _sibling_named(self, parent_id: int, name: str) -> int | None:
         """The id of the column called ``name`` in ``parent_id`` after this update's changes so far."""
-        siblings = dict(_children_by_parent(self._schema.fields, 0)).get(parent_id, ())
+        siblings = dict(children_by_parent(self._schema.fields, 0)).get(parent_id, ())
         fold = (lambda s: s) if self._case_sensitive else str.lower
         for c in siblings:
             if c.field_id not in self._c.deletes and fold(self._c.renames.get(c.field_id, c.name)) == fold(
@@ -297,6 +392,35 @@ def _split(path: ColumnPath) -> tuple[str, ...]:
     return tuple(path.split(".")) if isinstance(path, str) else tuple(path)
 
 
+def _find(schema: Schema, names: tuple[str, ...], case_sensitive: bool) -> int | None:
+    """The id of the field at name path ``names`` in ``schema``, or None."""
+    fold = (lambda p: p) if case_sensitive else (lambda p: tuple(n.lower() for n in p))
+    want = fold(names)
+    return next((i for i, p in schema.paths_by_id.items() if fold(p) == want), None)
+
+
+def _roles(schema: Schema) -> dict[int, str]:
+    """List elements, map keys and map values (at any depth) by id: what they are."""
+    roles: dict[int, str] = {}
+    for f in schema.by_id.values():
+        t = f.type
+        if isinstance(t, it.ListType):
+            roles[t.element_id] = "list element"
+        elif isinstance(t, it.MapType):
+            roles[t.key_id], roles[t.value_id] = "map key", "map value"
+    return roles
+
+
+def _in_map_keys(schema: Schema) -> set[int]:
+    """Every map key, and every field nested in one: fixed for the map's life."""
+    return {
+        i
+        for f in schema.by_id.values()
+        if isinstance(f.type, it.MapType)
+        for i in (f.type.key_id, *ids_in(f.type.key))
+    }
+
+
 def _as_type(t: TypeLike, where: str) -> it.IcebergType:
     try:
         if isinstance(t, str):
@@ -305,85 +429,6 @@ def _as_type(t: TypeLike, where: str) -> it.IcebergType:
             return arrow_type_to_iceberg(t, where)
     except InvalidType as exc:
         raise InvalidSchemaChange(f"{where}: {exc}") from None
-    return t
-
-
-def _fresh(t: it.IcebergType, ids: Iterator[int]) -> it.IcebergType:
-    """``t`` with new ids for everything nested in it, assigned as for a new table (fields first)."""
-    if isinstance(t, it.StructType):
-        assigned = [next(ids) for _ in t.fields]
-        return it.StructType(
-            tuple(
-                replace(f, field_id=i, type=_fresh(f.type, ids))
-                for i, f in zip(assigned, t.fields, strict=True)
-            )
-        )
-    if isinstance(t, it.ListType):
-        element_id = next(ids)
-        return replace(t, element_id=element_id, element=_fresh(t.element, ids))
-    if isinstance(t, it.MapType):
-        key_id, value_id = next(ids), next(ids)
-        return replace(
-            t, key_id=key_id, key=_fresh(t.key, ids), value_id=value_id, value=_fresh(t.value, ids)
-        )
-    return t
-
-
-def _ids_in(t: it.IcebergType) -> list[int]:
-    """The ids of every field nested in ``t``."""
-    if isinstance(t, it.StructType):
-        return [i for f in t.fields for i in (f.field_id, *_ids_in(f.type))]
-    if isinstance(t, it.ListType):
-        return [t.element_id, *_ids_in(t.element)]
-    if isinstance(t, it.MapType):
-        return [t.key_id, *_ids_in(t.key), t.value_id, *_ids_in(t.value)]
-    return []
-
-
-def _children_by_parent(
-    fields: Sequence[it.NestedField], parent_id: int
-) -> Iterator[tuple[int, Sequence[it.NestedField]]]:
-    """(struct field id, its fields) for the top level (0) and every struct, also inside lists and maps."""
-    yield parent_id, fields
-    for f in fields:
-        yield from _nested_structs(f.field_id, f.type)
-
-
-def _nested_structs(owner: int, t: it.IcebergType) -> Iterator[tuple[int, Sequence[it.NestedField]]]:
-    if isinstance(t, it.StructType):
-        yield from _children_by_parent(t.fields, owner)
-    elif isinstance(t, it.ListType):
-        yield from _nested_structs(t.element_id, t.element)
-    elif isinstance(t, it.MapType):
-        yield from _nested_structs(t.value_id, t.value)
-
-
-def _rebuild(fields: Sequence[it.NestedField], parent_id: int, c: _Changes) -> tuple[it.NestedField, ...]:
-    out = []
-    for f in fields:
-        if f.field_id in c.deletes:
-            continue
-        t = c.types.get(f.field_id, _rebuild_type(f.field_id, f.type, c))
-        out.append(
-            replace(
-                f,
-                name=c.renames.get(f.field_id, f.name),
-                type=t,
-                doc=c.docs.get(f.field_id, f.doc),
-                required=f.required and f.field_id not in c.optional,
-            )
-        )
-    out.extend(c.adds.get(parent_id, []))
-    return tuple(out)
-
-
-def _rebuild_type(owner: int, t: it.IcebergType, c: _Changes) -> it.IcebergType:
-    if isinstance(t, it.StructType):
-        return it.StructType(_rebuild(t.fields, owner, c))
-    if isinstance(t, it.ListType):
-        return replace(t, element=_rebuild_type(t.element_id, t.element, c))
-    if isinstance(t, it.MapType):
-        return replace(t, value=_rebuild_type(t.value_id, t.value, c))
     return t
 
 

@@ -69,6 +69,32 @@ class Schema:
         return self.find_field(key).type
 
 
+def identifier_field_problem(schema: Schema, field_id: int) -> str | None:
+    """Why field ``field_id`` of ``schema`` cannot be an identifier field, or None when it can: the spec
+    asks for a required primitive column, not float, double, variant or geo, nested only in required
+    structs (not in lists or maps)."""
+    f = schema.by_id.get(field_id)
+    if f is None:
+        return "the schema has no such column"
+    if not isinstance(f.type, it.PrimitiveType) or f.type in (it.VARIANT, it.UNKNOWN):
+        return f"it is a {f.type}, not a primitive column"
+    if f.type in (it.FLOAT, it.DOUBLE) or isinstance(f.type, (it.GeometryType, it.GeographyType)):
+        return f"a {f.type} column cannot identify a row"
+    if not f.required:
+        return "it is optional"
+    path = schema.paths_by_id[field_id]
+    by_path = {p: i for i, p in schema.paths_by_id.items()}
+    for depth in range(len(path) - 1, 0, -1):
+        parent = schema.by_id[by_path[path[:depth]]]
+        if not isinstance(parent.type, it.StructType):
+            return f"it is nested in the {parent.type.__class__.__name__.removesuffix('Type').lower()} " + (
+                f"{'.'.join(path[:depth])!r}"
+            )
+        if not parent.required:
+            return f"it is nested in the optional struct {'.'.join(path[:depth])!r}"
+    return None
+
+
 Path = tuple[str, ...]
 
 

@@ -1,0 +1,155 @@
+"""What a schema update does, by field id, and how it is applied to the fields of the schema it started from.
+
+:class:`SchemaChanges` is filled by :class:`~gpu_engine.commit.schema_update.SchemaUpdate` (which checks each
+change when it is made); :func:`rebuild` applies them: deleted fields dropped, renames, promotions, docs and
+optionality set (list elements and map values too: their type and requiredness live on the list or map),
+added fields appended to their struct, then the struct's moves applied in the order they were made.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from ..errors import ValidationError
+from ..iceberg import types as it
+
+MoveKind = Literal["first", "before", "after"]
+
+
+class InvalidSchemaChange(ValidationError):
+    """A schema change the spec or the table does not allow; names the column."""
+
+
+@dataclass(frozen=True)
+class Move:
+    """Move field ``field_id`` first in its struct, or just before / after the field ``reference``."""
+
+    field_id: int
+    kind: MoveKind
+    reference: int | None = None
+
+
+@dataclass
+class SchemaChanges:
+    """An update's changes by field id of the base schema (parent id 0: the top-level struct)."""
+
+    deletes: set[int] = field(default_factory=set)
+    renames: dict[int, str] = field(default_factory=dict)
+    types: dict[int, it.IcebergType] = field(default_factory=dict)
+    docs: dict[int, str] = field(default_factory=dict)
+    optional: set[int] = field(default_factory=set)
+    adds: dict[int, list[it.NestedField]] = field(default_factory=dict)
+    moves: dict[int, list[Move]] = field(default_factory=dict)
+    identifiers: tuple[tuple[str, ...], ...] | None = None  # names in the new schema; None: unchanged
+    next_id: int = 0
+
+    def moved(self) -> set[int]:
+        """Every field a move names (moved, or the one it is placed against)."""
+        return {
+            i for ms in self.moves.values() for m in ms for i in (m.field_id, m.reference) if i is not None
+        }
+
+
+def rebuild(fields: Sequence[it.NestedField], parent_id: int, c: SchemaChanges) -> tuple[it.NestedField, ...]:
+    """The fields of struct ``parent_id`` with ``c`` applied (see the module doc)."""
+    out = []
+    for f in fields:
+        if f.field_id in c.deletes:
+            continue
+        out.append(
+            replace(
+                f,
+                name=c.renames.get(f.field_id, f.name),
+                type=_changed_type(f.field_id, f.type, c),
+                doc=c.docs.get(f.field_id, f.doc),
+                required=f.required and f.field_id not in c.optional,
+            )
+        )
+    out.extend(c.adds.get(parent_id, []))
+    for move in c.moves.get(parent_id, []):
+        out = _moved(out, move)
+    return tuple(out)
+
+
+def _changed_type(field_id: int, t: it.IcebergType, c: SchemaChanges) -> it.IcebergType:
+    """The type of field ``field_id``: its promotion, else ``t`` with its nested changes."""
+    if field_id in c.types:
+        return c.types[field_id]
+    if isinstance(t, it.StructType):
+        return it.StructType(rebuild(t.fields, field_id, c))
+    if isinstance(t, it.ListType):
+        return replace(
+            t,
+            element=_changed_type(t.element_id, t.element, c),
+            element_required=t.element_required and t.element_id not in c.optional,
+        )
+    if isinstance(t, it.MapType):
+        return replace(
+            t,
+            value=_changed_type(t.value_id, t.value, c),
+            value_required=t.value_required and t.value_id not in c.optional,
+        )
+    return t
+
+
+def _moved(fields: list[it.NestedField], move: Move) -> list[it.NestedField]:
+    ids = [f.field_id for f in fields]
+    moving = fields[ids.index(move.field_id)]
+    rest = [f for f in fields if f.field_id != move.field_id]
+    at = 0
+    if move.reference is not None:  # before or after it
+        at = [f.field_id for f in rest].index(move.reference) + (move.kind == "after")
+    return [*rest[:at], moving, *rest[at:]]
+
+
+def fresh(t: it.IcebergType, ids: Iterator[int]) -> it.IcebergType:
+    """``t`` with new ids for everything nested in it, assigned as for a new table (fields first)."""
+    if isinstance(t, it.StructType):
+        assigned = [next(ids) for _ in t.fields]
+        return it.StructType(
+            tuple(
+                replace(f, field_id=i, type=fresh(f.type, ids))
+                for i, f in zip(assigned, t.fields, strict=True)
+            )
+        )
+    if isinstance(t, it.ListType):
+        element_id = next(ids)
+        return replace(t, element_id=element_id, element=fresh(t.element, ids))
+    if isinstance(t, it.MapType):
+        key_id, value_id = next(ids), next(ids)
+        return replace(t, key_id=key_id, key=fresh(t.key, ids), value_id=value_id, value=fresh(t.value, ids))
+    return t
+
+
+def ids_in(t: it.IcebergType) -> list[int]:
+    """The ids of every field nested in ``t``."""
+    if isinstance(t, it.StructType):
+        return [i for f in t.fields for i in (f.field_id, *ids_in(f.type))]
+    if isinstance(t, it.ListType):
+        return [t.element_id, *ids_in(t.element)]
+    if isinstance(t, it.MapType):
+        return [t.key_id, *ids_in(t.key), t.value_id, *ids_in(t.value)]
+    return []
+
+
+def children_by_parent(
+    fields: Sequence[it.NestedField], parent_id: int
+) -> Iterator[tuple[int, Sequence[it.NestedField]]]:
+    """(struct field id, its fields) for the top level (0) and every struct, also inside lists and maps
+    (a list element's or map value's struct is keyed by the element's or value's id; a map key's by the
+    key's id)."""
+    yield parent_id, fields
+    for f in fields:
+        yield from _nested_structs(f.field_id, f.type)
+
+
+def _nested_structs(owner: int, t: it.IcebergType) -> Iterator[tuple[int, Sequence[it.NestedField]]]:
+    if isinstance(t, it.StructType):
+        yield from children_by_parent(t.fields, owner)
+    elif isinstance(t, it.ListType):
+        yield from _nested_structs(t.element_id, t.element)
+    elif isinstance(t, it.MapType):
+        yield from _nested_structs(t.key_id, t.key)
+        yield from _nested_structs(t.value_id, t.value)
