@@ -177,14 +177,15 @@ class Table:
     def delete_rows(
         self,
         keys: pa.Table,
-        on: Sequence[str],
+        on: Sequence[str] | None = None,
         *,
         branch: str = "main",
         backend: str = "auto",
         faults: Faults | None = None,
     ) -> DeleteResult:
-        """Delete the rows whose ``on`` columns equal a row of ``keys`` (NULL matches NULL) with equality
-        delete files, as a ``delete`` snapshot; rows appended later with the same key stay."""
+        """Delete the rows whose ``on`` columns (default: the identifier fields) equal a row of ``keys``
+        (NULL matches NULL) with equality delete files, as a ``delete`` snapshot; rows appended later with
+        the same key stay."""
         from .commit.delete import delete_rows
 
         return delete_rows(self, keys, on, branch=branch, backend=backend, faults=faults)

@@ -3,8 +3,10 @@ sort order changes land (read back as metadata and rows), --json output, errors 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 import gpu_engine as ge
@@ -49,6 +51,11 @@ def test_alter_schema_spec_and_sort_order(
         (["--update-column", "value:int"], "double cannot be promoted to int"),
         (["--rename-partition-field", "nope=x"], "has no such field"),
         (["--sort-order", "nope"], "no column 'nope'"),
+        (["--move", "id sideways"], "expected NAME first | NAME before OTHER"),
+        (["--move", "id after nope"], "no column 'nope'"),
+        (["--identifier-fields", "region"], "identifier field 'region': it is optional"),
+        (["--identifier-fields", "id,,id"], "expected distinct comma-separated columns"),
+        (["--union-schema-of", "/no/such.parquet"], "--union-schema-of /no/such.parquet: no such file"),
     ],
 )
 def test_alter_errors_exit_2_and_change_nothing(
@@ -60,3 +67,35 @@ def test_alter_errors_exit_2_and_change_nothing(
     assert main(["alter", IDENT, "--catalog", NAME, *argv]) == 2
     assert message in " ".join(capsys.readouterr().err.split())
     assert ge.load_catalog(NAME).load_table(IDENT).metadata_location == before
+
+
+def test_alter_union_move_and_identifier_fields_then_delete_by_key(
+    catalog_env: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    schema = {"type": "struct", "fields": [
+        {"id": 1, "name": "id", "type": "long", "required": True},
+        {"id": 2, "name": "region", "type": "string", "required": False},
+        {"id": 3, "name": "value", "type": "double", "required": False},
+    ]}  # fmt: skip
+    (tmp_path / "schema.json").write_text(json.dumps(schema))
+    _json(capsys, "create", IDENT, "--catalog", NAME, "--schema", str(tmp_path / "schema.json"))
+    _json(capsys, "append", IDENT, "--catalog", NAME, _write(tmp_path, "a.parquet", _rows(0, 6)))
+    wider = _rows(6, 9).append_column("note", pa.array(["x", "y", "z"]))
+    wider = wider.cast(
+        wider.schema.set(0, pa.field("id", pa.int64(), nullable=False))
+    )  # else id turns optional
+    wider_file = _write(tmp_path, "b.parquet", wider)
+    out = _json(
+        capsys, "alter", IDENT, "--catalog", NAME, "--union-schema-of", wider_file,
+        "--move", "note after id", "--identifier-fields", "id",
+    )  # fmt: skip
+    assert out["columns"] == ["id: long", "note: string", "region: string", "value: double"]
+    assert out["identifier_fields"] == ["id"]
+    _json(capsys, "append", IDENT, "--catalog", NAME, wider_file)
+    keys = _write(tmp_path, "k.parquet", pa.table({"id": pa.array([1, 7], pa.int64())}))
+    deleted = _json(capsys, "delete", IDENT, "--catalog", NAME, "--keys", keys)  # on the identifier field
+    assert deleted["rows_deleted"] == 2
+    got = ge.load_catalog(NAME).load_table(IDENT).scan().to_arrow()
+    assert got.column_names == ["id", "note", "region", "value"]
+    assert sorted(got["id"].to_pylist()) == [0, 2, 3, 4, 5, 6, 8]
+    assert sorted(n for n in got["note"].to_pylist() if n) == ["x", "z"]

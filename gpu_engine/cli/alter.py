@@ -2,7 +2,11 @@
 
 Schema changes are committed together as one new schema, then spec changes as one new spec, then the sort
 order (see :mod:`gpu_engine.commit.schema_update`, :mod:`.spec_update`, :mod:`.sort_update`); nested
-columns are dotted (``loc.lat``). Defaults for added columns (v3) are set through the Python API."""
+columns are dotted (``loc.lat``). Defaults for added columns (v3) are set through the Python API.
+
+``--union-schema-of FILE`` evolves the schema to hold the columns of a Parquet file (or of an Iceberg
+schema JSON), before the other schema changes and in the same new schema: the usual step before appending
+files that gained columns. ``--move`` reorders columns; ``--identifier-fields`` sets the row key."""
 
 from __future__ import annotations
 
@@ -13,9 +17,10 @@ from rich.console import Console
 
 from ..errors import GpuEngineError
 from .common import open_table, table_options
-from .write import report
+from .write import read_schema, report
 
-_SCHEMA = ("add_column", "rename_column", "drop_column", "update_column", "make_optional")
+_SCHEMA = ("add_column", "rename_column", "drop_column", "update_column", "make_optional", "move")
+_MOVE = "NAME first | NAME before OTHER | NAME after OTHER"
 _SPEC = ("add_partition_field", "drop_partition_field", "rename_partition_field")
 
 
@@ -30,6 +35,11 @@ def add_parser(sub: Any) -> None:
         "--update-column", **many, metavar="NAME:TYPE", help="promote: int->long, float->double, ..."
     )
     p.add_argument("--make-optional", **many, metavar="NAME", help="let a required column hold nulls")
+    p.add_argument("--move", **many, metavar="MOVE", help=f"reorder a struct's columns: {_MOVE}")
+    p.add_argument("--identifier-fields", metavar="COLS", help='the row key, comma-separated ("" for none)')
+    p.add_argument(
+        "--union-schema-of", metavar="FILE", help="add the columns a Parquet file (or schema .json) has"
+    )
     p.add_argument("--add-partition-field", **many, metavar="FIELD", help='e.g. "bucket(16, id)", "day(ts)"')
     p.add_argument("--drop-partition-field", **many, metavar="NAME", help="a partition field by name")
     p.add_argument("--rename-partition-field", **many, metavar="OLD=NEW", help="rename a partition field")
@@ -40,13 +50,19 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_alter(args: argparse.Namespace, console: Console) -> int:
-    schema_changes = any(getattr(args, name) for name in _SCHEMA)
+    schema_changes = (
+        any(getattr(args, name) for name in _SCHEMA)
+        or args.identifier_fields is not None
+        or args.union_schema_of is not None
+    )
     spec_changes = any(getattr(args, name) for name in _SPEC)
     if not schema_changes and not spec_changes and args.sort_order is None and not args.unsorted:
         raise GpuEngineError("alter: nothing to change (see gpu-engine alter --help)")
     table = open_table(args)
     if schema_changes:
         with table.update_schema() as u:
+            if args.union_schema_of is not None:
+                u.union_by_name(read_schema(args.union_schema_of, "--union-schema-of"))
             for text in args.add_column:
                 u.add_column(*_pair(text, ":", "--add-column", "NAME:TYPE"))
             for text in args.rename_column:
@@ -57,6 +73,10 @@ def cmd_alter(args: argparse.Namespace, console: Console) -> int:
                 u.update_column(*_pair(text, ":", "--update-column", "NAME:TYPE"))
             for name in args.make_optional:
                 u.make_optional(name)
+            for text in args.move:
+                _move(u, text)
+            if args.identifier_fields is not None:
+                u.set_identifier_fields(*_columns(args.identifier_fields))
     if spec_changes:
         with table.update_spec() as s:
             for text in args.add_partition_field:
@@ -71,6 +91,7 @@ def cmd_alter(args: argparse.Namespace, console: Console) -> int:
     summary = {
         "schema_id": md.current_schema_id,
         "columns": [md.schema.names_by_id[f.field_id] + f": {f.type}" for f in md.schema.fields],
+        "identifier_fields": [md.schema.names_by_id[i] for i in md.schema.identifier_field_ids],
         "spec_id": md.default_spec_id,
         "partition_fields": [f"{f.name}: {f.transform}" for f in md.spec.fields],
         "sort_order_id": md.default_sort_order_id,
@@ -84,3 +105,22 @@ def _pair(text: str, sep: str, option: str, form: str) -> tuple[str, str]:
     if not found or not left.strip() or not right.strip():
         raise GpuEngineError(f"{option} {text!r}: expected {form}")
     return left.strip(), right.strip()
+
+
+def _move(update: Any, text: str) -> None:
+    words = text.split()
+    if len(words) == 2 and words[1].lower() == "first":
+        update.move_first(words[0])
+    elif len(words) == 3 and words[1].lower() in ("before", "after"):
+        (update.move_before if words[1].lower() == "before" else update.move_after)(words[0], words[2])
+    else:
+        raise GpuEngineError(f"--move {text!r}: expected {_MOVE}")
+
+
+def _columns(text: str) -> list[str]:
+    names = [c.strip() for c in text.split(",")]
+    if names == [""]:
+        return []
+    if not all(names) or len(set(names)) != len(names):
+        raise GpuEngineError(f"--identifier-fields {text!r}: expected distinct comma-separated columns")
+    return names

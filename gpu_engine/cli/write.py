@@ -45,7 +45,9 @@ def add_parsers(sub: Any) -> None:
     table_options(p)
     p.add_argument("--filter", help='delete the rows matching this expression, e.g. "id < 10"')
     p.add_argument("--keys", metavar="FILE", help="a Parquet file of key rows to delete (with --on)")
-    p.add_argument("--on", metavar="COLS", help="comma-separated key columns for --keys")
+    p.add_argument(
+        "--on", metavar="COLS", help="comma-separated key columns for --keys (default: the identifier fields)"
+    )
     p.add_argument("--backend", default="auto", choices=["auto", "cpu", "cuda"], help="where kernels run")
     p.set_defaults(run=cmd_delete)
 
@@ -54,7 +56,7 @@ def cmd_create(args: argparse.Namespace, console: Console) -> int:
     properties = _properties(args.property)
     if args.format_version is not None:
         properties["format-version"] = str(args.format_version)
-    schema = _read_schema(args.schema)
+    schema = read_schema(args.schema)
     catalog = load_catalog(args.catalog)
     table = catalog.create_table(
         args.table,
@@ -98,12 +100,18 @@ def cmd_delete(args: argparse.Namespace, console: Console) -> int:
     if args.keys is None and args.on is not None:
         raise GpuEngineError("--on goes with --keys, not with --filter")
     if args.keys is not None:
-        on = [c.strip() for c in (args.on or "").split(",") if c.strip()]
-        if not on or len(set(on)) != len(on):
-            raise GpuEngineError(f"--on {args.on!r}: expected one or more distinct comma-separated columns")
         keys = _read_parquet(args.keys, "--keys")
         table = open_table(args)
-        unknown = [c for c in on if c not in keys.column_names or c not in table.schema().ids_by_name]
+        schema = table.schema()
+        if args.on is None:  # the table's identifier fields
+            on = [schema.names_by_id[i] for i in schema.identifier_field_ids]
+            if not on:
+                raise GpuEngineError(f"--keys: table {args.table} has no identifier fields; give --on COLS")
+        else:
+            on = [c.strip() for c in args.on.split(",") if c.strip()]
+        if not on or len(set(on)) != len(on):
+            raise GpuEngineError(f"--on {args.on!r}: expected one or more distinct comma-separated columns")
+        unknown = [c for c in on if c not in keys.column_names or c not in schema.ids_by_name]
         if unknown:
             raise GpuEngineError(
                 f"--on: column(s) {unknown} not in both the --keys file {args.keys} "
@@ -153,10 +161,10 @@ def _properties(pairs: list[str]) -> dict[str, str]:
     return out
 
 
-def _read_schema(path: str) -> Schema | pa.Schema:
-    """The Arrow schema of a Parquet file, or the Iceberg schema in a JSON file."""
+def read_schema(path: str, option: str = "--schema") -> Schema | pa.Schema:
+    """The Arrow schema of a Parquet file, or the Iceberg schema in a JSON file (given as ``option``)."""
     if not Path(path).is_file():
-        raise GpuEngineError(f"--schema {path}: no such file")
+        raise GpuEngineError(f"{option} {path}: no such file")
     if path.lower().endswith(".json"):
         try:
             obj = json.loads(Path(path).read_text())
@@ -164,11 +172,11 @@ def _read_schema(path: str) -> Schema | pa.Schema:
                 raise ValueError("not a JSON object")
             return schema_from_json(obj)
         except (ValueError, KeyError, TypeError) as e:
-            raise GpuEngineError(f"--schema {path}: not an Iceberg schema JSON ({e})") from None
+            raise GpuEngineError(f"{option} {path}: not an Iceberg schema JSON ({e})") from None
     try:
         return pq.read_schema(path).remove_metadata()
     except (OSError, pa.ArrowException) as e:
-        raise GpuEngineError(f"--schema {path}: not a Parquet file or .json schema ({e})") from None
+        raise GpuEngineError(f"{option} {path}: not a Parquet file or .json schema ({e})") from None
 
 
 def _read_parquet(path: str, what: str) -> pa.Table:

@@ -88,21 +88,26 @@ def delete(
 def delete_rows(
     table: Table,
     keys: pa.Table,
-    on: Sequence[str],
+    on: Sequence[str] | None = None,
     *,
     branch: str = "main",
     backend: str = "auto",
     faults: Faults | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> DeleteResult:
-    """Delete the rows whose ``on`` columns equal a row of ``keys`` (NULL matches NULL), as equality delete
-    files in the specs :func:`delete_specs` names (the keys need the partition columns of each, unless the
-    table has an unpartitioned spec to write global deletes in); rows added later with the same key are not
-    deleted. ``deleted_rows`` counts the keys (the rows they match are not counted)."""
+    """Delete the rows whose ``on`` columns (default: the table's identifier fields) equal a row of ``keys``
+    (NULL matches NULL), as equality delete files in the specs :func:`delete_specs` names (the keys need the
+    partition columns of each, unless the table has an unpartitioned spec to write global deletes in); rows
+    added later with the same key are not deleted. ``deleted_rows`` counts the keys (the rows they match are
+    not counted)."""
     check_committable(table)
     md = table.metadata
     if md.format_version < 2:
         raise ValidationError(f"table {md.location}: format version 1 has no equality deletes")
+    if on is None:
+        on = [md.schema.names_by_id[i] for i in md.schema.identifier_field_ids]
+        if not on:
+            raise ValueError(f"on: table {md.location} has no identifier fields; name the key columns")
     if not on or len(set(on)) != len(on):
         raise ValueError(f"on: one or more distinct column names, not {list(on)}")
     missing = [c for c in on if c not in keys.column_names]

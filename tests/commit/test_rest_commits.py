@@ -125,6 +125,11 @@ def test_schema_and_spec_updates_through_rest(
         u.delete_column("note")
         u.rename_column("label", "s")
     assert cat.load_table("db.t").metadata.current_schema_id == 0
+    with tbl.update_schema() as u:  # identifier fields and column order travel in add-schema
+        u.set_identifier_fields("id")
+        u.move_first("region")
+    schema = cat.load_table("db.t").metadata.schema
+    assert schema.identifier_field_ids == (1,) and schema.fields[0].name == "region"
     assert tbl.replace_sort_order("id DESC").order_id == 1  # add-sort-order / set-default-sort-order
     assert tbl.replace_sort_order([]).order_id == 0
     assert tbl.replace_sort_order("id DESC").order_id == 1

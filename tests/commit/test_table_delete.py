@@ -206,3 +206,17 @@ def test_delete_on_an_empty_table_matches_nothing(tmp_path: Path) -> None:
     result = tbl.delete("id < 10")
     assert result.deleted_rows == 0 and result.commit is None
     assert tbl.metadata.current_snapshot() is None
+
+
+def test_delete_rows_keys_default_to_the_identifier_fields(tmp_path: Path) -> None:
+    tbl = new_table(tmp_path, 2, partitioned=False)
+    data = rows(0, 20)
+    tbl.append(data)
+    keys = pa.table({"id": pa.array([1, 5], pa.int64())})
+    with pytest.raises(ValueError, match="has no identifier fields; name the key columns"):
+        tbl.delete_rows(keys)
+    with tbl.update_schema() as u:
+        u.set_identifier_fields("id")
+    result = tbl.delete_rows(keys)
+    assert [f.equality_ids for f in result.added] == [(tbl.metadata.schema.find_field("id").field_id,)]
+    assert_all_readers(tbl, data.filter(~pc.field("id").isin([1, 5])), pyiceberg=False)
