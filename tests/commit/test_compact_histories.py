@@ -4,7 +4,7 @@ after every operation against a reference model (the multiset of live rows; on v
 ``_row_id`` and ``_last_updated_sequence_number``, fixed when the row was appended).
 
 Histories also evolve the schema (extra columns added, with v3 defaults, and deleted; ``k``, ``v``, ``g``
-renamed; ``g`` promoted to long) and the partition spec (identity ``g``, ``bucket(3, id)`` and
+renamed; columns moved; ``g`` promoted to long) and the partition spec (identity ``g``, ``bucket(3, id)`` and
 ``truncate(1, k)`` fields added and removed). The model keeps rows by logical column names; filters, keys and
 sort orders are written with the current names. ``delete_rows`` writes its equality deletes in every spec
 holding live rows (an equality delete of a partitioned spec applies only to files of that spec), so its keys
@@ -354,7 +354,7 @@ class History:
     def evolve_schema(self) -> None:
         self.evolutions += 1
         n, rng, version = self.evolutions, self.rng, self.version
-        choices = ["add", "rename"] + ([] if self.g_long else ["promote"])
+        choices = ["add", "rename", "move"] + ([] if self.g_long else ["promote"])
         kind = "drop" if self.extras and rng.random() < 0.4 else rng.choice(choices)
         with self.tbl.update_schema() as u:
             if kind == "add":
@@ -372,6 +372,15 @@ class History:
                 u.rename_column(self.names[col], new)
                 self.log.append(f"rename column {self.names[col]} to {new}")
                 self.names[col] = new
+            elif kind == "move":
+                columns = [f.name for f in self.tbl.metadata.schema.fields]
+                col, other = rng.sample(columns, 2)
+                if rng.random() < 0.5:
+                    u.move_first(col)
+                    self.log.append(f"move column {col} first")
+                else:
+                    u.move_after(col, other)
+                    self.log.append(f"move column {col} after {other}")
             elif kind == "drop":
                 x = rng.choice(self.extras)
                 u.delete_column(self.names[x])
@@ -495,10 +504,17 @@ def test_history_cuda(catalog: SqlCatalog, seed: int) -> None:
 def test_histories_cover_every_operation(catalog: SqlCatalog) -> None:
     """The generator reaches every kind of operation (over a few seeds' logs)."""
     seen: Counter[str] = Counter()
-    for seed in range(6):
+    for seed in range(12):
         h = run_history(catalog, seed, "cpu", name="coverage")
         seen.update(entry.split()[0] for entry in h.log)
         seen.update(" ".join(entry.split()[:2]) for entry in h.log)
     assert {"append", "delete", "delete_rows", "compact"} <= set(seen), seen
-    evolution = {"add column", "rename column", "promote g", "add partition", "remove partition"}
+    evolution = {
+        "add column",
+        "rename column",
+        "move column",
+        "promote g",
+        "add partition",
+        "remove partition",
+    }
     assert evolution <= set(seen), seen
