@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from .commit.delete import DeleteResult
     from .commit.delete_rewrite import DeleteRewriteResult
     from .commit.expire import ExpireResult
+    from .commit.properties_update import PropertiesUpdate
     from .commit.schema_update import SchemaUpdate
     from .commit.spec_update import SpecUpdate
     from .commit.update import Faults
@@ -282,6 +283,13 @@ class Table:
         from .commit.sort_update import SortOrderUpdate
 
         return SortOrderUpdate(self, order).commit(faults=faults)
+
+    def update_properties(self) -> PropertiesUpdate:
+        """Table properties to set and remove together, ``format-version`` to upgrade the table; commit it or
+        use it as a ``with`` block (see :mod:`gpu_engine.commit.properties_update`)."""
+        from .commit.properties_update import PropertiesUpdate
+
+        return PropertiesUpdate(self)
 
     def remove_orphan_files(
         self, *, older_than: int | datetime.datetime | None = None, dry_run: bool = False

@@ -56,6 +56,10 @@ def test_alter_schema_spec_and_sort_order(
         (["--identifier-fields", "region"], "identifier field 'region': it is optional"),
         (["--identifier-fields", "id,,id"], "expected distinct comma-separated columns"),
         (["--union-schema-of", "/no/such.parquet"], "--union-schema-of /no/such.parquet: no such file"),
+        (["--set-property", "comment"], "expected KEY=VALUE"),
+        (["--set-property", "format-version=1"], "versions cannot go down"),
+        (["--set-property", "write.target-file-size-bytes=big"], "target-file-size-bytes='big'"),
+        (["--remove-property", "uuid"], "reserved by Iceberg"),
     ],
 )
 def test_alter_errors_exit_2_and_change_nothing(
@@ -99,3 +103,22 @@ def test_alter_union_move_and_identifier_fields_then_delete_by_key(
     assert got.column_names == ["id", "note", "region", "value"]
     assert sorted(got["id"].to_pylist()) == [0, 2, 3, 4, 5, 6, 8]
     assert sorted(n for n in got["note"].to_pylist() if n) == ["x", "z"]
+
+
+def test_alter_properties_and_upgrade_the_format(
+    catalog_env: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    schema_file = _write(tmp_path, "schema.parquet", _rows(0, 0))
+    _json(capsys, "create", IDENT, "--catalog", NAME, "--schema", schema_file, "--format-version", "2",
+          "--property", "owner=me")  # fmt: skip
+    _json(capsys, "append", IDENT, "--catalog", NAME, _write(tmp_path, "a.parquet", _rows(0, 10)))
+    out = _json(
+        capsys, "alter", IDENT, "--catalog", NAME, "--set-property", "format-version=3",
+        "--set-property", "comment=events", "--remove-property", "owner",
+    )  # fmt: skip
+    assert out["format_version"] == 3
+    assert out["properties"]["comment"] == "events" and "owner" not in out["properties"]
+    _json(capsys, "delete", IDENT, "--catalog", NAME, "--filter", "id < 3")
+    tbl = ge.load_catalog(NAME).load_table(IDENT)
+    assert tbl.metadata.format_version == 3
+    assert sorted(tbl.scan().to_arrow()["id"].to_pylist()) == list(range(3, 10))

@@ -1,8 +1,11 @@
-"""``gpu-engine alter``: evolve a table's schema, partition spec and sort order from the command line.
+"""``gpu-engine alter``: evolve a table's properties, schema, partition spec and sort order from the
+command line.
 
-Schema changes are committed together as one new schema, then spec changes as one new spec, then the sort
-order (see :mod:`gpu_engine.commit.schema_update`, :mod:`.spec_update`, :mod:`.sort_update`); nested
-columns are dotted (``loc.lat``). Defaults for added columns (v3) are set through the Python API.
+Property changes are committed first (``--set-property format-version=3`` upgrades the table, see
+:mod:`gpu_engine.commit.properties_update`), then schema changes together as one new schema, then spec
+changes as one new spec, then the sort order (see :mod:`gpu_engine.commit.schema_update`,
+:mod:`.spec_update`, :mod:`.sort_update`); nested columns are dotted (``loc.lat``). Defaults for added
+columns (v3) are set through the Python API.
 
 ``--union-schema-of FILE`` evolves the schema to hold the columns of a Parquet file (or of an Iceberg
 schema JSON), before the other schema changes and in the same new schema: the usual step before appending
@@ -28,6 +31,10 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("alter", help="evolve a table's schema, partition spec or sort order")
     table_options(p)
     many: dict[str, Any] = {"action": "append", "default": []}
+    p.add_argument(
+        "--set-property", **many, metavar="KEY=VALUE", help="e.g. write.target-file-size-bytes=..."
+    )
+    p.add_argument("--remove-property", **many, metavar="KEY", help="remove a table property")
     p.add_argument("--add-column", **many, metavar="NAME:TYPE", help='e.g. "price:decimal(10, 2)"')
     p.add_argument("--rename-column", **many, metavar="OLD=NEW", help="rename a column (its data stays)")
     p.add_argument("--drop-column", **many, metavar="NAME", help="delete a column")
@@ -56,9 +63,18 @@ def cmd_alter(args: argparse.Namespace, console: Console) -> int:
         or args.union_schema_of is not None
     )
     spec_changes = any(getattr(args, name) for name in _SPEC)
-    if not schema_changes and not spec_changes and args.sort_order is None and not args.unsorted:
+    property_changes = bool(args.set_property or args.remove_property)
+    if not (
+        property_changes or schema_changes or spec_changes or args.sort_order is not None or args.unsorted
+    ):
         raise GpuEngineError("alter: nothing to change (see gpu-engine alter --help)")
     table = open_table(args)
+    if property_changes:
+        with table.update_properties() as props:
+            for text in args.set_property:
+                props.set(*_pair(text, "=", "--set-property", "KEY=VALUE"))
+            for key in args.remove_property:
+                props.remove(key)
     if schema_changes:
         with table.update_schema() as u:
             if args.union_schema_of is not None:
@@ -89,6 +105,8 @@ def cmd_alter(args: argparse.Namespace, console: Console) -> int:
         table.replace_sort_order([] if args.unsorted else args.sort_order)
     md = table.metadata
     summary = {
+        "format_version": md.format_version,
+        "properties": dict(md.properties),
         "schema_id": md.current_schema_id,
         "columns": [md.schema.names_by_id[f.field_id] + f": {f.type}" for f in md.schema.fields],
         "identifier_fields": [md.schema.names_by_id[i] for i in md.schema.identifier_field_ids],

@@ -509,6 +509,19 @@ def _set_default_sort_order(md: dict[str, Any], upd: dict[str, Any]) -> str | No
     return None
 
 
+def _upgrade_format_version(md: dict[str, Any], upd: dict[str, Any]) -> str | None:
+    """Java's upgradeFormatVersion: never down; v2 fields defaulted, v3 starts next-row-id at 0."""
+    version = upd["format-version"]
+    if version < md["format-version"]:
+        return f"cannot downgrade v{md['format-version']} table to v{version}"
+    if version > md["format-version"]:
+        md["format-version"] = version
+        md.setdefault("last-sequence-number", 0)
+        if version >= 3:
+            md.setdefault("next-row-id", 0)
+    return None
+
+
 def _remove_snapshots(md: dict[str, Any], upd: dict[str, Any]) -> str | None:
     """Drop the snapshots, their snapshot-log entries and statistics, as Java's removeSnapshots does; refs
     pointing at one of them are refused."""
@@ -537,6 +550,7 @@ _EVOLUTION = {
     "add-spec": _add_spec, "set-default-spec": _set_default_spec,
     "remove-snapshots": _remove_snapshots, "remove-snapshot-ref": _remove_snapshot_ref,
     "add-sort-order": _add_sort_order, "set-default-sort-order": _set_default_sort_order,
+    "upgrade-format-version": _upgrade_format_version,
 }  # fmt: skip
 
 

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 import gpu_engine as ge
@@ -169,3 +170,17 @@ def test_expire_snapshots_through_rest(server: RestCatalogServer, tmp_path: Path
     assert all(Path(p.removeprefix("file://")).exists() for p in referenced_files(landed))
     expected = pa.concat_tables([rows(i * 10, 10, seed=i) for i in range(4)] + [rows(40, 10, seed=9)])
     assert_all_readers(landed, expected.filter(pa.compute.greater_equal(expected["id"], 5)))
+
+
+def test_properties_and_format_upgrade_through_rest(server: RestCatalogServer, tmp_path: Path) -> None:
+    cat = _catalog(server, tmp_path)
+    cat.create_namespace("db")
+    tbl = cat.create_table("db.t", rows(0, 0).schema, properties={"format-version": "2", "a": "1", **PROPS})
+    tbl.append(rows(0, 20))
+    with tbl.update_properties() as p:  # upgrade-format-version, set-properties, remove-properties
+        p.set("format-version", "3").set("b", "2").remove("a")
+    md = cat.load_table("db.t").metadata
+    assert md.format_version == 3 and md.next_row_id == 0
+    assert md.properties.get("b") == "2" and "a" not in md.properties
+    tbl.delete("id < 5")  # a DV: the table is v3 now
+    assert_all_readers(cat.load_table("db.t"), rows(0, 20).filter(pc.field("id") >= 5))
