@@ -1,4 +1,5 @@
-"""The ``gpu-engine`` command: plan, scan, create, append, delete, alter, compact."""
+"""The ``gpu-engine`` command: plan, scan, create, append, delete, alter, compact, and maintenance
+(expire-snapshots, remove-orphan-files, rewrite-position-deletes, convert-equality-deletes)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from ..errors import GpuEngineError
-from . import alter, compact, plan, scan, write
+from . import alter, compact, maintain, plan, scan, write
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -23,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     write.add_parsers(sub)
     alter.add_parser(sub)
     compact.add_parser(sub)
+    maintain.add_parsers(sub)
     return parser
 
 

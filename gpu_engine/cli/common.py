@@ -29,6 +29,24 @@ def open_table(args: argparse.Namespace) -> Table:
     return load_table(args.table, relocate=args.relocate, path_map=path_map)
 
 
+def key_values(
+    pairs: Sequence[str],
+    option: str,
+    form: str = "KEY=VALUE",
+    *,
+    error: type[GpuEngineError] = GpuEngineError,
+) -> dict[str, str]:
+    """Repeated ``option`` values ``K=V`` as a dict (keys and values stripped; a later key wins); ``error``
+    naming the option and the expected ``form`` for a pair without ``=`` or key."""
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise error(f"{option} {pair!r}: expected {form}")
+        out[key.strip()] = value.strip()
+    return out
+
+
 def table_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("table", help="table directory, metadata JSON file, or identifier with --catalog")
     p.add_argument("--catalog", help="catalog name from ~/.pyiceberg.yaml / PYICEBERG_CATALOG__* variables")

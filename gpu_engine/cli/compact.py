@@ -14,7 +14,7 @@ from rich.table import Table as RichTable
 from ..commit.compact import CompactionResult
 from ..errors import InvalidOption
 from ..tasks import FileGroup, RewriteResult
-from .common import open_table, table_options
+from .common import key_values, open_table, table_options
 
 
 def add_parser(sub: Any) -> None:
@@ -40,14 +40,9 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(run=cmd_compact)
 
 
-def _options(pairs: list[str]) -> dict[str, str]:
-    out = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise InvalidOption(f"--option {pair!r}: expected K=V, e.g. min-input-files=2")
-        out[key.strip()] = value.strip()
-    return out
+def options(pairs: list[str]) -> dict[str, str]:
+    """``--option K=V`` values as Iceberg options."""
+    return key_values(pairs, "--option", "K=V, e.g. min-input-files=2", error=InvalidOption)
 
 
 class _Bars:
@@ -86,7 +81,7 @@ def cmd_compact(args: argparse.Namespace, console: Console) -> int:
             result = _spark_compact(args, table, _Bars(bar))
         else:
             result = table.compact(
-                args.strategy, sort_order=args.sort_order, options=_options(args.option), where=args.where,
+                args.strategy, sort_order=args.sort_order, options=options(args.option), where=args.where,
                 branch=args.branch, backend=args.backend, dry_run=args.dry_run, progress=_Bars(bar),
             )  # fmt: skip
     if args.json:
@@ -103,7 +98,7 @@ def _spark_compact(args: argparse.Namespace, table: Any, bars: _Bars) -> Compact
 
     spark = session(args.master)
     return compact(
-        spark, table, strategy=args.strategy, sort_order=args.sort_order, options=_options(args.option),
+        spark, table, strategy=args.strategy, sort_order=args.sort_order, options=options(args.option),
         where=args.where, branch=args.branch, backend=args.backend, dry_run=args.dry_run, progress=bars,
     )  # fmt: skip
 

@@ -16,7 +16,7 @@ from rich.table import Table as RichTable
 from ..catalog import load_catalog
 from ..errors import GpuEngineError
 from ..iceberg.schema import Schema, schema_from_json
-from .common import open_table, table_options
+from .common import key_values, open_table, table_options
 
 
 def add_parsers(sub: Any) -> None:
@@ -53,7 +53,7 @@ def add_parsers(sub: Any) -> None:
 
 
 def cmd_create(args: argparse.Namespace, console: Console) -> int:
-    properties = _properties(args.property)
+    properties = key_values(args.property, "--property")
     if args.format_version is not None:
         properties["format-version"] = str(args.format_version)
     schema = read_schema(args.schema)
@@ -145,20 +145,10 @@ def report(args: argparse.Namespace, console: Console, title: str, summary: dict
         if key == "message":
             continue
         shown = "\n".join(value) if isinstance(value, list) else value
-        counted = isinstance(value, int) and not key.endswith("_id")
+        counted = isinstance(value, int) and not isinstance(value, bool) and not key.endswith("_id")
         out.add_row(key.replace("_", " "), f"{value:,}" if counted else str(shown))
     console.print(out)
     return 0
-
-
-def _properties(pairs: list[str]) -> dict[str, str]:
-    out = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise GpuEngineError(f"--property {pair!r}: expected KEY=VALUE")
-        out[key.strip()] = value.strip()
-    return out
 
 
 def read_schema(path: str, option: str = "--schema") -> Schema | pa.Schema:

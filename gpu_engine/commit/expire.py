@@ -12,9 +12,10 @@ after it never expires.
 The commit is :func:`.metadata_commit.commit_metadata_change` (``commit.retry.*``, the catalog swap and
 its failure rules; on REST catalogs ``remove-snapshots`` and ``remove-snapshot-ref`` updates, required to
 apply while every ref is where it was); every attempt recomputes the expiration on the refreshed table.
-Files: reachable = manifest lists, manifests and every entry's file (any status) of the kept snapshots, plus
-their statistics files; candidates = the same of the expired snapshots; candidates minus reachable are
-deleted.
+Files: reachable = manifest lists, manifests and the live (added or existing) entries' files of the kept
+snapshots, plus their statistics files; candidates = manifest lists, manifests and every entry's file of the
+expired snapshots; candidates minus reachable are deleted. A file a kept snapshot removed (a ``DELETED``
+entry) is reachable only through the expired snapshots before it, so it goes, as in Iceberg Java.
 Nothing is deleted when the commit fails (but the attempt's own metadata file, when the failure is
 definite). ``faults``: the producer's test hook, called with ``metadata``, ``swap`` and ``cleanup``.
 """
@@ -27,6 +28,8 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
+
+import pyarrow.compute as pc
 
 from ..errors import GpuEngineError, UnsupportedFeature, ValidationError
 from ..iceberg.manifest_list import ManifestFile
@@ -51,6 +54,7 @@ MAX_REF_AGE_MS = "history.expire.max-ref-age-ms"
 DEFAULT_MAX_SNAPSHOT_AGE_MS = 5 * 24 * 3600 * 1000
 DEFAULT_MIN_SNAPSHOTS_TO_KEEP = 1
 _POSITION_OR_EQUALITY = (1, 2)
+_DELETED = 2  # manifest entry status
 
 
 @dataclass(frozen=True)
@@ -230,12 +234,15 @@ def _rest_form(base: TableMetadata, new: TableMetadata) -> RestForm:
     return requirements, updates
 
 
-def _files_of(io: FileIO, manifests: Iterable[ManifestFile]) -> dict[str, int]:
-    """Every entry's file of ``manifests`` (any status) with its content type."""
+def _files_of(io: FileIO, manifests: Iterable[ManifestFile], *, live: bool) -> dict[str, int]:
+    """The files of ``manifests``' entries (``live``: added or existing ones only, else any status) with
+    their content type."""
     out: dict[str, int] = {}
     for m in manifests:
         resolved = replace(m, manifest_path=io.resolve(m.manifest_path))
         entries = read_manifest(resolved, open_input=io.open_input)
+        if live:
+            entries = entries.filter(pc.not_equal(entries.column("status"), _DELETED))
         paths = entries.column("file_path").to_pylist()
         contents = entries.column("content").to_pylist()
         out.update(zip(paths, contents, strict=True))
@@ -267,8 +274,8 @@ def _delete_unreachable(
             continue
         expired_manifests.update((m.manifest_path, m) for m in manifests)
     only_expired = {p: m for p, m in expired_manifests.items() if p not in kept_manifests}
-    reachable = _files_of(io, kept_manifests.values())
-    candidates = _files_of(io, only_expired.values())
+    reachable = _files_of(io, kept_manifests.values(), live=True)
+    candidates = _files_of(io, only_expired.values(), live=False)
     doomed = {p: c for p, c in candidates.items() if p not in reachable}
     kept_stats = _stats_paths(new_md)
     stats = _stats_paths(base) - kept_stats

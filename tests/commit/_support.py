@@ -10,6 +10,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyiceberg.catalog.sql import SqlCatalog as PyIcebergSqlCatalog
 from pyiceberg.table import StaticTable
 
@@ -106,7 +107,9 @@ def assert_all_readers(tbl: Table, expected: pa.Table, *, pyiceberg: bool = True
 
 
 def referenced_files(tbl: Table) -> set[str]:
-    """Every file any snapshot of ``tbl`` references: manifest lists, manifests, data and delete files."""
+    """Every file any snapshot of ``tbl`` references: manifest lists, manifests, and the data and delete
+    files of live (added or existing) entries: a DELETED entry's file is live in an earlier snapshot, or
+    gone with it (expiration deletes it)."""
     out: set[str] = set()
     manifests: dict[str, ManifestFile] = {}
     for snap in tbl.metadata.snapshots:
@@ -115,7 +118,8 @@ def referenced_files(tbl: Table) -> set[str]:
         manifests.update((m.manifest_path, m) for m in snapshot_manifests(tbl.io, snap))
     for path, m in manifests.items():  # each manifest read once: snapshots share them
         out.add(path)
-        out.update(read_manifest(m).column("file_path").to_pylist())
+        entries = read_manifest(m)
+        out.update(entries.filter(pc.not_equal(entries["status"], 2)).column("file_path").to_pylist())
     return out
 
 

@@ -136,3 +136,20 @@ def test_failed_commit_deletes_nothing(tmp_path: Path, monkeypatch: pytest.Monke
     monkeypatch.undo()
     assert table_files(tbl) == files
     assert cat.load_table("db.t").metadata_location == location
+
+
+def test_files_a_kept_snapshot_removed_go_with_the_snapshots_before_it(tmp_path: Path) -> None:
+    """A compaction's snapshot lists the files it replaced as DELETED entries; once every snapshot that had
+    them live expires, they are deleted (Iceberg Java's rule), though the compaction's snapshot is kept."""
+    cat, tbl = build(tmp_path)
+    before = ours(tbl)
+    replaced = {p for p in referenced_files(tbl) if "/data/" in p}
+    tbl.compact(options={"rewrite-all": "true"})
+    result = tbl.expire_snapshots(older_than=after_all(tbl), retain_last=1)
+    assert len(tbl.metadata.snapshots) == 1
+    assert set(result.deleted_data_files) | set(result.deleted_delete_files) == replaced
+    assert not {p for p in replaced if Path(p).exists()}
+    fresh = cat.load_table("db.t")
+    assert_kept_files_exist(fresh)
+    assert_same_rows(ours(fresh), before, context="ours after expire")
+    assert_same_rows(pyiceberg_static(fresh), before, context="pyiceberg after expire")
