@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from .commit.delete_rewrite import DeleteRewriteResult
     from .commit.expire import ExpireResult
     from .commit.properties_update import PropertiesUpdate
+    from .commit.refs_update import RefsUpdate
     from .commit.schema_update import SchemaUpdate
     from .commit.spec_update import SpecUpdate
     from .commit.update import Faults
@@ -283,6 +284,13 @@ class Table:
         from .commit.sort_update import SortOrderUpdate
 
         return SortOrderUpdate(self, order).commit(faults=faults)
+
+    def manage_snapshots(self) -> RefsUpdate:
+        """Branches and tags to create, move (rollback, fast-forward) and remove together; commit it or use it
+        as a ``with`` block (see :mod:`gpu_engine.commit.refs_update`)."""
+        from .commit.refs_update import RefsUpdate
+
+        return RefsUpdate(self)
 
     def update_properties(self) -> PropertiesUpdate:
         """Table properties to set and remove together, ``format-version`` to upgrade the table; commit it or

@@ -26,7 +26,7 @@ from ..errors import CommitConflict, CommitStateUnknown, GpuEngineError, Unsuppo
 from ..iceberg.manifest_list import ManifestFile
 from ..iceberg.manifest_write import write_manifest_list
 from ..iceberg.metadata import TableMetadata
-from ..iceberg.snapshots import Snapshot, snapshot_to_json
+from ..iceberg.snapshots import Snapshot, record_to_json, snapshot_to_json
 from ..io.fileio import FileIO
 from . import manifest_set, table_update
 from .entries import snapshot_manifests
@@ -264,6 +264,7 @@ class _Producer:
 
         assert isinstance(self.catalog, RestCatalog)
         snapshot = new_md.snapshots_by_id[self.snapshot_id]
+        head = new_md.refs[self.branch]  # the branch's retention settings travel with it, as in Java
         requirements: list[dict[str, Any]] = [
             {"type": "assert-table-uuid", "uuid": base.table_uuid},
             {"type": "assert-ref-snapshot-id", "ref": self.branch,
@@ -271,8 +272,7 @@ class _Producer:
         ]  # fmt: skip
         updates: list[dict[str, Any]] = [
             {"action": "add-snapshot", "snapshot": snapshot_to_json(snapshot)},
-            {"action": "set-snapshot-ref", "ref-name": self.branch, "type": "branch",
-             "snapshot-id": self.snapshot_id},
+            {"action": "set-snapshot-ref", "ref-name": self.branch, **record_to_json(head)},
         ]  # fmt: skip
         self.swapping = True
         try:

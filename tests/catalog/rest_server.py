@@ -371,8 +371,9 @@ def _set_ref(md: dict[str, Any], upd: dict[str, Any]) -> str | None:
     if snap is None:
         return f"no snapshot {snap_id} for ref {name}"
     refs = md.setdefault("refs", {})
-    refs[name] = {**refs.get(name, {}), "snapshot-id": snap_id, "type": upd["type"]}
-    if name == "main":
+    retention = ("min-snapshots-to-keep", "max-snapshot-age-ms", "max-ref-age-ms")
+    refs[name] = {"snapshot-id": snap_id, "type": upd["type"], **{k: upd[k] for k in retention if k in upd}}
+    if name == "main" and md.get("current-snapshot-id") != snap_id:
         md["current-snapshot-id"] = snap_id
         md["snapshot-log"] = [
             *md.get("snapshot-log", []),

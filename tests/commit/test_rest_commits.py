@@ -184,3 +184,28 @@ def test_properties_and_format_upgrade_through_rest(server: RestCatalogServer, t
     assert md.properties.get("b") == "2" and "a" not in md.properties
     tbl.delete("id < 5")  # a DV: the table is v3 now
     assert_all_readers(cat.load_table("db.t"), rows(0, 20).filter(pc.field("id") >= 5))
+
+
+def test_branches_tags_and_rollback_through_rest(server: RestCatalogServer, tmp_path: Path) -> None:
+    cat = _catalog(server, tmp_path)
+    cat.create_namespace("db")
+    tbl = cat.create_table("db.t", rows(0, 0).schema, properties={"format-version": "2", **PROPS})
+    tbl.append(rows(0, 10))
+    first = tbl.metadata.current_snapshot_id
+    with tbl.manage_snapshots() as m:  # set-snapshot-ref with retention, asserting the refs are absent
+        m.create_branch("audit", min_snapshots_to_keep=2).create_tag("v1", max_ref_age_ms=86_400_000)
+    tbl.append(rows(10, 5, seed=1), branch="audit")
+    md = cat.load_table("db.t").metadata
+    audit = md.refs["audit"]
+    assert audit.snapshot_id != first and audit.min_snapshots_to_keep == 2  # the commit kept the retention
+    assert md.refs["v1"].max_ref_age_ms == 86_400_000 and md.current_snapshot_id == first
+    tbl.manage_snapshots().fast_forward("main", "audit").commit()
+    assert cat.load_table("db.t").metadata.current_snapshot_id == audit.snapshot_id
+    tbl.manage_snapshots().rollback_to(first).remove_branch("audit").commit()  # remove-snapshot-ref too
+    md = cat.load_table("db.t").metadata
+    assert md.current_snapshot_id == first and set(md.refs) == {"main", "v1"}
+    assert_all_readers(cat.load_table("db.t"), rows(0, 10))
+    stale = cat.load_table("db.t").manage_snapshots().set_current_snapshot(audit.snapshot_id)
+    tbl.append(rows(20, 5, seed=2))
+    with pytest.raises(ValidationError, match="ref 'main' moved"):
+        stale.commit()  # 409 on assert-ref-snapshot-id, then the refreshed base fails the same check

@@ -1,0 +1,169 @@
+"""``tbl.manage_snapshots()``: branches and tags created, moved and removed (write-audit-publish, rollback,
+retention), checked in the metadata JSON, through PyIceberg and DuckDB, and the changes refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from pyiceberg.table import StaticTable
+
+from gpu_engine.commit.refs_update import InvalidRefChange
+from gpu_engine.errors import ValidationError
+from gpu_engine.table import Table
+
+from ._support import assert_all_readers, rows, sql_catalog
+
+FAST = {"commit.retry.min-wait-ms": "1", "commit.retry.max-wait-ms": "5"}
+
+
+def make(tmp_path: Path) -> Table:
+    props = {"format-version": "2", **FAST}
+    return sql_catalog(tmp_path).create_table("db.t", rows(0, 0).schema, properties=props)
+
+
+def refs_json(tbl: Table) -> dict[str, Any]:
+    return dict(json.loads(Path(tbl.metadata_location).read_text()).get("refs", {}))
+
+
+def ids(tbl: Table, **scan: Any) -> list[int]:
+    return sorted(tbl.scan(columns=["id"], **scan).to_arrow()["id"].to_pylist())
+
+
+def test_write_audit_publish_through_a_branch(tmp_path: Path) -> None:
+    tbl = make(tmp_path)
+    tbl.append(rows(0, 10))
+    first = tbl.metadata.current_snapshot_id
+    with tbl.manage_snapshots() as m:
+        m.create_branch("audit", max_ref_age_ms=86_400_000)
+    tbl.append(rows(10, 5), branch="audit")
+    staged = tbl.metadata.refs["audit"].snapshot_id
+    assert tbl.metadata.current_snapshot_id == first  # main untouched
+    assert ids(tbl) == list(range(10)) and ids(tbl, ref="audit") == list(range(15))
+    assert refs_json(tbl)["audit"] == {"snapshot-id": staged, "type": "branch", "max-ref-age-ms": 86_400_000}
+    tbl.manage_snapshots().fast_forward("main", "audit").commit()
+    assert tbl.metadata.current_snapshot_id == staged
+    assert tbl.metadata.snapshot_log[-1].snapshot_id == staged
+    assert_all_readers(tbl, pa.concat_tables([rows(0, 10), rows(10, 5)]))
+    static = StaticTable.from_metadata(tbl.metadata_location)
+    assert static.metadata.refs["audit"].snapshot_id == staged
+    assert static.current_snapshot().snapshot_id == staged  # type: ignore[union-attr]
+
+
+def test_tags_rollback_and_set_current_snapshot(tmp_path: Path) -> None:
+    tbl = make(tmp_path)
+    tbl.append(rows(0, 10))
+    tbl.append(rows(10, 10))
+    good = tbl.metadata.current_snapshot_id
+    assert good is not None
+    tbl.manage_snapshots().create_tag("good", max_ref_age_ms=7 * 86_400_000).commit()
+    tbl.delete("id < 15")  # the bad write
+    bad = tbl.metadata.current_snapshot_id
+    assert bad is not None
+    tbl.manage_snapshots().rollback_to(good).commit()
+    assert tbl.metadata.current_snapshot_id == good and ids(tbl) == list(range(20))
+    assert refs_json(tbl)["good"] == {"snapshot-id": good, "type": "tag", "max-ref-age-ms": 7 * 86_400_000}
+    with pytest.raises(InvalidRefChange, match=f"snapshot {bad}: not an ancestor"):
+        tbl.manage_snapshots().rollback_to(bad).commit()
+    tbl.manage_snapshots().set_current_snapshot(bad).commit()  # any snapshot
+    assert ids(tbl) == list(range(15, 20))
+    assert [e.snapshot_id for e in tbl.metadata.snapshot_log][-3:] == [bad, good, bad]
+    written = pa.concat_tables([rows(0, 10), rows(10, 10)])
+    assert_all_readers(tbl, written.filter(pc.field("id") >= 15))
+    assert ids(tbl, ref="good") == list(range(20))
+    result = tbl.expire_snapshots(older_than=max(s.timestamp_ms for s in tbl.metadata.snapshots) + 1)
+    assert good not in result.expired_snapshot_ids  # the tag keeps it
+    assert ids(tbl, ref="good") == list(range(20))
+
+
+def test_replace_remove_and_retention(tmp_path: Path) -> None:
+    tbl = make(tmp_path)
+    tbl.append(rows(0, 5))
+    one = tbl.metadata.current_snapshot_id
+    tbl.append(rows(5, 5))
+    two = tbl.metadata.current_snapshot_id
+    assert one is not None and two is not None
+    with tbl.manage_snapshots() as m:
+        m.create_branch("dev", one).create_tag("t", one)
+        m.set_retention("dev", min_snapshots_to_keep=3, max_snapshot_age_ms=3_600_000)
+        m.replace_ref("t", two)
+    assert refs_json(tbl)["dev"] == {
+        "snapshot-id": one, "type": "branch", "min-snapshots-to-keep": 3, "max-snapshot-age-ms": 3_600_000,
+    }  # fmt: skip
+    assert refs_json(tbl)["t"]["snapshot-id"] == two
+    tbl.append(rows(10, 5), branch="dev")  # a commit to the branch keeps its retention
+    dev = refs_json(tbl)["dev"]
+    assert dev["snapshot-id"] != one and dev["min-snapshots-to-keep"] == 3
+    with tbl.manage_snapshots() as m:
+        m.remove_branch("dev").remove_tag("t")
+    assert set(refs_json(tbl)) == {"main"}
+    assert tbl.metadata.current_snapshot_id == two
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda m, s: m.create_branch("main"), "create branch 'main': a branch of that name exists"),
+        (lambda m, s: m.create_tag("x", 12345), "no snapshot with id 12345"),
+        (lambda m, s: m.create_branch("b", min_snapshots_to_keep=0), "must be a positive integer"),
+        (lambda m, s: m.remove_branch("main"), "the main branch cannot be removed"),
+        (lambda m, s: m.remove_tag("nope"), "no branch or tag 'nope'"),
+        (lambda m, s: m.create_branch("b").remove_tag("b"), "remove tag 'b': 'b' is a branch, not a tag"),
+        (lambda m, s: m.create_tag("t").remove_branch("t"), "'t' is a tag, not a branch"),
+        (lambda m, s: m.create_tag("t").remove_tag("t").remove_tag("t"), "no branch or tag 't'"),
+        (lambda m, s: m.rollback_to(s[1]), "not an ancestor"),
+        (lambda m, s: m.set_retention("main", max_ref_age_ms=-5), "must be a positive integer"),
+    ],
+)
+def test_refused_changes_name_the_ref_and_commit_nothing(tmp_path: Path, change: Any, message: str) -> None:
+    tbl = make(tmp_path)
+    tbl.append(rows(0, 5))
+    tbl.append(rows(5, 5))
+    snapshots = [s.snapshot_id for s in tbl.metadata.snapshots]
+    tbl.manage_snapshots().rollback_to(snapshots[0]).commit()
+    location = tbl.metadata_location
+    with pytest.raises(InvalidRefChange, match=message), tbl.manage_snapshots() as m:
+        change(m, snapshots)
+    tbl.refresh()
+    assert tbl.metadata_location == location
+
+
+def test_tags_take_no_branch_retention_and_fast_forward_needs_a_descendant(tmp_path: Path) -> None:
+    tbl = make(tmp_path)
+    tbl.append(rows(0, 5))
+    tbl.manage_snapshots().create_tag("t").create_branch("side").commit()
+    with pytest.raises(InvalidRefChange, match="a tag takes max_ref_age_ms only"):
+        tbl.manage_snapshots().set_retention("t", min_snapshots_to_keep=2)
+    tbl.append(rows(5, 5))  # main moves on
+    tbl.append(rows(10, 5), branch="side")  # side moves elsewhere
+    with pytest.raises(InvalidRefChange, match=r"'side' .* does not descend from 'main'"):
+        tbl.manage_snapshots().fast_forward("main", "side").commit()
+    with pytest.raises(InvalidRefChange, match="'t' is a tag, not a branch"):
+        tbl.manage_snapshots().fast_forward("t", "main")
+
+
+def test_a_lost_race_reapplies_unless_a_touched_ref_moved(tmp_path: Path) -> None:
+    tbl = make(tmp_path)
+    tbl.append(rows(0, 5))
+    first = tbl.metadata.current_snapshot_id
+    other = sql_catalog(tmp_path).load_table("db.t")
+    tag = tbl.manage_snapshots().create_tag("t", first)
+    other.append(rows(5, 5))  # main moved; the tag does not touch it: re-applied
+    tag.commit()
+    assert tbl.metadata.refs["t"].snapshot_id == first and ids(tbl) == list(range(10))
+    stale = other.manage_snapshots().rollback_to(first)  # touches main...
+    tbl.append(rows(10, 5))  # ...which moves meanwhile
+    with pytest.raises(ValidationError, match="ref 'main' moved"):
+        stale.commit()
+    assert ids(tbl.refresh()) == list(range(15))
+
+
+def test_an_empty_table_needs_a_named_snapshot(tmp_path: Path) -> None:
+    tbl = make(tmp_path)
+    with pytest.raises(InvalidRefChange, match="no current snapshot; name one"):
+        tbl.manage_snapshots().create_branch("b")
+    assert tbl.metadata.refs == {}
