@@ -192,6 +192,7 @@ def test_branches_tags_and_rollback_through_rest(server: RestCatalogServer, tmp_
     tbl = cat.create_table("db.t", rows(0, 0).schema, properties={"format-version": "2", **PROPS})
     tbl.append(rows(0, 10))
     first = tbl.metadata.current_snapshot_id
+    assert first is not None
     with tbl.manage_snapshots() as m:  # set-snapshot-ref with retention, asserting the refs are absent
         m.create_branch("audit", min_snapshots_to_keep=2).create_tag("v1", max_ref_age_ms=86_400_000)
     tbl.append(rows(10, 5, seed=1), branch="audit")
