@@ -103,7 +103,10 @@ def delete_rows(
     check_committable(table)
     md = table.metadata
     if md.format_version < 2:
-        raise ValidationError(f"table {md.location}: format version 1 has no equality deletes")
+        raise ValidationError(
+            f"table {md.location}: format version 1 has no equality deletes (upgrade it: "
+            "tbl.update_properties().set('format-version', '2'))"
+        )
     if on is None:
         on = [md.schema.names_by_id[i] for i in md.schema.identifier_field_ids]
         if not on:

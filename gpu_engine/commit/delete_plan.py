@@ -138,7 +138,9 @@ def plan_row_deletes(
     md, io = table.metadata, table.io
     if md.format_version < 2:
         raise UnsupportedFeature(
-            f"table {md.location}: format version 1 has no row-level deletes (upgrade it to format version 2)"
+            f"table {md.location}: format version 1 has no row-level deletes (upgrade it: "
+            "tbl.update_properties().set('format-version', '2'), or gpu-engine alter --set-property "
+            "format-version=2)"
         )
     options = ScanOptions(filter, ref=branch, case_sensitive=case_sensitive)
     plan = plan_scan(md, io, options)
