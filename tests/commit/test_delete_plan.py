@@ -244,7 +244,10 @@ def test_nothing_matches() -> None:
 def test_bad_filter_and_v1_tables_raise() -> None:
     with pytest.raises(ExpressionError, match="nope"):
         plan_row_deletes(load(V3_DV), "nope = 1", backend="cpu")
-    with pytest.raises(UnsupportedFeature, match=r"format version 1 has no row-level deletes \(upgrade it: tbl.update_properties\(\)"):
+    with pytest.raises(
+        UnsupportedFeature,
+        match=r"format version 1 has no row-level deletes \(upgrade it: tbl.update_properties\(\)",
+    ):
         plan_row_deletes(load(V1), "true", backend="cpu")
 
 
