@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from .commit.update import Faults
     from .expressions import Expression
     from .iceberg.sorting import SortOrder
+    from .inspect import InspectTable
     from .io.parquet_write import Data
     from .scan import TableScan
 
@@ -284,6 +285,14 @@ class Table:
         from .commit.sort_update import SortOrderUpdate
 
         return SortOrderUpdate(self, order).commit(faults=faults)
+
+    @property
+    def inspect(self) -> InspectTable:
+        """Metadata tables as Arrow tables: ``partitions()``, ``files()``, ``manifests()``, ``snapshots()``,
+        ``refs()``, ``history()`` (see :mod:`gpu_engine.inspect`)."""
+        from .inspect import InspectTable
+
+        return InspectTable(self)
 
     def manage_snapshots(self) -> RefsUpdate:
         """Branches and tags to create, move (rollback, fast-forward) and remove together; commit it or use it

@@ -1,5 +1,5 @@
-"""The ``gpu-engine`` command: plan, scan, create, append, delete, alter, compact, snapshots, and maintenance
-(expire-snapshots, remove-orphan-files, rewrite-position-deletes, convert-equality-deletes)."""
+"""The ``gpu-engine`` command: plan, scan, create, append, delete, alter, compact, snapshots, inspect, and
+maintenance (expire-snapshots, remove-orphan-files, rewrite-position-deletes, convert-equality-deletes)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from ..errors import GpuEngineError
-from . import alter, compact, maintain, plan, scan, snapshots, write
+from . import alter, compact, inspect, maintain, plan, scan, snapshots, write
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -26,6 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     compact.add_parser(sub)
     maintain.add_parsers(sub)
     snapshots.add_parser(sub)
+    inspect.add_parser(sub)
     return parser
 
 

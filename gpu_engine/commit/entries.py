@@ -40,6 +40,15 @@ def live_entries(io: FileIO, manifest: ManifestFile, spec: PartitionSpec) -> lis
     return entries_of(table, manifest, spec)
 
 
+def manifest_spec_id(manifest: ManifestFile, table: pa.Table) -> int:
+    """The spec id of ``manifest`` (its manifest-list entry's, else that of the entries read into ``table``,
+    for the manifests a v1 snapshot lists by path; 0 for an empty one)."""
+    if manifest.partition_spec_id is not None:
+        return manifest.partition_spec_id
+    ids = set(table.column("spec_id").to_pylist())
+    return int(next(iter(ids))) if ids else 0
+
+
 def entries_of(
     table: pa.Table, manifest: ManifestFile, spec: PartitionSpec, *, deleted_by: int | None = None
 ) -> list[ManifestEntry]:

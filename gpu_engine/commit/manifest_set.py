@@ -22,7 +22,7 @@ from ..iceberg.manifest_write import ManifestContent, ManifestEntry, write_manif
 from ..iceberg.manifests import ADDED, DELETED, EXISTING, read_manifest
 from ..iceberg.metadata import TableMetadata
 from ..io.fileio import FileIO
-from .entries import entries_of
+from .entries import entries_of, manifest_spec_id
 from .update import Faults, FileKey, file_key
 
 NewPath = Callable[[], str]
@@ -115,7 +115,7 @@ def filter_existing(
         if not legacy and not pc.any(pc.and_(live, hit)).as_py():
             out.append(m)
             continue
-        spec_id = m.partition_spec_id if m.partition_spec_id is not None else _spec_id(table)
+        spec_id = manifest_spec_id(m, table)
         entries = entries_of(table, m, md.spec_by_id(spec_id))
         if not legacy and not any(file_key(e.file) in removed for e in entries):
             out.append(m)  # only other DVs of a removed DV's Puffin file: unchanged
@@ -143,8 +143,3 @@ def filter_existing(
             f"(removed concurrently?): {shown}"
         )
     return out, gone, replaced, processed
-
-
-def _spec_id(table: pa.Table) -> int:
-    ids = set(table.column("spec_id").to_pylist())
-    return int(next(iter(ids))) if ids else 0

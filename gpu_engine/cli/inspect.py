@@ -1,0 +1,101 @@
+"""``gpu-engine inspect TABLE partitions|files|manifests|snapshots|refs|history``: a metadata table (see
+:mod:`gpu_engine.inspect`) on the screen, as JSON rows (``--json``), or as a Parquet file (``-o``).
+
+``--snapshot ID`` picks the snapshot of ``partitions``, ``files`` and ``manifests`` (default: current);
+``--columns`` selects columns; the screen shows at most ``--limit`` rows (default 50)."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from rich.console import Console
+from rich.table import Table as RichTable
+
+from ..errors import GpuEngineError
+from .common import open_table, table_options
+
+TABLES = ("partitions", "files", "manifests", "snapshots", "refs", "history")
+_BY_SNAPSHOT = ("partitions", "files", "manifests")
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "inspect", help="metadata tables: partitions, files, manifests, snapshots, refs, history"
+    )
+    table_options(p)
+    p.add_argument("what", choices=TABLES, help="the metadata table")
+    p.add_argument("--snapshot", type=int, metavar="ID", help="for partitions, files, manifests")
+    p.add_argument("--columns", metavar="COLS", help="comma-separated columns")
+    p.add_argument("--limit", type=int, default=50, metavar="N", help="rows on the screen (default 50)")
+    p.add_argument("-o", "--output", metavar="FILE", help="write the whole table as Parquet")
+    p.set_defaults(run=cmd_inspect)
+
+
+def cmd_inspect(args: argparse.Namespace, console: Console) -> int:
+    if args.snapshot is not None and args.what not in _BY_SNAPSHOT:
+        raise GpuEngineError(
+            f"--snapshot: {args.what} has no snapshot to choose (only {', '.join(_BY_SNAPSHOT)})"
+        )
+    table = open_table(args)
+    inspect = table.inspect
+    result: pa.Table = (
+        getattr(inspect, args.what)(snapshot_id=args.snapshot)
+        if args.what in _BY_SNAPSHOT
+        else getattr(inspect, args.what)()
+    )
+    if args.columns:
+        wanted = [c.strip() for c in args.columns.split(",") if c.strip()]
+        unknown = [c for c in wanted if c not in result.column_names]
+        if unknown:
+            raise GpuEngineError(
+                f"--columns: {args.what} has no column(s) {unknown} (columns: {result.column_names})"
+            )
+        result = result.select(wanted)
+    if args.output:
+        try:
+            pq.write_table(result, args.output, compression="zstd")
+        except OSError as e:
+            raise GpuEngineError(f"-o {args.output}: cannot write there ({e})") from None
+    if args.json:
+        print(json.dumps(result.to_pylist(), indent=2, default=_json_value))
+        return 0
+    if args.limit < 0:
+        raise GpuEngineError(f"--limit {args.limit}: expected 0 or more")
+    shown = result.slice(0, args.limit)
+    out = RichTable(
+        title=f"{args.what} ({result.num_rows} rows"
+        + (f", first {shown.num_rows})" if shown.num_rows < result.num_rows else ")")
+    )
+    for name in shown.column_names:
+        out.add_column(name)
+    for row in shown.to_pylist():
+        out.add_row(*(_cell(v) for v in row.values()))
+    console.print(out)
+    return 0
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, dt.datetime):
+        return value.isoformat()
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, (dt.date, dt.time)):
+        return value.isoformat()
+    return str(value)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={_cell(v)}" for k, v in value.items())
+    if isinstance(value, list):  # lists, and maps as (key, value) pairs
+        return ", ".join(f"{_cell(v[0])}={_cell(v[1])}" if isinstance(v, tuple) else _cell(v) for v in value)
+    if isinstance(value, bytes):
+        return value.hex()
+    return str(value)

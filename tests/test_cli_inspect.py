@@ -1,0 +1,88 @@
+"""``gpu-engine inspect``: each metadata table as JSON rows, on the screen and as Parquet; bad arguments exit
+2 naming the option."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+import gpu_engine as ge
+from gpu_engine.cli import main
+
+from .test_cli_write import IDENT, NAME, _json, _rows, _write, catalog_env
+
+__all__ = ["catalog_env"]
+
+
+def _table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    schema_file = _write(tmp_path, "schema.parquet", _rows(0, 0))
+    _json(capsys, "create", IDENT, "--catalog", NAME, "--schema", schema_file, "--partition-by", "region")
+    for i in range(2):
+        _json(
+            capsys,
+            "append",
+            IDENT,
+            "--catalog",
+            NAME,
+            _write(tmp_path, f"{i}.parquet", _rows(i * 9, i * 9 + 9)),
+        )
+    _json(capsys, "delete", IDENT, "--catalog", NAME, "--filter", "id = 4")
+
+
+def _rows_of(capsys: pytest.CaptureFixture[str], *argv: str) -> list[dict[str, object]]:
+    assert main(["inspect", IDENT, "--catalog", NAME, *argv, "--json"]) == 0, capsys.readouterr().err
+    rows: list[dict[str, object]] = json.loads(capsys.readouterr().out)
+    return rows
+
+
+def test_each_metadata_table(
+    catalog_env: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _table(tmp_path, capsys)
+    partitions = _rows_of(capsys, "partitions")
+    assert sorted(str(r["partition"]) for r in partitions) == ["{'region': 'eu'}", "{'region': 'us'}"]
+    assert sum(int(str(r["record_count"])) for r in partitions) == 18
+    assert sum(int(str(r["position_delete_record_count"])) for r in partitions) == 1
+    files = _rows_of(capsys, "files", "--columns", "content,record_count")
+    assert sorted((r["content"], r["record_count"]) for r in files) == [
+        (0, 3),
+        (0, 3),
+        (0, 6),
+        (0, 6),
+        (1, 1),
+    ]
+    snapshots = _rows_of(capsys, "snapshots")
+    assert [r["operation"] for r in snapshots] == ["append", "append", "delete"]
+    first = int(str(snapshots[0]["snapshot_id"]))
+    assert len(_rows_of(capsys, "files", "--snapshot", str(first))) == 2
+    assert [r["name"] for r in _rows_of(capsys, "refs")] == ["main"]
+    assert len(_rows_of(capsys, "history")) == 3 and len(_rows_of(capsys, "manifests")) >= 2
+    out = tmp_path / "files.parquet"
+    assert main(["inspect", IDENT, "--catalog", NAME, "files", "-o", str(out)]) == 0
+    assert pq.read_table(out).num_rows == 5
+    monkeypatch.setenv("COLUMNS", "250")
+    assert main(["inspect", IDENT, "--catalog", NAME, "partitions", "--limit", "1"]) == 0
+    screen = capsys.readouterr().out
+    assert "partitions (2 rows, first 1)" in screen and "record_count" in screen
+    tbl = ge.load_catalog(NAME).load_table(IDENT)
+    assert tbl.inspect.partitions().num_rows == 2
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["refs", "--snapshot", "1"], "--snapshot: refs has no snapshot to choose"),
+        (["files", "--columns", "nope"], "--columns: files has no column(s) ['nope']"),
+        (["files", "--snapshot", "42"], "no snapshot with id 42"),
+        (["files", "--limit", "-1"], "--limit -1: expected 0 or more"),
+    ],
+)
+def test_inspect_errors_exit_2(
+    catalog_env: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    _table(tmp_path, capsys)
+    assert main(["inspect", IDENT, "--catalog", NAME, *argv]) == 2
+    assert message in " ".join(capsys.readouterr().err.split())

@@ -1,0 +1,142 @@
+"""``tbl.inspect``: the metadata tables, compared with PyIceberg's ``inspect`` (an independent reader of the
+same manifests) on written tables (deletes of every kind, two partition specs, branches, a rollback) and on
+every real fixture table PyIceberg can inspect."""
+
+from __future__ import annotations
+
+import warnings
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from pyiceberg.table import StaticTable
+
+import gpu_engine as ge
+from gpu_engine.table import Table
+
+from .commit._support import rows, sql_catalog
+from .execute.oracles import remapped_copy
+from .execute.test_fixture_scans import ENGINE_CANNOT
+from .planning._support import FIXTURES, MISSING, inventory_paths
+
+PARTITION_COLUMNS = (
+    "spec_id", "record_count", "file_count", "total_data_file_size_in_bytes", "position_delete_record_count",
+    "position_delete_file_count", "equality_delete_record_count", "equality_delete_file_count",
+    "last_updated_snapshot_id",
+)  # fmt: skip
+FILE_COLUMNS = ("content", "file_path", "file_format", "spec_id", "record_count", "file_size_in_bytes")
+MANIFEST_COLUMNS = (
+    "content", "path", "length", "partition_spec_id", "added_snapshot_id", "added_data_files_count",
+    "existing_data_files_count", "deleted_data_files_count", "added_delete_files_count",
+    "existing_delete_files_count", "deleted_delete_files_count",
+)  # fmt: skip
+
+
+def _static(tbl: Table) -> Any:
+    return StaticTable.from_metadata(tbl.metadata_location)
+
+
+def _bag(table: pa.Table, columns: tuple[str, ...]) -> Counter[tuple[Any, ...]]:
+    """The rows of ``columns`` as a multiset (``partition`` structs as sorted item tuples)."""
+    picked = [c for c in columns if c in table.column_names]
+    out: Counter[tuple[Any, ...]] = Counter()
+    for row in table.select(picked).to_pylist():
+        out[tuple(tuple(sorted(v.items())) if isinstance(v, dict) else v for v in row.values())] += 1
+    return out
+
+
+def _same(ours: pa.Table, theirs: pa.Table, columns: tuple[str, ...], what: str) -> None:
+    shared = tuple(c for c in columns if c in theirs.column_names)
+    missing = [c for c in shared if c not in ours.column_names]
+    assert not missing, f"{what}: we lack {missing}"
+    assert _bag(ours, shared) == _bag(theirs, shared), what
+
+
+def _history_table(tmp_path: Path) -> Table:
+    """A v2 table partitioned by region, then also by bucket(2, id); appends, a position delete, an equality
+    delete, a branch, a tag and a rollback."""
+    cat = sql_catalog(tmp_path)
+    tbl = cat.create_table(
+        "db.t", rows(0, 0).schema, partition_spec=["region"], properties={"format-version": "2"}
+    )
+    tbl.append(rows(0, 30))
+    tbl.append(rows(30, 30, seed=1))
+    tbl.delete("id < 5")
+    with tbl.update_spec() as s:
+        s.add_field("bucket(2, id)")
+    tbl.append(rows(60, 30, seed=2))
+    tbl.delete_rows(
+        pa.table({"id": pa.array([40, 70], pa.int64()), "region": ["eu", "eu"]}), on=["id", "region"]
+    )
+    tbl.manage_snapshots().create_tag("before-bad").create_branch("dev").commit()
+    good = tbl.metadata.current_snapshot_id
+    assert good is not None
+    tbl.delete("id >= 80")
+    tbl.manage_snapshots().rollback_to(good).commit()
+    tbl.append(rows(90, 5, seed=3), branch="dev")
+    return tbl
+
+
+def test_metadata_tables_match_pyiceberg(tmp_path: Path) -> None:
+    tbl = _history_table(tmp_path)
+    theirs = _static(tbl).inspect
+    partitions = tbl.inspect.partitions()
+    _same(partitions, theirs.partitions(), ("partition", *PARTITION_COLUMNS), "partitions")
+    assert len({row["spec_id"] for row in partitions.to_pylist()}) == 2  # files of both specs
+    assert sum(partitions["equality_delete_file_count"].to_pylist()) >= 1
+    files = tbl.inspect.files()
+    _same(files, theirs.files(), FILE_COLUMNS, "files")
+    assert sorted(set(files["content"].to_pylist())) == [0, 1, 2]
+    _same(tbl.inspect.manifests(), theirs.manifests(), MANIFEST_COLUMNS, "manifests")
+    _same(tbl.inspect.snapshots(), theirs.snapshots(), ("snapshot_id", "parent_id", "operation"), "snapshots")
+    refs_columns = ("name", "type", "snapshot_id", "max_reference_age_in_ms", "min_snapshots_to_keep")
+    _same(tbl.inspect.refs(), theirs.refs(), refs_columns, "refs")
+    history = tbl.inspect.history()
+    _same(history, theirs.history(), ("snapshot_id", "parent_id", "is_current_ancestor"), "history")
+    assert False in history["is_current_ancestor"].to_pylist()  # the rolled-back delete
+    dev = tbl.metadata.refs["dev"].snapshot_id
+    on_main = sum(partitions["record_count"].to_pylist())
+    assert sum(tbl.inspect.partitions(snapshot_id=dev)["record_count"].to_pylist()) == on_main + 5
+
+
+def test_an_unpartitioned_table_has_one_partition_row(tmp_path: Path) -> None:
+    tbl = sql_catalog(tmp_path).create_table("db.u", rows(0, 0).schema, properties={"format-version": "3"})
+    assert tbl.inspect.partitions().num_rows == 0 and tbl.inspect.files().num_rows == 0
+    tbl.append(rows(0, 10))
+    tbl.append(rows(10, 10, seed=1))
+    tbl.delete("id < 3")  # a deletion vector
+    partitions = tbl.inspect.partitions()
+    assert "partition" not in partitions.column_names and partitions.num_rows == 1
+    row = partitions.to_pylist()[0]
+    assert (row["record_count"], row["file_count"]) == (20, 2)
+    assert (row["position_delete_record_count"], row["position_delete_file_count"]) == (3, 1)
+    dv = [f for f in tbl.inspect.files().to_pylist() if f["content"] == 1]
+    assert dv[0]["file_format"] == "PUFFIN" and dv[0]["referenced_data_file"] is not None
+
+
+FIXTURES_INSPECTED = [rel for rel in inventory_paths() if rel not in ENGINE_CANNOT]
+
+
+@pytest.mark.parametrize("rel", FIXTURES_INSPECTED)
+def test_fixture_metadata_tables_match_pyiceberg(rel: str) -> None:
+    if rel == MISSING:
+        pytest.fail(f"fixtures not found at {FIXTURES}")
+    metadata = remapped_copy(rel)
+    tbl = ge.load_table(str(metadata))
+    if tbl.metadata.current_snapshot_id is None:
+        pytest.skip("no current snapshot")
+    ours = {"files": tbl.inspect.files(), "manifests": tbl.inspect.manifests()}
+    ours["partitions"] = tbl.inspect.partitions()  # whether PyIceberg can inspect the table or not
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            theirs = StaticTable.from_metadata(str(metadata)).inspect
+            expected = {"files": theirs.files(), "manifests": theirs.manifests()}
+            expected["partitions"] = theirs.partitions()
+    except Exception as exc:  # PyIceberg cannot inspect every table: not the oracle then
+        pytest.skip(f"PyIceberg cannot inspect it: {type(exc).__name__}: {str(exc)[:120]}")
+    _same(ours["files"], expected["files"], FILE_COLUMNS, f"{rel}: files")
+    _same(ours["manifests"], expected["manifests"], MANIFEST_COLUMNS, f"{rel}: manifests")
+    _same(ours["partitions"], expected["partitions"], PARTITION_COLUMNS, f"{rel}: partitions")
