@@ -297,3 +297,27 @@ def test_overlap_in_one_partition_fails_only_that_group(tmp_path: Path) -> None:
     assert sorted(g.group_index for g in result.groups) == sorted({0, 1, 2} - {eu})
     fresh = assert_table(cat, expected)
     assert replace_snapshots(fresh) == 3
+
+
+# -- (e) the branch moved back under the compaction ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("partial", [True, False], ids=["partial", "all-or-nothing"])
+@pytest.mark.parametrize("version", [2, 3])
+def test_a_rollback_under_the_compaction_loses_no_row(tmp_path: Path, version: int, partial: bool) -> None:
+    """The compaction read the rows with a delete applied; main is rolled back to before that delete while it
+    runs: committing the rewritten files would delete those rows again, so no group may commit them."""
+    cat, tbl, expected = setup(tmp_path, version)
+    before_delete = tbl.metadata.current_snapshot_id
+    assert before_delete is not None
+    tbl.delete("id in (3, 40, 41, 75, 100)")  # rows in several groups
+    rollback = Meanwhile(lambda g: other(cat).manage_snapshots().rollback_to(before_delete).commit(), at=1)
+    if partial:  # groups committed before the rollback are rolled back with it; every later one fails
+        result = tbl.compact(options=options(partial), progress=rollback, backend="cpu")
+        assert result.failures and {f.stage for f in result.failures} == {"validation"}
+    else:
+        with pytest.raises(ValidationError, match="'main' no longer descends from snapshot"):
+            tbl.compact(options=options(partial), progress=rollback, backend="cpu")
+    assert rollback.done
+    fresh = assert_table(cat, expected)  # every row of the rolled-back-to snapshot, none deleted again
+    assert fresh.metadata.current_snapshot_id == before_delete
