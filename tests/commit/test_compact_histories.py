@@ -5,10 +5,12 @@ after every operation against a reference model (the multiset of live rows; on v
 
 Histories also evolve the schema (extra columns added, with v3 defaults, and deleted; ``k``, ``v``, ``g``
 renamed; columns moved; ``g`` promoted to long) and the partition spec (identity ``g``, ``bucket(3, id)`` and
-``truncate(1, k)`` fields added and removed). The model keeps rows by logical column names; filters, keys and
-sort orders are written with the current names. ``delete_rows`` writes its equality deletes in every spec
-holding live rows (an equality delete of a partitioned spec applies only to files of that spec), so its keys
-carry the partition columns of all of them; the model reads each row's ``_spec_id`` after every operation.
+``truncate(1, k)`` fields added and removed), and roll main back to an earlier snapshot (the model keeps the
+rows of every snapshot it checked, schema changes applied to them too). The model keeps rows by logical
+column names; filters, keys and sort orders are written with the current names. ``delete_rows`` writes its
+equality deletes in every spec holding live rows (an equality delete of a partitioned spec applies only to
+files of that spec), so its keys carry the partition columns of all of them; the model reads each row's
+``_spec_id`` after every operation.
 
 The ``gpu``-marked subset runs the same histories with ``backend="cuda"`` (a real device, or numba's CUDA
 simulator in ``make test-cudasim``); sort and z-order need CuPy there, so without it they become binpack.
@@ -186,6 +188,7 @@ class History:
     g_long: bool = False
     spec_of: dict[int, int] = field(default_factory=dict)  # row id -> spec id of the file holding it
     evolutions: int = 0
+    states: dict[int, list[Row]] = field(default_factory=dict)  # snapshot id -> the model's rows there
 
     # names and types
 
@@ -363,7 +366,7 @@ class History:
                 u.add_column(x, "long", default=default)
                 self.extras.append(x)
                 self.names[x] = x
-                for r in self.model.rows:
+                for r in self._all_rows():
                     r[x] = default
                 self.log.append(f"add column {x} long default {default}")
             elif kind == "rename":
@@ -385,13 +388,38 @@ class History:
                 x = rng.choice(self.extras)
                 u.delete_column(self.names[x])
                 self.extras.remove(x)
-                for r in self.model.rows:
+                for r in self._all_rows():
                     del r[x]
                 self.log.append(f"delete column {x}")
             else:
                 u.update_column(self.names["g"], "long")
                 self.g_long = True
                 self.log.append("promote g to long")
+
+    def _all_rows(self) -> list[Row]:
+        """The live rows and those of every saved snapshot state: a schema change reaches them all."""
+        return [*self.model.rows, *(r for rows in self.states.values() for r in rows)]
+
+    def save_state(self) -> None:
+        current = self.tbl.metadata.current_snapshot_id
+        if current is not None:
+            self.states[current] = [dict(r) for r in self.model.rows]
+
+    def rollback_targets(self) -> list[int]:
+        """The ancestors of main's head (not itself) whose rows the model saw."""
+        md = self.tbl.metadata
+        out, current = [], md.current_snapshot_id
+        while current is not None and current in md.snapshots_by_id:
+            current = md.snapshots_by_id[current].parent_snapshot_id
+            if current in self.states:
+                out.append(current)
+        return out
+
+    def rollback(self) -> None:
+        target = self.rng.choice(self.rollback_targets())
+        self.tbl.manage_snapshots().rollback_to(target).commit()
+        self.model.rows = [dict(r) for r in self.states[target]]
+        self.log.append(f"rollback to snapshot {target}")
 
     def evolve_spec(self) -> None:
         md = self.tbl.metadata
@@ -458,6 +486,7 @@ def run_history(
     ops = rng.randrange(min_ops, max_ops + 1)
     h.append()
     h.check()
+    h.save_state()
     for _ in range(ops - 1):
         choices: list[Callable[[], None]] = [
             h.append,
@@ -470,8 +499,10 @@ def run_history(
         choices += [h.evolve_schema] if h.extras else []  # added columns get dropped too
         if version >= 2 and h.model.rows:
             choices += [h.delete, h.delete, h.delete_rows]
+        choices += [h.rollback] if h.rollback_targets() else []
         rng.choice(choices)()
         h.check()
+        h.save_state()
     if not any(entry.startswith("compact") for entry in h.log):  # every history compacts at least once
         tbl.compact(options={"rewrite-all": "true"}, backend=backend)
         h.log.append("final compaction")
@@ -504,11 +535,11 @@ def test_history_cuda(catalog: SqlCatalog, seed: int) -> None:
 def test_histories_cover_every_operation(catalog: SqlCatalog) -> None:
     """The generator reaches every kind of operation (over a few seeds' logs)."""
     seen: Counter[str] = Counter()
-    for seed in range(12):
+    for seed in range(20):
         h = run_history(catalog, seed, "cpu", name="coverage")
         seen.update(entry.split()[0] for entry in h.log)
         seen.update(" ".join(entry.split()[:2]) for entry in h.log)
-    assert {"append", "delete", "delete_rows", "compact"} <= set(seen), seen
+    assert {"append", "delete", "delete_rows", "compact", "rollback"} <= set(seen), seen
     evolution = {
         "add column",
         "rename column",
