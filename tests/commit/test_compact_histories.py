@@ -5,12 +5,14 @@ after every operation against a reference model (the multiset of live rows; on v
 
 Histories also evolve the schema (extra columns added, with v3 defaults, and deleted; ``k``, ``v``, ``g``
 renamed; columns moved; ``g`` promoted to long) and the partition spec (identity ``g``, ``bucket(3, id)`` and
-``truncate(1, k)`` fields added and removed), and roll main back to an earlier snapshot (the model keeps the
-rows of every snapshot it checked, schema changes applied to them too). The model keeps rows by logical
-column names; filters, keys and sort orders are written with the current names. ``delete_rows`` writes its
-equality deletes in every spec holding live rows (an equality delete of a partitioned spec applies only to
-files of that spec), so its keys carry the partition columns of all of them; the model reads each row's
-``_spec_id`` after every operation.
+``truncate(1, k)`` fields added and removed), roll main back to an earlier snapshot (the model keeps the
+rows of every snapshot it checked, schema changes applied to them too), and append through a branch that is
+then fast-forwarded into main or dropped (write-audit-publish; main checked unchanged meanwhile).
+
+The model keeps rows by logical column names; filters, keys and sort orders are written with the current
+names. ``delete_rows`` writes its equality deletes in every spec holding live rows (an equality delete of a
+partitioned spec applies only to files of that spec), so its keys carry the partition columns of all of
+them; the model reads each row's ``_spec_id`` after every operation.
 
 The ``gpu``-marked subset runs the same histories with ``backend="cuda"`` (a real device, or numba's CUDA
 simulator in ``make test-cudasim``); sort and z-order need CuPy there, so without it they become binpack.
@@ -231,7 +233,7 @@ class History:
 
     # operations
 
-    def append(self, tbl: Table | None = None) -> None:
+    def append(self, tbl: Table | None = None, *, branch: str = "main") -> None:
         n = self.rng.randrange(1, 30)
         start = self.model.next_id
         self.model.next_id += n
@@ -245,8 +247,10 @@ class History:
             }
             for i in range(n)
         ]
-        self.log.append(f"append {n} rows (ids {start}..{start + n - 1})")
-        result = (tbl or self.tbl).append(self.arrow(rows), backend=self.backend)
+        self.log.append(
+            f"append {n} rows (ids {start}..{start + n - 1})" + (f" to {branch}" if branch != "main" else "")
+        )
+        result = (tbl or self.tbl).append(self.arrow(rows), branch=branch, backend=self.backend)
         self.model.rows += rows
         self.last_append = (start, result.commit.sequence_number)
 
@@ -415,6 +419,26 @@ class History:
                 out.append(current)
         return out
 
+    def publish_through_branch(self) -> None:
+        """Write-audit-publish: a branch at main's head gets an append (main does not see it), then is
+        fast-forwarded into main or dropped."""
+        name = f"wap{len(self.log)}"
+        self.tbl.manage_snapshots().create_branch(name).commit()
+        before = [dict(r) for r in self.model.rows]
+        self.append(branch=name)
+        staged = self.model.rows
+        self.model.rows = before
+        self.check()  # main is untouched
+        got = self.tbl.scan(columns=[self.names["id"]], ref=name, backend=self.backend).to_arrow()
+        assert sorted(got.column(0).to_pylist()) == sorted(r["id"] for r in staged), self.log
+        if self.rng.random() < 0.7:
+            self.tbl.manage_snapshots().fast_forward("main", name).remove_branch(name).commit()
+            self.model.rows = staged
+            self.log.append(f"publish {name}")
+        else:
+            self.tbl.manage_snapshots().remove_branch(name).commit()
+            self.log.append(f"drop {name}")
+
     def rollback(self) -> None:
         target = self.rng.choice(self.rollback_targets())
         self.tbl.manage_snapshots().rollback_to(target).commit()
@@ -500,6 +524,7 @@ def run_history(
         if version >= 2 and h.model.rows:
             choices += [h.delete, h.delete, h.delete_rows]
         choices += [h.rollback] if h.rollback_targets() else []
+        choices += [h.publish_through_branch] if h.tbl.metadata.current_snapshot_id is not None else []
         rng.choice(choices)()
         h.check()
         h.save_state()
@@ -535,11 +560,11 @@ def test_history_cuda(catalog: SqlCatalog, seed: int) -> None:
 def test_histories_cover_every_operation(catalog: SqlCatalog) -> None:
     """The generator reaches every kind of operation (over a few seeds' logs)."""
     seen: Counter[str] = Counter()
-    for seed in range(20):
+    for seed in range(40):
         h = run_history(catalog, seed, "cpu", name="coverage")
         seen.update(entry.split()[0] for entry in h.log)
         seen.update(" ".join(entry.split()[:2]) for entry in h.log)
-    assert {"append", "delete", "delete_rows", "compact", "rollback"} <= set(seen), seen
+    assert {"append", "delete", "delete_rows", "compact", "rollback", "publish", "drop"} <= set(seen), seen
     evolution = {
         "add column",
         "rename column",
