@@ -12,23 +12,13 @@ import pytest
 import gpu_engine as ge
 from gpu_engine.cli import main
 
-from .test_cli_write import IDENT, NAME, _json, _rows, _write, catalog_env
+from .test_cli_write import IDENT, NAME, _create_and_append, _json, catalog_env
 
 __all__ = ["catalog_env"]
 
 
 def _table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    schema_file = _write(tmp_path, "schema.parquet", _rows(0, 0))
-    _json(capsys, "create", IDENT, "--catalog", NAME, "--schema", schema_file, "--partition-by", "region")
-    for i in range(2):
-        _json(
-            capsys,
-            "append",
-            IDENT,
-            "--catalog",
-            NAME,
-            _write(tmp_path, f"{i}.parquet", _rows(i * 9, i * 9 + 9)),
-        )
+    _create_and_append(tmp_path, capsys, 2, 9, "--partition-by", "region")
     _json(capsys, "delete", IDENT, "--catalog", NAME, "--filter", "id = 4")
 
 

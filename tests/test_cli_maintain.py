@@ -18,7 +18,7 @@ from gpu_engine.cli.maintain import parse_when
 from gpu_engine.errors import GpuEngineError
 from gpu_engine.io.paths import normalize
 
-from .test_cli_write import IDENT, NAME, _json, _rows, _write, catalog_env
+from .test_cli_write import IDENT, NAME, _create_and_append, _json, _rows, _write, catalog_env
 
 __all__ = ["catalog_env"]
 
@@ -31,17 +31,7 @@ def _ids() -> list[int]:
 def test_maintenance_jobs_keep_rows_and_report_what_they_did(
     catalog_env: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    schema_file = _write(tmp_path, "schema.parquet", _rows(0, 0))
-    _json(capsys, "create", IDENT, "--catalog", NAME, "--schema", schema_file, "--format-version", "2")
-    for i in range(3):
-        _json(
-            capsys,
-            "append",
-            IDENT,
-            "--catalog",
-            NAME,
-            _write(tmp_path, f"{i}.parquet", _rows(i * 10, i * 10 + 10)),
-        )
+    _create_and_append(tmp_path, capsys, 3, 10, "--format-version", "2")
     _json(capsys, "delete", IDENT, "--catalog", NAME, "--filter", "id < 3")
     _json(capsys, "delete", IDENT, "--catalog", NAME, "--filter", "id = 12")
     keys = _write(tmp_path, "k.parquet", pa.table({"id": pa.array([20, 21], pa.int64())}))

@@ -47,6 +47,18 @@ def _write(tmp_path: Path, name: str, table: pa.Table) -> str:
     return str(path)
 
 
+def _create_and_append(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], files: int, rows_each: int, *create: str
+) -> None:
+    """Create table IDENT with ``_rows``' schema (``create``: more ``gpu-engine create`` options), then
+    append ``files`` Parquet files of ``rows_each`` rows, ids counting from 0."""
+    schema_file = _write(tmp_path, "schema.parquet", _rows(0, 0))
+    _json(capsys, "create", IDENT, "--catalog", NAME, "--schema", schema_file, *create)
+    for i in range(files):
+        data = _write(tmp_path, f"{i}.parquet", _rows(i * rows_each, (i + 1) * rows_each))
+        _json(capsys, "append", IDENT, "--catalog", NAME, data)
+
+
 def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> Any:
     assert main([*argv, "--json"]) == 0, capsys.readouterr().err
     return json.loads(capsys.readouterr().out)
