@@ -96,11 +96,8 @@ class InspectTable:
         """Each time a snapshot became current (the ``snapshot-log``), and whether it is an ancestor of the
         current snapshot (a rollback leaves entries that are not)."""
         md = self._table.metadata
-        ancestors: set[int] = set()
         current = md.current_snapshot_id
-        while current is not None and current not in ancestors and current in md.snapshots_by_id:
-            ancestors.add(current)
-            current = md.snapshots_by_id[current].parent_snapshot_id
+        ancestors = set(() if current is None else md.ancestor_ids(current))
         rows = [
             {
                 "made_current_at": e.timestamp_ms,

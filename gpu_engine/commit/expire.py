@@ -159,15 +159,7 @@ def plan_expiration(md: TableMetadata, *, now: int, older_than: int | None, reta
 
 
 def _ancestors(md: TableMetadata, heads: Iterable[int]) -> set[int]:
-    out: set[int] = set()
-    for sid in heads:
-        while sid not in out and sid in md.snapshots_by_id:
-            out.add(sid)
-            parent = md.snapshots_by_id[sid].parent_snapshot_id
-            if parent is None:
-                break
-            sid = parent
-    return out
+    return {sid for head in heads for sid in md.ancestor_ids(head)}
 
 
 def _without(md: TableMetadata, plan: _Plan) -> TableMetadata:

@@ -31,7 +31,13 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import SnapshotNotFound, ValidationError
 from ..iceberg.metadata import TableMetadata
-from ..iceberg.snapshots import MAIN_BRANCH, SnapshotLogEntry, SnapshotRef, record_to_json
+from ..iceberg.snapshots import (
+    MAIN_BRANCH,
+    SnapshotLogEntry,
+    SnapshotRef,
+    record_to_json,
+    tag_with_branch_retention,
+)
 from . import table_update
 from .metadata_commit import MetadataUpdate, RestForm, commit_metadata_change
 from .update import Faults
@@ -107,7 +113,7 @@ class RefsUpdate(MetadataUpdate):
         self._snapshot(snapshot_id, where)
 
         def op(md: TableMetadata, refs: Refs) -> None:
-            if snapshot_id not in _ancestry(md, refs[branch].snapshot_id):
+            if snapshot_id not in md.ancestor_ids(refs[branch].snapshot_id):
                 raise InvalidRefChange(
                     f"{where}: not an ancestor of the branch's head {refs[branch].snapshot_id} "
                     "(set_current_snapshot or replace_ref move it anywhere)"
@@ -133,7 +139,7 @@ class RefsUpdate(MetadataUpdate):
 
         def op(md: TableMetadata, refs: Refs) -> None:
             head, target = refs[branch].snapshot_id, refs[to].snapshot_id
-            if head not in _ancestry(md, target):
+            if head not in md.ancestor_ids(target):
                 raise InvalidRefChange(
                     f"{where}: {to!r} (snapshot {target}) does not descend from {branch!r} (snapshot {head})"
                 )
@@ -269,16 +275,6 @@ def _move(refs: Refs, name: str, snapshot_id: int, *, create: bool = False) -> N
     refs[name] = replace(refs[name], snapshot_id=snapshot_id)
 
 
-def _ancestry(md: TableMetadata, snapshot_id: int) -> set[int]:
-    """``snapshot_id`` and its ancestors still in the table."""
-    out: set[int] = set()
-    current: int | None = snapshot_id
-    while current is not None and current not in out and current in md.snapshots_by_id:
-        out.add(current)
-        current = md.snapshots_by_id[current].parent_snapshot_id
-    return out
-
-
 def _with_retention(
     ref: SnapshotRef,
     min_snapshots_to_keep: int | None,
@@ -297,7 +293,7 @@ def _with_retention(
 
 
 def _check_retention(ref: SnapshotRef, where: str) -> None:
-    if ref.is_tag and (ref.min_snapshots_to_keep is not None or ref.max_snapshot_age_ms is not None):
+    if tag_with_branch_retention(ref):
         raise InvalidRefChange(f"{where}: a tag takes max_ref_age_ms only")
     for key in ("min_snapshots_to_keep", "max_snapshot_age_ms", "max_ref_age_ms"):
         value = getattr(ref, key)

@@ -158,6 +158,15 @@ class TableMetadata:
         """The current snapshot; ``None`` for a table without one."""
         return None if self.current_snapshot_id is None else self.snapshot_by_id(self.current_snapshot_id)
 
+    def ancestor_ids(self, snapshot_id: int) -> tuple[int, ...]:
+        """``snapshot_id`` and its ancestors still in the table, newest first (a missing parent ends it)."""
+        out: list[int] = []
+        current: int | None = snapshot_id
+        while current is not None and current in self.snapshots_by_id and current not in out:
+            out.append(current)
+            current = self.snapshots_by_id[current].parent_snapshot_id
+        return tuple(out)
+
     def snapshot_by_id(self, snapshot_id: int) -> Snapshot:
         if snapshot_id not in self.snapshots_by_id:
             known = sorted(self.snapshots_by_id)

@@ -266,9 +266,14 @@ def ref_from_json(obj: JsonObject, *, where: str = "ref") -> SnapshotRef:
     ref = record_from_json(SnapshotRef, obj, where)
     if ref.type not in ("branch", "tag"):
         raise MetadataError(f"field {path(where, 'type')!r} must be 'branch' or 'tag', got {ref.type!r}")
-    if ref.is_tag and (ref.min_snapshots_to_keep is not None or ref.max_snapshot_age_ms is not None):
+    if tag_with_branch_retention(ref):
         raise MetadataError(f"{where}: a tag cannot set min-snapshots-to-keep or max-snapshot-age-ms")
     return ref
+
+
+def tag_with_branch_retention(ref: SnapshotRef) -> bool:
+    """Whether ``ref`` is a tag with a branch-only setting (the spec gives tags ``max-ref-age-ms`` only)."""
+    return ref.is_tag and (ref.min_snapshots_to_keep is not None or ref.max_snapshot_age_ms is not None)
 
 
 NO_SNAPSHOT = -1  # what Java writes for "no current snapshot" in v1 and v2 tables

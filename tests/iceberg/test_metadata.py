@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import gzip
+import itertools
 import json
 import pickle
 from pathlib import Path
@@ -117,6 +118,19 @@ def test_branches_and_tags() -> None:
     assert md.snapshot_for_ref("v1").sequence_number == 1
     with pytest.raises(SnapshotNotFound, match=r"no branch or tag named 'nope'.*audit"):
         md.snapshot_for_ref("nope")
+
+
+def test_ancestor_ids_walk_parents_until_one_is_missing() -> None:
+    md = _load(BRANCHES_TAGS)
+    chain = md.ancestor_ids(4363037235887043187)
+    assert chain[0] == 4363037235887043187 and len(chain) == len(set(chain))
+    for child, parent in itertools.pairwise(chain):
+        assert md.snapshot_by_id(child).parent_snapshot_id == parent
+    oldest = md.snapshot_by_id(chain[-1])
+    assert oldest.parent_snapshot_id is None or oldest.parent_snapshot_id not in md.snapshots_by_id
+    trimmed = dataclasses.replace(md, snapshots=tuple(s for s in md.snapshots if s.snapshot_id != chain[1]))
+    assert trimmed.ancestor_ids(chain[0]) == (chain[0],)  # an expired parent ends the walk
+    assert md.ancestor_ids(12345) == ()
 
 
 def test_snapshot_as_of_follows_the_snapshot_log() -> None:
