@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from .commit.delete import DeleteResult
     from .commit.delete_rewrite import DeleteRewriteResult
     from .commit.expire import ExpireResult
+    from .commit.manifest_rewrite import ManifestRewriteResult
     from .commit.properties_update import PropertiesUpdate
     from .commit.refs_update import RefsUpdate
     from .commit.schema_update import SchemaUpdate
@@ -237,6 +238,23 @@ class Table:
         from .commit.delete_rewrite import rewrite_position_deletes
 
         return rewrite_position_deletes(self, options=options, branch=branch, faults=faults)
+
+    def rewrite_manifests(
+        self,
+        *,
+        spec_id: int | None = None,
+        target_size_bytes: int | None = None,
+        branch: str = "main",
+        faults: Faults | None = None,
+    ) -> ManifestRewriteResult:
+        """Rewrite the manifests of ``branch`` into target-sized ones clustered by partition (Iceberg's
+        ``rewrite_manifests``; ``target_size_bytes`` defaults to ``commit.manifest.target-size-bytes``),
+        all specs' or ``spec_id``'s only. See :mod:`gpu_engine.commit.manifest_rewrite`."""
+        from .commit.manifest_rewrite import rewrite_manifests
+
+        return rewrite_manifests(
+            self, spec_id=spec_id, target_size_bytes=target_size_bytes, branch=branch, faults=faults
+        )
 
     def convert_equality_deletes(
         self, *, branch: str = "main", backend: str = "auto", faults: Faults | None = None

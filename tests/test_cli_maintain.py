@@ -1,6 +1,6 @@
-"""``gpu-engine expire-snapshots | remove-orphan-files | rewrite-position-deletes | convert-equality-deletes``
-against a SQLite catalog: each does its job (files, snapshots and delete files counted, rows unchanged),
---json output, and bad arguments exit 2 naming the option."""
+"""``gpu-engine expire-snapshots | remove-orphan-files | rewrite-position-deletes | convert-equality-deletes |
+rewrite-manifests`` against a SQLite catalog: each does its job (files, snapshots and delete files counted,
+rows unchanged), --json output, and bad arguments exit 2 naming the option."""
 
 from __future__ import annotations
 
@@ -49,6 +49,12 @@ def test_maintenance_jobs_keep_rows_and_report_what_they_did(
     again = _json(capsys, "convert-equality-deletes", IDENT, "--catalog", NAME)
     assert again["message"] == "nothing to do" and again["snapshot_id"] is None
 
+    manifests = _json(capsys, "rewrite-manifests", IDENT, "--catalog", NAME)
+    assert manifests["rewritten_manifests"] >= 4 and manifests["added_manifests"] == 2  # data, deletes
+    assert manifests["entries"] >= 3 and manifests["snapshot_id"] is not None and _ids() == live
+    again = _json(capsys, "rewrite-manifests", IDENT, "--catalog", NAME)
+    assert again["message"] == "nothing to do" and again["snapshot_id"] is None
+
     snapshots = len(ge.load_catalog(NAME).load_table(IDENT).metadata.snapshots)
     expired = _json(
         capsys, "expire-snapshots", IDENT, "--catalog", NAME, "--older-than", "0m", "--retain-last", "1"
@@ -94,6 +100,8 @@ def test_when_forms() -> None:
         (["expire-snapshots", "--older-than", "soon"], "--older-than 'soon'"),
         (["rewrite-position-deletes", "--option", "rewrite-all"], "--option 'rewrite-all': expected K=V"),
         (["rewrite-position-deletes", "--option", "nope=1"], "nope"),
+        (["rewrite-manifests", "--spec-id", "7"], "spec"),
+        (["rewrite-manifests", "--target-size-bytes", "0"], "target_size_bytes 0: expected 1 or more"),
     ],
 )
 def test_maintenance_errors_exit_2(

@@ -4,10 +4,12 @@
 - ``gpu-engine remove-orphan-files TABLE [--older-than WHEN] [--dry-run]``
 - ``gpu-engine rewrite-position-deletes TABLE [--option K=V ...] [--branch B]``
 - ``gpu-engine convert-equality-deletes TABLE [--branch B] [--backend ...]``
+- ``gpu-engine rewrite-manifests TABLE [--spec-id N] [--target-size-bytes N] [--branch B]``
 
 ``WHEN`` is an ISO-8601 time (``2026-11-01``, ``2026-11-01T12:00:00+00:00``; UTC when no offset is given),
 milliseconds since the epoch, or an age: ``7d``, ``12h``, ``30m`` before now. Each prints what it did
-(``--json``: as JSON), see :mod:`gpu_engine.commit.expire`, :mod:`.orphans` and :mod:`.delete_rewrite`.
+(``--json``: as JSON), see :mod:`gpu_engine.commit.expire`, :mod:`.orphans`, :mod:`.delete_rewrite` and
+:mod:`.manifest_rewrite`.
 """
 
 from __future__ import annotations
@@ -56,6 +58,15 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--branch", default="main")
     p.add_argument("--backend", default="auto", choices=["auto", "cpu", "cuda"], help="where kernels run")
     p.set_defaults(run=cmd_convert)
+
+    p = sub.add_parser("rewrite-manifests", help="rewrite manifests into target-sized ones by partition")
+    table_options(p)
+    p.add_argument("--spec-id", type=int, metavar="N", help="only the manifests of this partition spec")
+    p.add_argument(
+        "--target-size-bytes", type=int, metavar="N", help="default: commit.manifest.target-size-bytes"
+    )
+    p.add_argument("--branch", default="main")
+    p.set_defaults(run=cmd_rewrite_manifests)
 
 
 def parse_when(text: str, option: str = "--older-than") -> int:
@@ -116,6 +127,21 @@ def cmd_convert(args: argparse.Namespace, console: Console) -> int:
     table = open_table(args)
     result = table.convert_equality_deletes(branch=args.branch, backend=args.backend)
     return report(args, console, f"converted equality deletes of {args.table}", _delete_summary(result))
+
+
+def cmd_rewrite_manifests(args: argparse.Namespace, console: Console) -> int:
+    table = open_table(args)
+    result = table.rewrite_manifests(
+        spec_id=args.spec_id, target_size_bytes=args.target_size_bytes, branch=args.branch
+    )
+    summary = {
+        "rewritten_manifests": len(result.rewritten_manifests),
+        "added_manifests": len(result.added_manifests),
+        "entries": result.entries,
+        "snapshot_id": None if result.commit is None else result.commit.snapshot_id,
+        "message": "nothing to do" if result.commit is None else None,
+    }
+    return report(args, console, f"rewrote manifests of {args.table}", summary)
 
 
 def _delete_summary(result: DeleteRewriteResult) -> dict[str, Any]:

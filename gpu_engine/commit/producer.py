@@ -173,11 +173,18 @@ class _Producer:
             io, base, existing, self.update.removed, snapshot_id=self.snapshot_id,
             new_path=self._manifest_path, faults=self.faults, written=written,
         )  # fmt: skip
-        merged = merge_manifests(
-            io, base, (*self.added, *kept), policy=MergePolicy.from_properties(base.properties),
-            snapshot_id=self.snapshot_id, new_path=self._manifest_path, faults=self.faults, written=written,
-        )  # fmt: skip
-        manifests = merged.manifests
+        if self.update.manifest_rewrite is not None:
+            manifests, rewritten = self.update.manifest_rewrite(
+                io, base, kept, snapshot_id=self.snapshot_id, new_path=self._manifest_path,
+                faults=self.faults, written=written,
+            )  # fmt: skip
+        else:
+            merged = merge_manifests(
+                io, base, (*self.added, *kept), policy=MergePolicy.from_properties(base.properties),
+                snapshot_id=self.snapshot_id, new_path=self._manifest_path, faults=self.faults,
+                written=written,
+            )  # fmt: skip
+            manifests, rewritten = merged.manifests, merged.entries_processed
         seq = table_update.next_sequence_number(base)
         list_path = (
             f"{base.location.rstrip('/')}/metadata/snap-{self.snapshot_id}-{attempt}-{self.commit_id}.avro"
@@ -197,7 +204,7 @@ class _Producer:
             extra={
                 **self.update.summary,
                 **_manifest_counts(existing, manifests),
-                "entries-processed": str(processed + merged.entries_processed),
+                "entries-processed": str(processed + rewritten),
             },
         )  # fmt: skip
         timestamp = table_update.now_ms(base)

@@ -12,16 +12,21 @@ rewrites files without changing the table's rows (compaction).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, TypeAlias
+from typing import TYPE_CHECKING, Literal, Protocol, TypeAlias
 
 from ..errors import ValidationError
 from ..iceberg.content_file import DATA, ContentFile
 from ..iceberg.metadata import TableMetadata
 
+if TYPE_CHECKING:
+    from ..iceberg.manifest_list import ManifestFile
+    from ..io.fileio import FileIO
+
 __all__ = [
-    "OPERATIONS", "CommitResult", "Faults", "FileKey", "Operation", "Removed", "SnapshotUpdate",
+    "OPERATIONS", "CommitResult", "Faults", "FileKey", "ManifestRewriter", "Operation", "Removed",
+    "SnapshotUpdate",
     "Validation", "ValidationError", "file_key",
 ]  # fmt: skip
 
@@ -32,6 +37,24 @@ Validation = Callable[[TableMetadata], None]
 Faults = Callable[[str], None]
 """Test hook called with a stage name before the stage runs; whatever it raises acts as that stage's failure.
 Stages: ``data`` (appends), ``manifest``, ``manifest-list``, ``metadata``, ``swap``, ``cleanup``."""
+
+
+class ManifestRewriter(Protocol):
+    """Rewrites the manifests a new snapshot takes from its parent (a manifest-only ``replace``, see
+    :mod:`.manifest_rewrite`): the new snapshot's manifests and the number of entries rewritten. Manifests
+    it writes get their paths from ``new_path`` and are appended to ``written``."""
+
+    def __call__(
+        self,
+        io: FileIO,
+        md: TableMetadata,
+        manifests: Sequence[ManifestFile],
+        *,
+        snapshot_id: int,
+        new_path: Callable[[], str],
+        faults: Faults,
+        written: list[str],
+    ) -> tuple[tuple[ManifestFile, ...], int]: ...
 
 
 FileKey: TypeAlias = tuple[str, int | None]
@@ -61,6 +84,8 @@ class SnapshotUpdate:
     computed). ``validate`` runs against the base metadata of every attempt. ``data_sequence_number``: the
     data sequence number of the added files (a compaction keeps the one it read at, so that deletes
     committed meanwhile still apply to the rewritten rows); None: the new snapshot's, by inheritance.
+    ``manifest_rewrite``: a ``replace`` that adds and removes no files but rewrites the parent's manifests
+    (instead of the commit's manifest merging).
     """
 
     operation: Operation
@@ -69,6 +94,7 @@ class SnapshotUpdate:
     validate: Validation | None = field(compare=False)
     summary: Mapping[str, str]
     data_sequence_number: int | None
+    manifest_rewrite: ManifestRewriter | None = field(compare=False)
 
     def __init__(
         self,
@@ -78,6 +104,7 @@ class SnapshotUpdate:
         validate: Validation | None = None,
         summary: Mapping[str, str] | None = None,
         data_sequence_number: int | None = None,
+        manifest_rewrite: ManifestRewriter | None = None,
     ) -> None:
         if operation not in OPERATIONS:
             raise ValueError(f"operation must be one of {', '.join(OPERATIONS)}, not {operation!r}")
@@ -87,6 +114,7 @@ class SnapshotUpdate:
         object.__setattr__(self, "validate", validate)
         object.__setattr__(self, "summary", dict(summary or {}))
         object.__setattr__(self, "data_sequence_number", data_sequence_number)
+        object.__setattr__(self, "manifest_rewrite", manifest_rewrite)
         self._check()
 
     def _check(self) -> None:
@@ -98,6 +126,8 @@ class SnapshotUpdate:
             deletes = [f.path for f in self.added if f.content != DATA]
             if deletes:
                 raise ValueError(f"an append adds data files only, not delete files ({deletes[:3]})")
+        if self.manifest_rewrite is not None and (self.operation != "replace" or self.added or self.removed):
+            raise ValueError("a manifest rewrite is a 'replace' that adds and removes no files")
         if "operation" in self.summary:
             raise ValueError("summary: 'operation' is set from the update's operation")
         keys = [file_key(f) for f in self.added]
