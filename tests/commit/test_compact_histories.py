@@ -7,7 +7,12 @@ Histories also evolve the schema (extra columns added, with v3 defaults, and del
 renamed; columns moved; ``g`` promoted to long) and the partition spec (identity ``g``, ``bucket(3, id)`` and
 ``truncate(1, k)`` fields added and removed), roll main back to an earlier snapshot (the model keeps the
 rows of every snapshot it checked, schema changes applied to them too), and append through a branch that is
-then fast-forwarded into main or dropped (write-audit-publish; main checked unchanged meanwhile).
+then fast-forwarded into main or dropped (write-audit-publish; main checked unchanged meanwhile; the
+branch sometimes compacted before it is published).
+
+Maintenance runs among the operations: position deletes rewritten (v3: into DVs), equality deletes
+converted, manifests rewritten, snapshots expired (keeping the last 1-3 of main; every snapshot the model
+saw that is still there is then read by time travel and must give its rows) and orphan files removed.
 
 The model keeps rows by logical column names; filters, keys and sort orders are written with the current
 names. ``delete_rows`` writes its equality deletes in every spec holding live rows (an equality delete of a
@@ -24,6 +29,7 @@ import math
 import random
 import re
 import struct
+import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -429,6 +435,10 @@ class History:
         staged = self.model.rows
         self.model.rows = before
         self.check()  # main is untouched
+        if self.rng.random() < 0.3:  # the branch is compacted before it is audited
+            self.tbl.compact(options={"rewrite-all": "true"}, branch=name, backend=self.backend)
+            self.log.append(f"compact {name}")
+            self.check()  # main is still untouched
         got = self.tbl.scan(columns=[self.names["id"]], ref=name, backend=self.backend).to_arrow()
         assert sorted(got.column(0).to_pylist()) == sorted(r["id"] for r in staged), self.log
         if self.rng.random() < 0.7:
@@ -444,6 +454,58 @@ class History:
         self.tbl.manage_snapshots().rollback_to(target).commit()
         self.model.rows = [dict(r) for r in self.states[target]]
         self.log.append(f"rollback to snapshot {target}")
+
+    def delete_files(self) -> int:
+        """The number of delete files main's head has."""
+        head = self.tbl.metadata.current_snapshot()
+        return 0 if head is None else int((head.summary or {}).get("total-delete-files", "0"))
+
+    def rewrite_deletes(self) -> None:
+        """Delete-file maintenance (rows unchanged): position deletes compacted (v3: into DVs), or
+        equality deletes converted into positions."""
+        if self.rng.random() < 0.5:
+            options = {"rewrite-all": "true"} if self.rng.random() < 0.5 else {"min-input-files": "1"}
+            result = self.tbl.rewrite_position_deletes(options=options)
+            self.log.append(f"rewrite position deletes {options}: {len(result.removed_delete_files)} removed")
+        else:
+            result = self.tbl.convert_equality_deletes(backend=self.backend)
+            self.log.append(f"convert equality deletes: {len(result.removed_delete_files)} removed")
+        if result.commit is not None:
+            assert (
+                operation(self.tbl.refresh().metadata.snapshot_by_id(result.commit.snapshot_id)) == "replace"
+            )
+
+    def rewrite_manifests(self) -> None:
+        """Manifests rewritten into target-sized ones clustered by partition (rows unchanged)."""
+        target = self.rng.choice([None, 3000, 6000])
+        result = self.tbl.rewrite_manifests(target_size_bytes=target)
+        self.log.append(f"rewrite manifests to {target}: {len(result.rewritten_manifests)} rewritten")
+
+    def expire(self) -> None:
+        """Snapshot expiration keeping the last 1-3 of main (sometimes followed by orphan removal), then
+        time travel to every snapshot the model saw that is still there."""
+        keep = self.rng.randrange(1, 4)
+        head = self.tbl.metadata.current_snapshot_id
+        before = () if head is None else self.tbl.metadata.ancestor_ids(head)
+        result = self.tbl.expire_snapshots(older_than=int(time.time() * 1000) + 1, retain_last=keep)
+        self.log.append(f"expire snapshots retaining {keep}: {len(result.expired_snapshot_ids)} expired")
+        md = self.tbl.refresh().metadata
+        assert not set(result.expired_snapshot_ids) & set(md.snapshots_by_id), self.log
+        assert md.current_snapshot_id == head, self.log
+        assert (() if head is None else md.ancestor_ids(head)[:keep]) == before[:keep], (
+            self.log
+        )  # retain_last
+        for expired in result.expired_snapshot_ids:
+            self.states.pop(expired, None)
+        if self.rng.random() < 0.5:
+            orphans = self.tbl.remove_orphan_files(older_than=int(time.time() * 1000) + 1)
+            self.log.append(f"remove orphan files: {len(orphans)}")
+        assert_files_consistent(self.tbl)
+        for snapshot_id, rows in self.states.items():
+            assert snapshot_id in md.snapshots_by_id, (snapshot_id, self.log)
+            scan = self.tbl.scan(columns=[self.names["id"]], snapshot_id=snapshot_id, backend=self.backend)
+            got = Counter(scan.to_arrow().column(0).to_pylist())
+            assert got == Counter(r["id"] for r in rows), (snapshot_id, self.log)
 
     def evolve_spec(self) -> None:
         md = self.tbl.metadata
@@ -523,6 +585,10 @@ def run_history(
         choices += [h.evolve_schema] if h.extras else []  # added columns get dropped too
         if version >= 2 and h.model.rows:
             choices += [h.delete, h.delete, h.delete_rows]
+        if h.delete_files():
+            choices += [h.rewrite_deletes, h.rewrite_deletes]
+        if len(h.tbl.metadata.snapshots) > 1:
+            choices += [h.expire, h.rewrite_manifests]
         choices += [h.rollback] if h.rollback_targets() else []
         choices += [h.publish_through_branch] if h.tbl.metadata.current_snapshot_id is not None else []
         rng.choice(choices)()
@@ -564,7 +630,25 @@ def test_histories_cover_every_operation(catalog: SqlCatalog) -> None:
         h = run_history(catalog, seed, "cpu", name="coverage")
         seen.update(entry.split()[0] for entry in h.log)
         seen.update(" ".join(entry.split()[:2]) for entry in h.log)
-    assert {"append", "delete", "delete_rows", "compact", "rollback", "publish", "drop"} <= set(seen), seen
+        seen.update("compact branch" for entry in h.log if entry.startswith("compact wap"))
+    operations = {
+        "append",
+        "delete",
+        "delete_rows",
+        "compact",
+        "rollback",
+        "publish",
+        "drop",
+        "compact branch",
+    }
+    maintenance = {
+        "expire snapshots",
+        "remove orphan",
+        "rewrite position",
+        "convert equality",
+        "rewrite manifests",
+    }
+    assert operations | maintenance <= set(seen), seen
     evolution = {
         "add column",
         "rename column",
