@@ -154,6 +154,8 @@ def test_entries_are_clustered_by_partition_into_target_sized_manifests(tmp_path
     data = [m for m in listed(tbl) if (m.content or 0) == 0]
     total = sum(m.manifest_length or 0 for m in data)
     target = total // 3 + 1  # three data manifests
+    pruned = tbl.scan(filter="region = 'apac'").plan().summary
+    assert pruned.manifests_pruned == 0  # every append's manifest has every region
     result = tbl.rewrite_manifests(target_size_bytes=target)
     assert result.commit is not None
     new_data = [m for m in listed(tbl) if (m.content or 0) == 0]
@@ -165,6 +167,8 @@ def test_entries_are_clustered_by_partition_into_target_sized_manifests(tmp_path
         regions += in_manifest
     # in manifest-list order the entries' partitions are sorted: each manifest covers a range of them
     assert regions == sorted(regions) and len(set(regions)) == 3
+    # so planning skips manifests by their partition summaries
+    assert tbl.scan(filter="region = 'apac'").plan().summary.manifests_pruned >= 1
     assert_all_readers(tbl, expected, pyiceberg=False)
 
 
