@@ -47,7 +47,9 @@ def _partitioned_table(server: RestCatalogServer, tmp_path: Path, version: int) 
 
 
 @pytest.mark.parametrize("version", [2, 3])
-def test_append_delete_compact_through_rest(server: RestCatalogServer, tmp_path: Path, version: int) -> None:
+def test_append_delete_compact_rewrite_manifests_through_rest(
+    server: RestCatalogServer, tmp_path: Path, version: int
+) -> None:
     cat, tbl = _partitioned_table(server, tmp_path, version)
     expected = pa.concat_tables([rows(0, 30), rows(30, 30, seed=1)])
     tbl.append(rows(0, 30))
@@ -56,10 +58,13 @@ def test_append_delete_compact_through_rest(server: RestCatalogServer, tmp_path:
     expected = expected.filter(pa.compute.greater_equal(expected["id"], 5))
     result = tbl.compact(options={"rewrite-all": "true"}, backend="cpu")
     assert result.commits and not result.failures
+    tbl.append(rows(60, 10, seed=2))
+    expected = pa.concat_tables([expected, rows(60, 10, seed=2)])
+    assert tbl.rewrite_manifests().commit is not None
     reloaded = cat.load_table("db.t")
     assert reloaded.metadata_location == tbl.metadata_location
     assert [s.summary["operation"] for s in reloaded.metadata.snapshots if s.summary] == [
-        "append", "append", "delete", "replace",
+        "append", "append", "delete", "replace", "append", "replace",
     ]  # fmt: skip
     if version == 3:  # the server moved next-row-id past each snapshot's rows, as we assigned them
         for before, after in zip(reloaded.metadata.snapshots, reloaded.metadata.snapshots[1:], strict=False):
