@@ -168,10 +168,12 @@ class Table:
         case_sensitive: bool = True,
         faults: Faults | None = None,
     ) -> DeleteResult:
-        """Delete the rows matching ``filter`` merge-on-read (position delete files in v2, deletion vectors
-        in v3; data files left without live rows are removed) as a ``delete`` snapshot; nothing is
-        committed when no row matches. :class:`~gpu_engine.errors.ValidationError` when a concurrent commit
-        removed a targeted data file or added deletes for one (the files written are deleted)."""
+        """Delete the rows matching ``filter`` by the table's ``write.delete.mode``: merge-on-read
+        (default on v2/v3: position delete files in v2, deletion vectors in v3; a ``delete`` snapshot) or
+        copy-on-write (default on v1: the data files with matches rewritten without them; an ``overwrite``
+        snapshot). Data files left without live rows are removed; nothing is committed when no row
+        matches. :class:`~gpu_engine.errors.ValidationError` when a concurrent commit removed a targeted
+        data file or added deletes for one (the files written are deleted)."""
         from .commit.delete import delete
 
         return delete(

@@ -1,11 +1,13 @@
-"""Merge-on-read deletes committed as ``delete`` snapshots: :func:`delete` (rows matching a filter, as
-position delete files in v2 and deletion vectors in v3) and :func:`delete_rows` (equality delete files).
+"""Row deletes: :func:`delete` (rows matching a filter) and :func:`delete_rows` (equality delete files).
 
-:func:`delete` plans on the branch head (:func:`~gpu_engine.commit.delete_plan.plan_row_deletes`), writes
-the delete files once (:func:`~gpu_engine.commit.delete_plan.write_row_deletes`) and commits them with a
-validation that every attempt re-runs on the refreshed table: since the planned snapshot no targeted data
-file may have been removed and no DV or position delete file may have been added for one (the positions
-written would be stale, or a data file would end up with two DVs). A violation is a
+:func:`delete` plans on the branch head (:func:`~gpu_engine.commit.delete_plan.plan_row_deletes`) and, by
+the table's ``write.delete.mode`` (:mod:`.delete_cow`), either writes delete files once
+(:func:`~gpu_engine.commit.delete_plan.write_row_deletes`: position delete files in v2, deletion vectors in
+v3; a ``delete`` snapshot) or rewrites the matched data files without the matched rows (copy-on-write; an
+``overwrite`` snapshot), and commits with a validation that every attempt re-runs on the refreshed table:
+since the planned snapshot no targeted data file may have been removed and no DV or position delete file
+(copy-on-write: no delete file at all) may have been added for one (the positions written would be stale,
+a data file would end up with two DVs, or deleted rows would come back). A violation is a
 :class:`~gpu_engine.errors.ValidationError`; the files this delete wrote are deleted.
 """
 
@@ -23,11 +25,12 @@ from ..expressions import Expression
 from ..iceberg.content_file import ContentFile
 from ..iceberg.metadata import TableMetadata
 from ..io.equality_delete_write import write_equality_deletes
+from .delete_cow import COPY_ON_WRITE, delete_mode, write_copy_on_write
 from .delete_plan import plan_row_deletes, write_row_deletes
 from .entries import snapshot_manifests
 from .producer import check_committable, commit, delete_files
 from .table_update import parent_of
-from .update import CommitResult, Faults, Removed, SnapshotUpdate, file_key
+from .update import CommitResult, Faults, Operation, Removed, SnapshotUpdate, file_key
 from .validation import validate_no_new_deletes
 
 if TYPE_CHECKING:
@@ -63,20 +66,25 @@ def delete(
     """Delete the rows of ``branch`` matching ``filter`` (merge-on-read; data files left without live rows
     are removed); see the module doc."""
     check_committable(table)
-    if branch == "main" and table.metadata.current_snapshot() is None:
+    md = table.metadata
+    cow = delete_mode(md.properties, md.format_version, md.location) == COPY_ON_WRITE
+    if branch == "main" and md.current_snapshot() is None:
         return DeleteResult(0)  # an empty table: nothing can match
-    plan = plan_row_deletes(table, filter, backend=backend, case_sensitive=case_sensitive, branch=branch)
+    plan = plan_row_deletes(
+        table, filter, backend=backend, case_sensitive=case_sensitive, branch=branch, remove_all=cow
+    )
     if not plan.files or plan.snapshot_id is None:
         return DeleteResult(0)
-    out = write_row_deletes(table, plan)
+    out = write_copy_on_write(table, plan, backend=backend) if cow else write_row_deletes(table, plan)
     removed: list[Removed] = [*out.removed_data_files, *(file_key(d) for d in out.removed_delete_files)]
     targets = frozenset(f.path for f in plan.files)
     planned = plan.snapshot_id
 
     def validate(base: TableMetadata) -> None:
-        validate_no_new_deletes(table.io, base, branch, planned, targets, action="this delete")
+        validate_no_new_deletes(table.io, base, branch, planned, targets, action="this delete", equality=cow)
 
-    update = SnapshotUpdate("delete", added=out.added, removed=removed, validate=validate)
+    operation: Operation = "overwrite" if cow and out.added else "delete"
+    update = SnapshotUpdate(operation, added=out.added, removed=removed, validate=validate)
     result = commit(
         table, update, branch=branch, faults=faults, sleep=sleep, owned=sorted({f.path for f in out.added})
     )

@@ -88,6 +88,7 @@ class FileRowDeletes:
     replaced: tuple[ContentFile, ...]
     live_rows: int  # live rows before this delete
     fully_deleted: bool
+    task: ScanTask = field(repr=False)  # the file with the deletes that apply to it (resolved paths)
 
     def __repr__(self) -> str:
         return (
@@ -132,16 +133,12 @@ def plan_row_deletes(
     backend: str = "auto",
     case_sensitive: bool = True,
     branch: str | None = None,
+    remove_all: bool = False,
 ) -> RowDeletes:
     """Plan deleting the rows of ``table`` (its current snapshot, or the head of ``branch``) that match
-    ``filter``; see the module doc. :class:`UnsupportedFeature` for v1 tables (no row-level deletes)."""
+    ``filter``; see the module doc. ``remove_all``: every data file with a match will be removed (a
+    copy-on-write delete rewrites them), so ``replaced`` names the deletes that only they need."""
     md, io = table.metadata, table.io
-    if md.format_version < 2:
-        raise UnsupportedFeature(
-            f"table {md.location}: format version 1 has no row-level deletes (upgrade it: "
-            "tbl.update_properties().set('format-version', '2'), or gpu-engine alter --set-property "
-            "format-version=2)"
-        )
     options = ScanOptions(filter, ref=branch, case_sensitive=case_sensitive)
     plan = plan_scan(md, io, options)
     if plan.summary.snapshot_id is None or not plan.tasks:
@@ -173,9 +170,10 @@ def plan_row_deletes(
                 replaced=(),
                 live_rows=live[path],
                 fully_deleted=len(new) == live[path],
+                task=ScanTask(task.file, 0, task.file.file_size_in_bytes, task.deletes, TRUE, live[path]),
             )
         )
-    files = _with_replaced(md.format_version, files, hit, targets, recorded)
+    files = _with_replaced(md.format_version, files, hit, targets, recorded, remove_all=remove_all)
     files.sort(key=lambda f: f.path.encode("utf-8"))
     return RowDeletes(plan.summary.snapshot_id, md.format_version, plan.filter, tuple(files))
 
@@ -286,14 +284,16 @@ def _with_replaced(
     hit: Sequence[ScanTask],
     targets: dict[tuple[str, int | None], frozenset[str]],
     recorded: RecordedEntries,
+    *,
+    remove_all: bool,
 ) -> list[FileRowDeletes]:
     """Fill ``replaced``: the file's DVs (when it gets a new DV or is removed) and the position delete
     files all of whose targets are covered (v3: every file of this delete gets a DV or is removed; v2: only
-    removed files are covered)."""
+    removed files are covered, all of them with ``remove_all``)."""
     covered = {
         normalize(t.file.path)
         for t, f in zip(hit, files, strict=True)
-        if format_version >= 3 or f.fully_deleted
+        if format_version >= 3 or f.fully_deleted or remove_all
     }
     out = []
     for task, f in zip(hit, files, strict=True):
@@ -401,8 +401,14 @@ def write_row_deletes(
     """Write the delete files of ``deletes`` for ``table`` (planned on its current metadata): position
     delete files (v2, one per partition) or one Puffin file of merged DVs (v3). With
     ``remove_fully_deleted`` the data files left without live rows are removed instead of getting deletes.
-    Files already written are deleted if a later one fails."""
+    Files already written are deleted if a later one fails. :class:`UnsupportedFeature` for v1 tables."""
     md, io = table.metadata, table.io
+    if deletes.format_version < 2:
+        raise UnsupportedFeature(
+            f"table {md.location}: format version 1 has no row-level deletes (upgrade it: "
+            "tbl.update_properties().set('format-version', '2'), or delete copy-on-write: "
+            "write.delete.mode=copy-on-write)"
+        )
     removed = [f for f in deletes.files if remove_fully_deleted and f.fully_deleted]
     kept = [f for f in deletes.files if not (remove_fully_deleted and f.fully_deleted)]
     added: list[ContentFile] = []

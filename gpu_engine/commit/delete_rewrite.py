@@ -210,7 +210,7 @@ def _commit(
                 t.file.path, t.file.spec_id, t.file.partition, t.file.record_count,
                 t.file.data_sequence_number, new_positions=merged if v3 else new, existing_positions=old,
                 merged_positions=merged, applied=(), replaced=(), live_rows=t.file.record_count - len(old),
-                fully_deleted=False,
+                fully_deleted=False, task=t,
             )
         )  # fmt: skip
     drop = sorted({*removed, *dangling}, key=repr)

@@ -34,6 +34,7 @@ from ..errors import InvalidProperty, UnsupportedFeature, ValidationError
 from ..iceberg.metadata import TableMetadata
 from ..io.metrics_config import metrics_config
 from ..io.parquet_write import WriteOptions
+from .delete_cow import delete_mode
 from .manifest_merge import MergePolicy
 from .metadata_commit import MetadataUpdate, RestForm, commit_metadata_change
 from .retry import RetryPolicy
@@ -160,3 +161,4 @@ def _check_values(md: TableMetadata, props: dict[str, str]) -> None:
     RetryPolicy.from_properties(props)
     MergePolicy.from_properties(props)
     metrics_config(md.schema, props)
+    delete_mode(props, md.format_version, md.location)

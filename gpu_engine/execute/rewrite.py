@@ -109,7 +109,7 @@ def rewrite_group(
         raise
     return RewriteResult(
         group_index=group.index,
-        added=tuple(_without_lineage_metrics(f) for f in written),
+        added=tuple(without_lineage_metrics(f) for f in written),
         rows_read=counts["read"],
         rows_written=counts["written"],
         read_seconds=clock.read,
@@ -242,7 +242,7 @@ def _table_order(md: TableMetadata, strategy: RewriteStrategy) -> SortOrder | No
     return None
 
 
-def _without_lineage_metrics(f: ContentFile) -> ContentFile:
+def without_lineage_metrics(f: ContentFile) -> ContentFile:
     """Metrics of the table's columns only: the lineage columns are metadata, not table fields."""
     ids = {mc.ROW_ID.field_id, mc.LAST_UPDATED_SEQUENCE_NUMBER.field_id}
     if not any(i in ids for i in f.value_counts) and not any(i in ids for i in f.column_sizes):

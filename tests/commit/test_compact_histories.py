@@ -1,7 +1,8 @@
 """Generated histories: seeded random sequences of appends, ``Table.delete`` (position deletes on v2, DVs on
-v3), ``Table.delete_rows`` (equality deletes) and compactions with random strategies and options, checked
-after every operation against a reference model (the multiset of live rows; on v3 also every row's
-``_row_id`` and ``_last_updated_sequence_number``, fixed when the row was appended).
+v3, copy-on-write rewrites on v1 and on tables set to it), ``Table.delete_rows`` (equality deletes) and
+compactions with random strategies and options, checked after every operation against a reference model
+(the multiset of live rows; on v3 also every row's ``_row_id`` and ``_last_updated_sequence_number``, fixed
+when the row was appended).
 
 Histories also evolve the schema (extra columns added, with v3 defaults, and deleted; ``k``, ``v``, ``g``
 renamed; columns moved; ``g`` promoted to long) and the partition spec (identity ``g``, ``bucket(3, id)`` and
@@ -323,8 +324,8 @@ class History:
         where = f"id >= {rng.randrange(self.model.next_id + 1)}" if rng.random() < 0.2 else None
         # sometimes another writer commits while the compaction runs (after its first group)
         meanwhile: list[Callable[[Table], None]] = [self.append]
-        if self.version >= 2 and self.model.rows:
-            meanwhile += [self.delete, self.delete_rows]
+        if self.model.rows:
+            meanwhile += [self.delete] + ([self.delete_rows] if self.version >= 2 else [])
         other = rng.choice(meanwhile) if rng.random() < 0.3 else None
         ran: list[str] = []
 
@@ -455,15 +456,16 @@ class History:
         self.model.rows = [dict(r) for r in self.states[target]]
         self.log.append(f"rollback to snapshot {target}")
 
-    def delete_files(self) -> int:
-        """The number of delete files main's head has."""
+    def delete_files(self, kind: str = "delete-files") -> int:
+        """The number of delete files (``kind``: or position/equality delete records) main's head has."""
         head = self.tbl.metadata.current_snapshot()
-        return 0 if head is None else int((head.summary or {}).get("total-delete-files", "0"))
+        return 0 if head is None else int((head.summary or {}).get(f"total-{kind}", "0"))
 
     def rewrite_deletes(self) -> None:
         """Delete-file maintenance (rows unchanged): position deletes compacted (v3: into DVs), or
-        equality deletes converted into positions."""
-        if self.rng.random() < 0.5:
+        equality deletes converted into positions (the kind the table has, or either)."""
+        kinds = [k for k in ("position", "equality") if self.delete_files(f"{k}-deletes")]
+        if self.rng.choice(kinds or ["position", "equality"]) == "position":
             options = {"rewrite-all": "true"} if self.rng.random() < 0.5 else {"min-input-files": "1"}
             result = self.tbl.rewrite_position_deletes(options=options)
             self.log.append(f"rewrite position deletes {options}: {len(result.removed_delete_files)} removed")
@@ -559,14 +561,17 @@ def run_history(
     rng = random.Random(seed)
     version = rng.choice([1, 2, 2, 3, 3, 3]) if backend == "cpu" else rng.choice([2, 3])
     partitioned = rng.random() < 0.4
-    # half the histories merge manifests every few commits (Iceberg's default waits for 100)
-    merging = {"commit.manifest.min-count-to-merge": str(rng.choice([2, 3]))} if rng.random() < 0.5 else {}
+    # half the histories merge manifests every few commits (Iceberg's default waits for 100); some v2/v3
+    # tables delete copy-on-write (v1 tables always do)
+    props = {"commit.manifest.min-count-to-merge": str(rng.choice([2, 3]))} if rng.random() < 0.5 else {}
+    if version >= 2 and rng.random() < 0.3:
+        props["write.delete.mode"] = "copy-on-write"
     name = f"db.{name or 'h'}_{backend}_{seed}"
     tbl = cat.create_table(
         name,
         schema=SCHEMA,
         partition_spec=["g"] if partitioned else [],
-        properties={"format-version": str(version), **FAST_RETRIES, **merging},
+        properties={"format-version": str(version), **FAST_RETRIES, **props},
     )
     h = History(seed, cat, tbl, name, version, partitioned, backend, rng)
     ops = rng.randrange(min_ops, max_ops + 1)
@@ -583,10 +588,10 @@ def run_history(
             h.evolve_spec,
         ]
         choices += [h.evolve_schema] if h.extras else []  # added columns get dropped too
-        if version >= 2 and h.model.rows:
-            choices += [h.delete, h.delete, h.delete_rows]
+        if h.model.rows:  # copy-on-write on v1 tables and some others
+            choices += [h.delete, h.delete] + ([h.delete_rows] if version >= 2 else [])
         if h.delete_files():
-            choices += [h.rewrite_deletes, h.rewrite_deletes]
+            choices += [h.rewrite_deletes] * 3
         if len(h.tbl.metadata.snapshots) > 1:
             choices += [h.expire, h.rewrite_manifests]
         choices += [h.rollback] if h.rollback_targets() else []

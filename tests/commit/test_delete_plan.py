@@ -241,14 +241,17 @@ def test_nothing_matches() -> None:
     assert plan_row_deletes(tbl, "id > 1000", backend="cpu").files == ()
 
 
-def test_bad_filter_and_v1_tables_raise() -> None:
+def test_bad_filter_raises_and_v1_tables_get_no_delete_files() -> None:
     with pytest.raises(ExpressionError, match="nope"):
         plan_row_deletes(load(V3_DV), "nope = 1", backend="cpu")
+    v1 = load(V1)
+    plan = plan_row_deletes(v1, "true", backend="cpu")  # planned (copy-on-write deletes use it) ...
+    assert plan.files and all(f.fully_deleted for f in plan.files)
     with pytest.raises(
         UnsupportedFeature,
         match=r"format version 1 has no row-level deletes \(upgrade it: tbl.update_properties\(\)",
     ):
-        plan_row_deletes(load(V1), "true", backend="cpu")
+        write_row_deletes(v1, plan)  # ... but not written as delete files
 
 
 def test_partitions_group_by_spec_and_value() -> None:

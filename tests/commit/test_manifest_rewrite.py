@@ -13,7 +13,6 @@ from typing import Any
 
 import fastavro
 import pyarrow as pa
-import pyarrow.compute as pc
 import pytest
 
 from gpu_engine.errors import CommitStateUnknown, InvalidOption, ValidationError
@@ -26,6 +25,7 @@ from ._fixture_copy import committable_copy, tree_state
 from ._support import (
     assert_all_readers,
     assert_same_rows,
+    keyed_rows,
     raise_at,
     referenced_files,
     rows,
@@ -86,9 +86,7 @@ def lineage(tbl: Table) -> pa.Table:
 
 
 def batch(i: int) -> pa.Table:
-    """20 rows; ``region`` (the partition) never null: DuckDB aborts on equality deletes over null keys."""
-    t = rows(i * 20, 20, seed=i)
-    return t.set_column(t.schema.get_field_index("region"), "region", pc.fill_null(t["region"], "eu"))
+    return keyed_rows(i * 20, 20, seed=i)
 
 
 def history(tbl: Table, appends: int = 8) -> pa.Table:
