@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from .commit.delete_rewrite import DeleteRewriteResult
     from .commit.expire import ExpireResult
     from .commit.manifest_rewrite import ManifestRewriteResult
+    from .commit.overwrite import OverwriteResult
     from .commit.properties_update import PropertiesUpdate
     from .commit.refs_update import RefsUpdate
     from .commit.schema_update import SchemaUpdate
@@ -158,6 +159,28 @@ class Table:
         from .commit.append import append
 
         return append(self, data, branch=branch, backend=backend, faults=faults)
+
+    def overwrite(
+        self,
+        data: Data,
+        filter: str | Expression = "true",
+        *,
+        branch: str = "main",
+        backend: str = "auto",
+        case_sensitive: bool = True,
+        isolation: str | None = None,
+        faults: Faults | None = None,
+    ) -> OverwriteResult:
+        """Replace the rows matching ``filter`` (default: all) with ``data`` in one ``overwrite`` snapshot:
+        the old rows deleted as :meth:`delete` deletes them, the new ones written as :meth:`append` writes
+        them. ``isolation``: ``serializable`` (default; fails if rows matching ``filter`` were appended
+        since the overwrite was planned) or ``snapshot``. See :mod:`gpu_engine.commit.overwrite`."""
+        from .commit.overwrite import overwrite
+
+        return overwrite(
+            self, data, filter, branch=branch, backend=backend, case_sensitive=case_sensitive,
+            isolation=isolation, faults=faults,
+        )  # fmt: skip
 
     def delete(
         self,

@@ -133,6 +133,27 @@ def test_create_append_delete_roundtrip(catalog_env: Path, capsys: pytest.Captur
     assert _sorted(loaded) == _sorted(expected)
 
 
+@pytest.mark.parametrize("mode", ["merge-on-read", "copy-on-write"])
+def test_overwrite_replaces_the_matching_rows(
+    catalog_env: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], mode: str
+) -> None:
+    _create_and_append(tmp_path, capsys, 2, 20, "--property", f"write.delete.mode={mode}")
+    new = _write(tmp_path, "new.parquet", _rows(100, 110))
+    out = _json(capsys, "overwrite", IDENT, "--catalog", NAME, new, "--filter", "region = 'us'")
+    assert out["rows_deleted"] == len([i for i in range(40) if i % 3 == 0]) and out["rows_written"] == 10
+    assert (out["delete_files_added"] > 0) == (mode == "merge-on-read")
+    assert (out["data_files_rewritten"] > 0) == (mode == "copy-on-write")
+    table = ge.load_catalog(NAME).load_table(IDENT)
+    assert table.metadata.current_snapshot_id == out["snapshot_id"]
+    expected = pa.concat_tables(
+        [_rows(0, 40).filter(pc.not_equal(_rows(0, 40)["region"], "us")), _rows(100, 110)]
+    )
+    assert _sorted(table.scan(backend="cpu").to_arrow()) == _sorted(expected)
+    everything = _json(capsys, "overwrite", IDENT, "--catalog", NAME, new, "--isolation", "snapshot")
+    assert everything["rows_written"] == 10
+    assert _sorted(ge.load_catalog(NAME).load_table(IDENT).scan().to_arrow()) == _sorted(_rows(100, 110))
+
+
 def test_create_from_json_schema_and_rich_output(
     catalog_env: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

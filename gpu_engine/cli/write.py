@@ -1,5 +1,6 @@
-"""``gpu-engine create|append|delete``: create a catalog table, append Parquet files to a table as one commit,
-delete rows merge-on-read (``--filter``) or with equality deletes (``--keys`` / ``--on``)."""
+"""``gpu-engine create|append|overwrite|delete``: create a catalog table, append Parquet files to a table as
+one commit, replace the rows matching ``--filter`` with Parquet files' rows, delete rows by ``--filter``
+(the table's ``write.delete.mode``) or with equality deletes (``--keys`` / ``--on``)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from rich.table import Table as RichTable
 
 from ..catalog import load_catalog
 from ..errors import GpuEngineError
+from ..iceberg.content_file import DATA, ContentFile
 from ..iceberg.schema import Schema, schema_from_json
 from .common import key_values, open_table, table_options
 
@@ -40,6 +42,17 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("files", nargs="+", metavar="FILE", help="Parquet files to append")
     p.add_argument("--backend", default="auto", choices=["auto", "cpu", "cuda"], help="where kernels run")
     p.set_defaults(run=cmd_append)
+
+    p = sub.add_parser("overwrite", help="replace the rows matching --filter with Parquet files' rows")
+    table_options(p)
+    p.add_argument("files", nargs="+", metavar="FILE", help="Parquet files with the new rows")
+    p.add_argument("--filter", default="true", help="the rows to replace, e.g. \"day = '2026-11-01'\" (all)")
+    p.add_argument(
+        "--isolation", default="serializable", choices=["serializable", "snapshot"],
+        help="serializable: fail if rows matching --filter were appended meanwhile",
+    )  # fmt: skip
+    p.add_argument("--backend", default="auto", choices=["auto", "cpu", "cuda"], help="where kernels run")
+    p.set_defaults(run=cmd_overwrite)
 
     p = sub.add_parser("delete", help="delete rows by --filter (merge-on-read) or --keys/--on (equality)")
     table_options(p)
@@ -76,12 +89,16 @@ def cmd_create(args: argparse.Namespace, console: Console) -> int:
     return report(args, console, f"created {args.table}", summary)
 
 
-def cmd_append(args: argparse.Namespace, console: Console) -> int:
-    tables = [_read_parquet(f, "FILE") for f in args.files]
+def _read_files(files: list[str]) -> pa.Table:
+    tables = [_read_parquet(f, "FILE") for f in files]
     try:
-        data = pa.concat_tables(tables, promote_options="default")
+        return pa.concat_tables(tables, promote_options="default")
     except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
-        raise GpuEngineError(f"{', '.join(args.files)}: the files' schemas do not combine ({e})") from None
+        raise GpuEngineError(f"{', '.join(files)}: the files' schemas do not combine ({e})") from None
+
+
+def cmd_append(args: argparse.Namespace, console: Console) -> int:
+    data = _read_files(args.files)
     table = open_table(args)
     result = table.append(data, backend=args.backend)
     summary = {
@@ -92,6 +109,30 @@ def cmd_append(args: argparse.Namespace, console: Console) -> int:
         "files": [f.path for f in result.files],
     }
     return report(args, console, f"appended to {args.table}", summary)
+
+
+def cmd_overwrite(args: argparse.Namespace, console: Console) -> int:
+    data = _read_files(args.files)
+    table = open_table(args)
+    result = table.overwrite(data, args.filter, backend=args.backend, isolation=args.isolation)
+    summary = {
+        "snapshot_id": result.snapshot_id,
+        "rows_deleted": result.deleted_rows,
+        "rows_written": result.added_rows,
+        "files_written": len(result.files),
+        "data_files_removed": len(result.removed_data_files),
+        **_delete_side(result.delete_side),
+        "metadata_location": result.commit.metadata_location,
+    }
+    return report(args, console, f"overwrote rows of {args.table}", summary)
+
+
+def _delete_side(added: tuple[ContentFile, ...]) -> dict[str, int]:
+    """What a delete wrote: delete files (merge-on-read) or data files rewritten (copy-on-write)."""
+    return {
+        "delete_files_added": sum(f.content != DATA for f in added),
+        "data_files_rewritten": sum(f.content == DATA for f in added),
+    }
 
 
 def cmd_delete(args: argparse.Namespace, console: Console) -> int:
@@ -124,7 +165,7 @@ def cmd_delete(args: argparse.Namespace, console: Console) -> int:
     summary: dict[str, Any] = {
         "rows_deleted": result.deleted_rows,
         "snapshot_id": result.snapshot_id,
-        "delete_files_added": len(result.added),
+        **_delete_side(result.added),
         "data_files_removed": len(result.removed_data_files),
     }
     if result.commit is None:

@@ -7,7 +7,9 @@ v3; a ``delete`` snapshot) or rewrites the matched data files without the matche
 ``overwrite`` snapshot), and commits with a validation that every attempt re-runs on the refreshed table:
 since the planned snapshot no targeted data file may have been removed and no DV or position delete file
 (copy-on-write: no delete file at all) may have been added for one (the positions written would be stale,
-a data file would end up with two DVs, or deleted rows would come back). A violation is a
+a data file would end up with two DVs, or deleted rows would come back); under the table's
+``write.delete.isolation-level`` ``serializable`` (the default) no data file that may hold matching rows
+may have been appended either (:mod:`.isolation`). A violation is a
 :class:`~gpu_engine.errors.ValidationError`; the files this delete wrote are deleted.
 """
 
@@ -28,9 +30,10 @@ from ..io.equality_delete_write import write_equality_deletes
 from .delete_cow import COPY_ON_WRITE, delete_mode, write_copy_on_write
 from .delete_plan import plan_row_deletes, write_row_deletes
 from .entries import snapshot_manifests
+from .isolation import SERIALIZABLE, delete_isolation_level, validate_no_conflicting_data
 from .producer import check_committable, commit, delete_files
 from .table_update import parent_of
-from .update import CommitResult, Faults, Operation, Removed, SnapshotUpdate, file_key
+from .update import CommitResult, Faults, Operation, Removed, SnapshotUpdate, Validation, file_key
 from .validation import validate_no_new_deletes
 
 if TYPE_CHECKING:
@@ -53,6 +56,74 @@ class DeleteResult:
         return None if self.commit is None else self.commit.snapshot_id
 
 
+@dataclass(frozen=True)
+class PreparedDelete:
+    """A delete by filter planned on snapshot ``planned`` (None: an empty table) with its files written
+    (delete files, or the rewritten data files when ``copy_on_write``), not committed yet. ``targets``: the
+    data files with matching rows (recorded paths)."""
+
+    planned: int | None
+    deleted_rows: int
+    copy_on_write: bool
+    targets: frozenset[str]
+    added: tuple[ContentFile, ...] = ()
+    removed_data_files: tuple[str, ...] = ()
+    removed_delete_files: tuple[ContentFile, ...] = ()
+
+    @property
+    def removed(self) -> list[Removed]:
+        return [*self.removed_data_files, *(file_key(d) for d in self.removed_delete_files)]
+
+    def validation(
+        self,
+        table: Table,
+        branch: str,
+        filter: str | Expression,
+        *,
+        isolation: str,
+        action: str,
+        case_sensitive: bool = True,
+    ) -> Validation:
+        """The check every commit attempt runs (see the module doc and :mod:`.isolation`)."""
+        io, planned, targets = table.io, self.planned, self.targets
+
+        def validate(base: TableMetadata) -> None:
+            if planned is not None and targets:
+                equality = self.copy_on_write
+                validate_no_new_deletes(io, base, branch, planned, targets, action=action, equality=equality)
+            if isolation == SERIALIZABLE:
+                validate_no_conflicting_data(
+                    io, base, branch, planned, filter, action=action, case_sensitive=case_sensitive
+                )
+
+        return validate
+
+
+def prepare_delete(
+    table: Table,
+    filter: str | Expression,
+    *,
+    branch: str = "main",
+    backend: str = "auto",
+    case_sensitive: bool = True,
+) -> PreparedDelete:
+    """Plan deleting the rows of ``branch`` matching ``filter`` and write its files, by the table's
+    ``write.delete.mode`` (:mod:`.delete_cow`); nothing is written when no row matches."""
+    md = table.metadata
+    cow = delete_mode(md.properties, md.format_version, md.location) == COPY_ON_WRITE
+    plan = plan_row_deletes(
+        table, filter, backend=backend, case_sensitive=case_sensitive, branch=branch, remove_all=cow
+    )
+    if not plan.files:
+        return PreparedDelete(plan.snapshot_id, 0, cow, frozenset())
+    out = write_copy_on_write(table, plan, backend=backend) if cow else write_row_deletes(table, plan)
+    targets = frozenset(f.path for f in plan.files)
+    return PreparedDelete(
+        plan.snapshot_id, plan.deleted_rows, cow, targets, out.added, out.removed_data_files,
+        out.removed_delete_files,
+    )  # fmt: skip
+
+
 def delete(
     table: Table,
     filter: str | Expression,
@@ -63,34 +134,27 @@ def delete(
     faults: Faults | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> DeleteResult:
-    """Delete the rows of ``branch`` matching ``filter`` (merge-on-read; data files left without live rows
-    are removed); see the module doc."""
+    """Delete the rows of ``branch`` matching ``filter`` (data files left without live rows are removed);
+    see the module doc."""
     check_committable(table)
     md = table.metadata
-    cow = delete_mode(md.properties, md.format_version, md.location) == COPY_ON_WRITE
+    isolation = delete_isolation_level(md.properties)
     if branch == "main" and md.current_snapshot() is None:
         return DeleteResult(0)  # an empty table: nothing can match
-    plan = plan_row_deletes(
-        table, filter, backend=backend, case_sensitive=case_sensitive, branch=branch, remove_all=cow
-    )
-    if not plan.files or plan.snapshot_id is None:
+    prepared = prepare_delete(table, filter, branch=branch, backend=backend, case_sensitive=case_sensitive)
+    if not prepared.targets:
         return DeleteResult(0)
-    out = write_copy_on_write(table, plan, backend=backend) if cow else write_row_deletes(table, plan)
-    removed: list[Removed] = [*out.removed_data_files, *(file_key(d) for d in out.removed_delete_files)]
-    targets = frozenset(f.path for f in plan.files)
-    planned = plan.snapshot_id
-
-    def validate(base: TableMetadata) -> None:
-        validate_no_new_deletes(table.io, base, branch, planned, targets, action="this delete", equality=cow)
-
-    operation: Operation = "overwrite" if cow and out.added else "delete"
-    update = SnapshotUpdate(operation, added=out.added, removed=removed, validate=validate)
-    result = commit(
-        table, update, branch=branch, faults=faults, sleep=sleep, owned=sorted({f.path for f in out.added})
+    validate = prepared.validation(
+        table, branch, filter, isolation=isolation, action="this delete", case_sensitive=case_sensitive
     )
+    operation: Operation = "overwrite" if prepared.copy_on_write and prepared.added else "delete"
+    update = SnapshotUpdate(operation, added=prepared.added, removed=prepared.removed, validate=validate)
+    owned = sorted({f.path for f in prepared.added})
+    result = commit(table, update, branch=branch, faults=faults, sleep=sleep, owned=owned)
     return DeleteResult(
-        plan.deleted_rows, out.added, out.removed_data_files, out.removed_delete_files, result
-    )
+        prepared.deleted_rows, prepared.added, prepared.removed_data_files, prepared.removed_delete_files,
+        result,
+    )  # fmt: skip
 
 
 def delete_rows(

@@ -139,7 +139,7 @@ def plan_row_deletes(
     ``filter``; see the module doc. ``remove_all``: every data file with a match will be removed (a
     copy-on-write delete rewrites them), so ``replaced`` names the deletes that only they need."""
     md, io = table.metadata, table.io
-    options = ScanOptions(filter, ref=branch, case_sensitive=case_sensitive)
+    options = ScanOptions(filter, ref=branch_ref(md, branch), case_sensitive=case_sensitive)
     plan = plan_scan(md, io, options)
     if plan.summary.snapshot_id is None or not plan.tasks:
         return RowDeletes(plan.summary.snapshot_id, md.format_version, plan.filter, ())
@@ -176,6 +176,12 @@ def plan_row_deletes(
     files = _with_replaced(md.format_version, files, hit, targets, recorded, remove_all=remove_all)
     files.sort(key=lambda f: f.path.encode("utf-8"))
     return RowDeletes(plan.summary.snapshot_id, md.format_version, plan.filter, tuple(files))
+
+
+def branch_ref(md: TableMetadata, branch: str | None) -> str | None:
+    """The ref a scan of ``branch`` reads: the branch, or (a branch not created yet forks from the
+    current snapshot, as commits do) None."""
+    return branch if branch is not None and branch in md.refs else None
 
 
 # -- the scan -------------------------------------------------------------------------------------------

@@ -35,6 +35,7 @@ from ..iceberg.metadata import TableMetadata
 from ..io.metrics_config import metrics_config
 from ..io.parquet_write import WriteOptions
 from .delete_cow import delete_mode
+from .isolation import delete_isolation_level
 from .manifest_merge import MergePolicy
 from .metadata_commit import MetadataUpdate, RestForm, commit_metadata_change
 from .retry import RetryPolicy
@@ -162,3 +163,4 @@ def _check_values(md: TableMetadata, props: dict[str, str]) -> None:
     MergePolicy.from_properties(props)
     metrics_config(md.schema, props)
     delete_mode(props, md.format_version, md.location)
+    delete_isolation_level(props)

@@ -1,5 +1,6 @@
 """Generated histories: seeded random sequences of appends, ``Table.delete`` (position deletes on v2, DVs on
-v3, copy-on-write rewrites on v1 and on tables set to it), ``Table.delete_rows`` (equality deletes) and
+v3, copy-on-write rewrites on v1 and on tables set to it), ``Table.overwrite`` (those deletes and new rows
+in one snapshot), ``Table.delete_rows`` (equality deletes) and
 compactions with random strategies and options, checked after every operation against a reference model
 (the multiset of live rows; on v3 also every row's ``_row_id`` and ``_last_updated_sequence_number``, fixed
 when the row was appended).
@@ -240,11 +241,11 @@ class History:
 
     # operations
 
-    def append(self, tbl: Table | None = None, *, branch: str = "main") -> None:
+    def new_rows(self) -> list[Row]:
         n = self.rng.randrange(1, 30)
         start = self.model.next_id
         self.model.next_id += n
-        rows = [
+        return [
             {
                 "id": start + i,
                 "k": self.rng.choice(KS),
@@ -254,12 +255,27 @@ class History:
             }
             for i in range(n)
         ]
+
+    def append(self, tbl: Table | None = None, *, branch: str = "main") -> None:
+        rows = self.new_rows()
+        start, n = rows[0]["id"], len(rows)
         self.log.append(
             f"append {n} rows (ids {start}..{start + n - 1})" + (f" to {branch}" if branch != "main" else "")
         )
         result = (tbl or self.tbl).append(self.arrow(rows), branch=branch, backend=self.backend)
         self.model.rows += rows
         self.last_append = (start, result.commit.sequence_number)
+
+    def overwrite(self) -> None:
+        """The rows matching a random filter replaced by new rows, in one snapshot."""
+        f = random_filter(self.rng, self.model.next_id)
+        rows = self.new_rows()
+        self.log.append(f"overwrite where {self.sql(f.sql)} with ids {rows[0]['id']}..{rows[-1]['id']}")
+        result = self.tbl.overwrite(self.arrow(rows), self.sql(f.sql), backend=self.backend)
+        before = len(self.model.rows)
+        self.model.rows = [r for r in self.model.rows if not f.pred(r)] + rows
+        assert result.deleted_rows == before + len(rows) - len(self.model.rows), self.log
+        self.last_append = (rows[0]["id"], result.commit.sequence_number)
 
     def delete(self, tbl: Table | None = None) -> None:
         f = random_filter(self.rng, self.model.next_id)
@@ -589,7 +605,7 @@ def run_history(
         ]
         choices += [h.evolve_schema] if h.extras else []  # added columns get dropped too
         if h.model.rows:  # copy-on-write on v1 tables and some others
-            choices += [h.delete, h.delete] + ([h.delete_rows] if version >= 2 else [])
+            choices += [h.delete, h.delete, h.overwrite] + ([h.delete_rows] if version >= 2 else [])
         if h.delete_files():
             choices += [h.rewrite_deletes] * 3
         if len(h.tbl.metadata.snapshots) > 1:
