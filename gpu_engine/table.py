@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from .commit.expire import ExpireResult
     from .commit.manifest_rewrite import ManifestRewriteResult
     from .commit.overwrite import OverwriteResult
+    from .commit.partition_overwrite import PartitionOverwriteResult
     from .commit.properties_update import PropertiesUpdate
     from .commit.refs_update import RefsUpdate
     from .commit.schema_update import SchemaUpdate
@@ -181,6 +182,25 @@ class Table:
             self, data, filter, branch=branch, backend=backend, case_sensitive=case_sensitive,
             isolation=isolation, faults=faults,
         )  # fmt: skip
+
+    def dynamic_partition_overwrite(
+        self,
+        data: Data,
+        *,
+        branch: str = "main",
+        backend: str = "auto",
+        isolation: str | None = None,
+        faults: Faults | None = None,
+    ) -> PartitionOverwriteResult:
+        """Write ``data`` with the default spec and replace every partition it lands in (their data and
+        delete files; an unpartitioned table: all of it) in one ``overwrite`` snapshot, as Iceberg's
+        ``ReplacePartitions``. ``isolation``: ``serializable`` (default; fails if rows were appended to
+        those partitions meanwhile) or ``snapshot``. See :mod:`gpu_engine.commit.partition_overwrite`."""
+        from .commit.partition_overwrite import dynamic_partition_overwrite
+
+        return dynamic_partition_overwrite(
+            self, data, branch=branch, backend=backend, isolation=isolation, faults=faults
+        )
 
     def delete(
         self,

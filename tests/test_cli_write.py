@@ -152,6 +152,25 @@ def test_overwrite_replaces_the_matching_rows(
     everything = _json(capsys, "overwrite", IDENT, "--catalog", NAME, new, "--isolation", "snapshot")
     assert everything["rows_written"] == 10
     assert _sorted(ge.load_catalog(NAME).load_table(IDENT).scan().to_arrow()) == _sorted(_rows(100, 110))
+    assert (
+        main(["overwrite", IDENT, "--catalog", NAME, new, "--filter", "id < 3", "--dynamic-partitions"]) == 2
+    )
+    assert "not both" in capsys.readouterr().err
+
+
+def test_overwrite_dynamic_partitions(
+    catalog_env: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _create_and_append(tmp_path, capsys, 2, 30, "--partition-by", "region")
+    us_only = _rows(100, 130).filter(pc.equal(_rows(100, 130)["region"], "us"))
+    new = _write(tmp_path, "us.parquet", us_only)
+    out = _json(capsys, "overwrite", IDENT, "--catalog", NAME, new, "--dynamic-partitions")
+    assert out["partitions_replaced"] == 1 and out["rows_written"] == us_only.num_rows
+    assert out["data_files_removed"] == 2  # each append wrote one "us" file
+    table = ge.load_catalog(NAME).load_table(IDENT)
+    old = _rows(0, 60)
+    expected = pa.concat_tables([old.filter(pc.not_equal(old["region"], "us")), us_only])
+    assert _sorted(table.scan(backend="cpu").to_arrow()) == _sorted(expected)
 
 
 def test_create_from_json_schema_and_rich_output(

@@ -46,7 +46,11 @@ def add_parsers(sub: Any) -> None:
     p = sub.add_parser("overwrite", help="replace the rows matching --filter with Parquet files' rows")
     table_options(p)
     p.add_argument("files", nargs="+", metavar="FILE", help="Parquet files with the new rows")
-    p.add_argument("--filter", default="true", help="the rows to replace, e.g. \"day = '2026-11-01'\" (all)")
+    p.add_argument("--filter", help="the rows to replace, e.g. \"day = '2026-11-01'\" (default: all)")
+    p.add_argument(
+        "--dynamic-partitions", action="store_true",
+        help="replace the partitions the new rows land in (Iceberg's ReplacePartitions) instead of --filter",
+    )  # fmt: skip
     p.add_argument(
         "--isolation", default="serializable", choices=["serializable", "snapshot"],
         help="serializable: fail if rows matching --filter were appended meanwhile",
@@ -112,9 +116,23 @@ def cmd_append(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_overwrite(args: argparse.Namespace, console: Console) -> int:
+    if args.dynamic_partitions and args.filter is not None:
+        raise GpuEngineError("overwrite: give --filter EXPR or --dynamic-partitions, not both")
     data = _read_files(args.files)
     table = open_table(args)
-    result = table.overwrite(data, args.filter, backend=args.backend, isolation=args.isolation)
+    if args.dynamic_partitions:
+        replaced = table.dynamic_partition_overwrite(data, backend=args.backend, isolation=args.isolation)
+        summary: dict[str, Any] = {
+            "snapshot_id": replaced.snapshot_id,
+            "partitions_replaced": replaced.partitions,
+            "rows_written": replaced.added_rows,
+            "files_written": len(replaced.files),
+            "data_files_removed": len(replaced.removed_data_files),
+            "delete_files_removed": len(replaced.removed_delete_files),
+            "metadata_location": replaced.commit.metadata_location,
+        }
+        return report(args, console, f"replaced partitions of {args.table}", summary)
+    result = table.overwrite(data, args.filter or "true", backend=args.backend, isolation=args.isolation)
     summary = {
         "snapshot_id": result.snapshot_id,
         "rows_deleted": result.deleted_rows,

@@ -1,6 +1,7 @@
 """Generated histories: seeded random sequences of appends, ``Table.delete`` (position deletes on v2, DVs on
 v3, copy-on-write rewrites on v1 and on tables set to it), ``Table.overwrite`` (those deletes and new rows
-in one snapshot), ``Table.delete_rows`` (equality deletes) and
+in one snapshot), ``Table.dynamic_partition_overwrite`` (the model computes partitions itself: murmur3
+buckets, code-point truncation), ``Table.delete_rows`` (equality deletes) and
 compactions with random strategies and options, checked after every operation against a reference model
 (the multiset of live rows; on v3 also every row's ``_row_id`` and ``_last_updated_sequence_number``, fixed
 when the row was appended).
@@ -37,6 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import mmh3
 import pyarrow as pa
 import pytest
 
@@ -265,6 +267,43 @@ class History:
         result = (tbl or self.tbl).append(self.arrow(rows), branch=branch, backend=self.backend)
         self.model.rows += rows
         self.last_append = (start, result.commit.sequence_number)
+
+    def partition_of(self, row: Row, spec_id: int) -> tuple[Any, ...]:
+        """The partition tuple of ``row`` in spec ``spec_id``, computed here: identity, ``bucket[3]`` of a
+        long (murmur3 of its 8 little-endian bytes, as the spec says), ``truncate[1]`` of a string (its
+        first code point), void."""
+        md = self.tbl.metadata
+        logical = {current: name for name, current in self.names.items()}
+        out: list[Any] = []
+        for f in md.spec_by_id(spec_id).fields:
+            value = row[logical[md.schema.find_field(f.source_id).name]]
+            if f.transform == "void" or value is None:
+                out.append(None)
+            elif f.transform == "bucket[3]":
+                out.append((mmh3.hash(struct.pack("<q", value), signed=True) & 0x7FFFFFFF) % 3)
+            elif f.transform == "truncate[1]":
+                out.append(value[:1])
+            else:
+                assert f.transform == "identity", f
+                out.append(value)
+        return tuple(out)
+
+    def replace_partitions(self) -> None:
+        """A dynamic partition overwrite: the partitions new rows land in (default spec) replaced."""
+        rows = self.new_rows()
+        self.log.append(f"replace partitions with ids {rows[0]['id']}..{rows[-1]['id']}")
+        result = self.tbl.dynamic_partition_overwrite(self.arrow(rows), backend=self.backend)
+        md = self.tbl.metadata
+        replaced = {(f.spec_id, f.partition) for f in result.files}
+        assert replaced == {(md.default_spec_id, self.partition_of(r, md.default_spec_id)) for r in rows}
+        whole = md.spec.is_unpartitioned
+
+        def gone(r: Row) -> bool:
+            spec_id = self.spec_of[r["id"]]
+            return whole or (spec_id, self.partition_of(r, spec_id)) in replaced
+
+        self.model.rows = [r for r in self.model.rows if not gone(r)] + rows
+        self.last_append = (rows[0]["id"], result.commit.sequence_number)
 
     def overwrite(self) -> None:
         """The rows matching a random filter replaced by new rows, in one snapshot."""
@@ -605,7 +644,8 @@ def run_history(
         ]
         choices += [h.evolve_schema] if h.extras else []  # added columns get dropped too
         if h.model.rows:  # copy-on-write on v1 tables and some others
-            choices += [h.delete, h.delete, h.overwrite] + ([h.delete_rows] if version >= 2 else [])
+            choices += [h.delete, h.delete, h.overwrite, h.replace_partitions]
+            choices += [h.delete_rows] if version >= 2 else []
         if h.delete_files():
             choices += [h.rewrite_deletes] * 3
         if len(h.tbl.metadata.snapshots) > 1:
@@ -645,10 +685,10 @@ def test_history_cuda(catalog: SqlCatalog, seed: int) -> None:
 
 
 def test_histories_cover_every_operation(catalog: SqlCatalog) -> None:
-    """The generator reaches every kind of operation (over a few seeds' logs)."""
+    """The generator reaches every kind of operation (over a few longer histories' logs)."""
     seen: Counter[str] = Counter()
     for seed in range(40):
-        h = run_history(catalog, seed, "cpu", name="coverage")
+        h = run_history(catalog, seed, "cpu", name="coverage", max_ops=12)
         seen.update(entry.split()[0] for entry in h.log)
         seen.update(" ".join(entry.split()[:2]) for entry in h.log)
         seen.update("compact branch" for entry in h.log if entry.startswith("compact wap"))

@@ -1,0 +1,150 @@
+"""Dynamic partition overwrites, Iceberg's ``ReplacePartitions`` (Spark's ``overwritePartitions()``,
+``INSERT OVERWRITE`` in dynamic mode; PyIceberg's ``dynamic_partition_overwrite``): the new rows are
+written with the table's default spec, and every partition they land in is replaced: its data files and
+its delete files are removed, in one ``overwrite`` snapshot whose summary says ``replace-partitions``.
+
+A partition is a (spec id, partition tuple) pair, compared as the spec compares partition values, so any
+transform works (no filter is derived from the values). Files written with another spec are not replaced,
+as in Java; an unpartitioned default spec replaces the whole table (every file of every spec).
+
+Concurrency (:mod:`.isolation`, Java's rules): under ``serializable`` (the default) a data file appended
+since the plan in a replaced partition fails the commit (those rows would have been replaced had the
+overwrite run after them); under ``snapshot`` it is kept. At both levels a delete file added meanwhile in a
+replaced partition fails it, as does a file to remove that another commit removed (a compaction).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..errors import ValidationError
+from ..iceberg.content_file import DATA, ContentFile
+from ..iceberg.manifests import ADDED
+from ..iceberg.metadata import TableMetadata
+from ..iceberg.snapshots import Snapshot
+from ..io.fileio import FileIO
+from ..io.parquet_write import Data, write_data_files
+from ..planning.deletes import PartitionKey, partition_key
+from .entries import live_entries, snapshot_manifests
+from .isolation import SERIALIZABLE, isolation_level
+from .producer import check_committable, commit
+from .table_update import parent_of
+from .update import CommitResult, Faults, Removed, SnapshotUpdate, file_key
+
+if TYPE_CHECKING:
+    from ..table import Table
+
+
+@dataclass(frozen=True)
+class PartitionOverwriteResult:
+    """A dynamic partition overwrite that landed: the data files written and their rows, how many
+    partitions were replaced, the files removed (recorded paths; delete files as entries), its commit."""
+
+    files: tuple[ContentFile, ...]
+    added_rows: int
+    partitions: int
+    removed_data_files: tuple[str, ...]
+    removed_delete_files: tuple[ContentFile, ...]
+    commit: CommitResult
+
+    @property
+    def snapshot_id(self) -> int:
+        return self.commit.snapshot_id
+
+
+def dynamic_partition_overwrite(
+    table: Table,
+    data: Data,
+    *,
+    branch: str = "main",
+    backend: str = "auto",
+    isolation: str | None = None,
+    faults: Faults | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> PartitionOverwriteResult:
+    """Write ``data`` and replace the partitions it lands in (see the module doc)."""
+    check_committable(table)
+    level = isolation_level(isolation, option="isolation")
+    md, io = table.metadata, table.io
+    if faults is not None:
+        faults("data")
+    files = tuple(
+        write_data_files(io, md.location, md.schema, md.spec, data, properties=md.properties, backend=backend)
+    )
+    everything = md.spec.is_unpartitioned
+    replaced = {partition_key(f.spec_id, f.partition) for f in files}
+    head = parent_of(md, branch)
+    removed_data: list[str] = []
+    removed_deletes: list[ContentFile] = []
+    for f in [] if head is None else _live_files(io, md, head):
+        if everything or partition_key(f.spec_id, f.partition) in replaced:
+            (removed_data.append(f.path) if f.content == DATA else removed_deletes.append(f))
+    planned = None if head is None else head.snapshot_id
+    removed: list[Removed] = [*removed_data, *(file_key(d) for d in removed_deletes)]
+
+    def validate(base: TableMetadata) -> None:
+        scope = None if everything else replaced
+        _no_files_added_in(io, base, branch, planned, scope, data=level == SERIALIZABLE)
+
+    update = SnapshotUpdate(
+        "overwrite", added=files, removed=removed, validate=validate, summary={"replace-partitions": "true"}
+    )
+    result = commit(table, update, branch=branch, faults=faults, sleep=sleep, owned=[f.path for f in files])
+    return PartitionOverwriteResult(
+        files=files,
+        added_rows=sum(f.record_count for f in files),
+        partitions=len(replaced),
+        removed_data_files=tuple(removed_data),
+        removed_delete_files=tuple(removed_deletes),
+        commit=result,
+    )
+
+
+def _live_files(io: FileIO, md: TableMetadata, snapshot: Snapshot) -> list[ContentFile]:
+    """Every live data and delete file of ``snapshot`` (recorded paths)."""
+    out: list[ContentFile] = []
+    for m in snapshot_manifests(io, snapshot):
+        spec_id = m.partition_spec_id if m.partition_spec_id is not None else 0
+        out.extend(e.file for e in live_entries(io, m, md.spec_by_id(spec_id)))
+    return out
+
+
+def _no_files_added_in(
+    io: FileIO,
+    base: TableMetadata,
+    branch: str,
+    planned: int | None,
+    partitions: Collection[PartitionKey] | None,
+    *,
+    data: bool,
+) -> None:
+    """:class:`ValidationError` when a snapshot of ``branch`` after ``planned`` added a delete file, or
+    (``data``) an append or overwrite added a data file, in one of ``partitions`` (None: anywhere)."""
+    snap = parent_of(base, branch)
+    while snap is not None and snap.snapshot_id != planned:
+        for m in snapshot_manifests(io, snap):
+            content = m.content or 0
+            if m.added_snapshot_id != snap.snapshot_id or (content == 0 and not data):
+                continue
+            if content == 0 and snap.operation not in ("append", "overwrite"):
+                continue  # a compaction's files hold rows that were there (removing them fails instead)
+            spec_id = m.partition_spec_id if m.partition_spec_id is not None else 0
+            for e in live_entries(io, m, base.spec_by_id(spec_id)):
+                key = partition_key(e.file.spec_id, e.file.partition)
+                if e.status == ADDED and (partitions is None or key in partitions):
+                    kind = "data file" if content == 0 else "delete file"
+                    raise ValidationError(
+                        f"table {base.location}: snapshot {snap.snapshot_id} added {kind} {e.file.path} in "
+                        f"a partition this overwrite replaces (spec {e.file.spec_id}, {e.file.partition}) "
+                        f"after it was planned on snapshot {planned}"
+                        + (
+                            f" (isolation level {SERIALIZABLE}; snapshot would keep it)"
+                            if content == 0
+                            else ""
+                        )
+                    )
+        parent = snap.parent_snapshot_id
+        snap = None if parent is None else base.snapshots_by_id.get(parent)

@@ -1,0 +1,168 @@
+"""``Table.dynamic_partition_overwrite`` (Iceberg's ReplacePartitions): the partitions the new rows land in
+are replaced, data and delete files, in one ``overwrite`` snapshot; other partitions and files of other
+specs stay; concurrency by isolation level; failures leave nothing; readers agree."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from gpu_engine.errors import InvalidOption, ValidationError
+from gpu_engine.table import Table
+
+from ._support import (
+    assert_all_readers,
+    keyed_rows,
+    raise_at,
+    referenced_files,
+    sql_catalog,
+    table_files,
+)
+
+FAST = {"commit.retry.min-wait-ms": "1", "commit.retry.max-wait-ms": "5"}
+
+
+def make(tmp_path: Path, version: int, partition_spec: list[str] | None = None) -> Table:
+    cat = sql_catalog(tmp_path)
+    properties = {"format-version": str(version), **FAST}
+    spec = ["region"] if partition_spec is None else partition_spec
+    return cat.create_table("db.t", keyed_rows(0, 0).schema, partition_spec=spec, properties=properties)
+
+
+def in_regions(data: pa.Table, *regions: str) -> pa.Array:
+    return pc.is_in(data["region"], pa.array(regions))
+
+
+def only(data: pa.Table, region: str) -> pa.Table:
+    return data.filter(pc.equal(data["region"], region))
+
+
+def appending(other: Table, extra: pa.Table) -> object:
+    calls: list[str] = []
+
+    def hook(name: str) -> None:
+        calls.append(name)
+        if name == "manifest" and calls.count(name) == 1:
+            other.append(extra)
+
+    return hook
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
+def test_partitions_of_the_new_rows_are_replaced_with_their_deletes(tmp_path: Path, version: int) -> None:
+    tbl = make(tmp_path, version)
+    data = pa.concat_tables([keyed_rows(0, 60), keyed_rows(60, 60, seed=1)])
+    tbl.append(data.slice(0, 60))
+    tbl.append(data.slice(60))
+    if version >= 2:  # deletes in the replaced partition go with it; those elsewhere stay
+        tbl.delete("id < 10")
+        keys = tbl.scan(filter="id in (70, 71, 72)", columns=["id", "region"]).to_arrow()
+        tbl.delete_rows(keys, on=["id", "region"])
+    before = tbl.scan().to_arrow()
+    parent = tbl.metadata.current_snapshot_id
+    new = only(keyed_rows(1000, 30, seed=5), "eu")
+    assert new.num_rows > 0
+
+    result = tbl.dynamic_partition_overwrite(new)
+    assert result.partitions == 1 and result.added_rows == new.num_rows
+    head = tbl.metadata.current_snapshot()
+    assert head is not None and head.parent_snapshot_id == parent
+    summary = head.summary or {}
+    assert summary["operation"] == "overwrite" and summary["replace-partitions"] == "true"
+    expected = pa.concat_tables([before.filter(pc.invert(in_regions(before, "eu"))), new.cast(before.schema)])
+    assert_all_readers(tbl, expected, pyiceberg=version == 1)  # PyIceberg cannot apply equality deletes
+    tasks = tbl.scan().plan().tasks
+    eu = [t for t in tasks if t.file.partition == ("eu",)]
+    assert {t.file.path for t in eu} == {f.path for f in result.files}
+    assert not [d for t in eu for d in t.deletes]  # the partition's deletes were removed
+    if version >= 2:
+        assert result.removed_delete_files
+        assert {d.partition for d in result.removed_delete_files} == {("eu",)}
+    assert table_files(tbl) - referenced_files(tbl) == {
+        str(p) for p in Path(tbl.location, "metadata").glob("*.metadata.json")
+    }
+
+
+def test_any_transform_and_other_specs(tmp_path: Path) -> None:
+    tbl = make(tmp_path, 2, ["bucket(4, id)"])
+    tbl.append(keyed_rows(0, 80))
+    with tbl.update_spec() as u:  # files of spec 0 are not replaced by writes of spec 1
+        u.add_field("region")
+    tbl.append(keyed_rows(100, 40, seed=2))
+    names = [f.name for f in tbl.schema().fields]
+    before = tbl.scan(columns=[*names, "_spec_id", "_partition"]).to_arrow()
+    new = keyed_rows(200, 3, seed=3)
+    result = tbl.dynamic_partition_overwrite(new)
+    added = {(f.spec_id, f.partition) for f in result.files}
+    assert {spec for spec, _ in added} == {1} and result.partitions == len(added)
+    assert {t.file.spec_id for t in tbl.scan().plan().tasks} == {0, 1}
+
+    def replaced(r: dict[str, Any]) -> bool:
+        return (r["_spec_id"], tuple(r["_partition"].values())) in added
+
+    kept = [{n: r[n] for n in names} for r in before.to_pylist() if not replaced(r)]
+    assert len(kept) < before.num_rows
+    assert_all_readers(tbl, pa.concat_tables([pa.Table.from_pylist(kept, schema=new.schema), new]))
+
+
+def test_an_unpartitioned_table_is_replaced_whole(tmp_path: Path) -> None:
+    tbl = make(tmp_path, 2, [])
+    tbl.append(keyed_rows(0, 20))
+    tbl.append(keyed_rows(20, 20, seed=1))
+    new = keyed_rows(100, 5)
+    result = tbl.dynamic_partition_overwrite(new)
+    assert len(result.removed_data_files) == 2
+    assert_all_readers(tbl, new)
+
+
+@pytest.mark.parametrize(("isolation", "fails"), [(None, True), ("snapshot", False)])
+def test_rows_appended_meanwhile_in_a_replaced_partition(
+    tmp_path: Path, isolation: str | None, fails: bool
+) -> None:
+    tbl = make(tmp_path, 3)
+    data = keyed_rows(0, 40)
+    tbl.append(data)
+    other = tbl.catalog.load_table(tbl.identifier)  # type: ignore[union-attr]
+    extra = only(keyed_rows(500, 20, seed=4), "eu")
+    new = only(keyed_rows(900, 20, seed=6), "eu")
+    hook = appending(other, extra)
+    if fails:
+        with pytest.raises(ValidationError, match="in a partition this overwrite replaces"):
+            tbl.dynamic_partition_overwrite(new, isolation=isolation, faults=hook)  # type: ignore[arg-type]
+        assert_all_readers(tbl.refresh(), pa.concat_tables([data, extra]))
+    else:
+        tbl.dynamic_partition_overwrite(new, isolation=isolation, faults=hook)  # type: ignore[arg-type]
+        expected = pa.concat_tables([data.filter(pc.invert(in_regions(data, "eu"))), extra, new])
+        assert_all_readers(tbl.refresh(), expected)
+
+
+def test_rows_appended_meanwhile_elsewhere_do_not_conflict(tmp_path: Path) -> None:
+    tbl = make(tmp_path, 2)
+    data = keyed_rows(0, 40)
+    tbl.append(data)
+    other = tbl.catalog.load_table(tbl.identifier)  # type: ignore[union-attr]
+    extra = only(keyed_rows(500, 20, seed=4), "us")
+    new = only(keyed_rows(900, 20, seed=6), "eu")
+    result = tbl.dynamic_partition_overwrite(new, faults=appending(other, extra))  # type: ignore[arg-type]
+    assert result.commit.attempts == 2
+    expected = pa.concat_tables([data.filter(pc.invert(in_regions(data, "eu"))), extra, new])
+    assert_all_readers(tbl, expected)
+
+
+@pytest.mark.parametrize("stage", ["data", "manifest", "manifest-list", "metadata", "swap"])
+def test_a_failed_partition_overwrite_leaves_nothing(tmp_path: Path, stage: str) -> None:
+    tbl = make(tmp_path, 2)
+    tbl.append(keyed_rows(0, 30))
+    location, files = tbl.metadata_location, table_files(tbl)
+    _, hook = raise_at(stage, OSError(f"injected at {stage}"))
+    with pytest.raises(OSError, match=f"injected at {stage}"):
+        tbl.dynamic_partition_overwrite(keyed_rows(100, 5), faults=hook)
+    assert tbl.refresh().metadata_location == location
+    assert table_files(tbl) == files
+    with pytest.raises(InvalidOption, match="isolation 'none'"):
+        tbl.dynamic_partition_overwrite(keyed_rows(100, 5), isolation="none")
+    assert table_files(tbl) == files
