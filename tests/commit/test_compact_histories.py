@@ -10,12 +10,13 @@ Histories also evolve the schema (extra columns added, with v3 defaults, and del
 renamed; columns moved; ``g`` promoted to long) and the partition spec (identity ``g``, ``bucket(3, id)`` and
 ``truncate(1, k)`` fields added and removed), roll main back to an earlier snapshot (the model keeps the
 rows of every snapshot it checked, schema changes applied to them too), and append through a branch that is
-then fast-forwarded into main or dropped (write-audit-publish; main checked unchanged meanwhile; the
-branch sometimes compacted before it is published).
+then fast-forwarded into main, dropped or kept as a side branch (write-audit-publish; main checked unchanged
+meanwhile; the branch sometimes compacted before it is published, a kept one later too).
 
 Maintenance runs among the operations: position deletes rewritten (v3: into DVs), equality deletes
-converted, manifests rewritten, snapshots expired (keeping the last 1-3 of main; every snapshot the model
-saw that is still there is then read by time travel and must give its rows) and orphan files removed.
+converted, manifests rewritten, snapshots expired (keeping the last 1-3 of main, sometimes after tagging an
+old snapshot; every snapshot the model saw that is still there, every kept branch and every tag is then
+read and must give its rows) and orphan files removed.
 
 The model keeps rows by logical column names; filters, keys and sort orders are written with the current
 names. ``delete_rows`` writes its equality deletes in every spec holding live rows (an equality delete of a
@@ -201,6 +202,7 @@ class History:
     spec_of: dict[int, int] = field(default_factory=dict)  # row id -> spec id of the file holding it
     evolutions: int = 0
     states: dict[int, list[Row]] = field(default_factory=dict)  # snapshot id -> the model's rows there
+    side_refs: dict[str, list[int]] = field(default_factory=dict)  # kept branches and tags -> their ids
 
     # names and types
 
@@ -497,13 +499,31 @@ class History:
             self.check()  # main is still untouched
         got = self.tbl.scan(columns=[self.names["id"]], ref=name, backend=self.backend).to_arrow()
         assert sorted(got.column(0).to_pylist()) == sorted(r["id"] for r in staged), self.log
-        if self.rng.random() < 0.7:
+        outcome = self.rng.random()
+        if outcome < 0.55:
             self.tbl.manage_snapshots().fast_forward("main", name).remove_branch(name).commit()
             self.model.rows = staged
             self.log.append(f"publish {name}")
-        else:
+        elif outcome < 0.8:
             self.tbl.manage_snapshots().remove_branch(name).commit()
             self.log.append(f"drop {name}")
+        else:  # left as a side branch: expiration and orphan removal must keep it readable
+            self.side_refs[name] = sorted(r["id"] for r in staged)
+            self.log.append(f"keep {name}")
+
+    def compact_side_branch(self) -> None:
+        """A kept branch compacted (its rows stay; main is untouched)."""
+        name = self.rng.choice([n for n in self.side_refs if self.tbl.metadata.refs[n].is_branch])
+        self.tbl.compact(options={"rewrite-all": "true"}, branch=name, backend=self.backend)
+        self.log.append(f"compact side branch {name}")
+        self.check_side_refs()
+
+    def check_side_refs(self) -> None:
+        md = self.tbl.refresh().metadata
+        for name, ids in self.side_refs.items():
+            assert name in md.refs, (name, self.log)
+            got = self.tbl.scan(columns=[self.names["id"]], ref=name, backend=self.backend).to_arrow()
+            assert sorted(got.column(0).to_pylist()) == ids, (name, self.log)
 
     def rollback(self) -> None:
         target = self.rng.choice(self.rollback_targets())
@@ -542,6 +562,12 @@ class History:
         """Snapshot expiration keeping the last 1-3 of main (sometimes followed by orphan removal), then
         time travel to every snapshot the model saw that is still there."""
         keep = self.rng.randrange(1, 4)
+        if self.states and self.rng.random() < 0.3:  # a tag keeps its snapshot whatever its age
+            tagged = self.rng.choice(sorted(self.states))
+            name = f"tag{len(self.log)}"
+            self.tbl.manage_snapshots().create_tag(name, tagged).commit()
+            self.side_refs[name] = sorted(r["id"] for r in self.states[tagged])
+            self.log.append(f"tag {tagged} as {name}")
         head = self.tbl.metadata.current_snapshot_id
         before = () if head is None else self.tbl.metadata.ancestor_ids(head)
         result = self.tbl.expire_snapshots(older_than=int(time.time() * 1000) + 1, retain_last=keep)
@@ -558,6 +584,7 @@ class History:
             orphans = self.tbl.remove_orphan_files(older_than=int(time.time() * 1000) + 1)
             self.log.append(f"remove orphan files: {len(orphans)}")
         assert_files_consistent(self.tbl)
+        self.check_side_refs()
         for snapshot_id, rows in self.states.items():
             assert snapshot_id in md.snapshots_by_id, (snapshot_id, self.log)
             scan = self.tbl.scan(columns=[self.names["id"]], snapshot_id=snapshot_id, backend=self.backend)
@@ -650,6 +677,8 @@ def run_history(
             choices += [h.rewrite_deletes] * 3
         if len(h.tbl.metadata.snapshots) > 1:
             choices += [h.expire, h.rewrite_manifests]
+        if any(h.tbl.metadata.refs[n].is_branch for n in h.side_refs):
+            choices += [h.compact_side_branch]
         choices += [h.rollback] if h.rollback_targets() else []
         choices += [h.publish_through_branch] if h.tbl.metadata.current_snapshot_id is not None else []
         rng.choice(choices)()
