@@ -2,10 +2,12 @@
 
 :func:`plan_row_deletes` scans the table's current snapshot for ``_file``/``_pos`` of the rows matching
 the filter. The scan applies every delete that applies today (DVs, position and equality deletes), so
-the positions found are exactly the live matching rows. Per data file it also gathers the positional
-deletes that apply now (the spec: a new DV must merge the old DV and any position deletes, and at most one
-DV may exist per data file) and whether every live row becomes deleted (the caller may then remove the
-data file instead).
+the positions found are exactly the live matching rows. Files whose partition decides that every row
+matches (residual ``true``, as when deleting whole partitions) and that no equality delete applies to are
+not read: their live positions come from their DVs and position delete files (a metadata-only delete).
+Per data file it also gathers the positional deletes that apply now (the spec: a new DV must merge the old
+DV and any position deletes, and at most one DV may exist per data file) and whether every live row
+becomes deleted (the caller may then remove the data file instead).
 
 Paths: scans and plans see *resolved* paths (recorded paths mapped through the table's path map), but
 new delete files must name data files exactly as their manifest entries record them, and removals go by
@@ -40,7 +42,7 @@ import pyarrow.compute as pc
 from ..errors import PlanningError, UnsupportedFeature
 from ..execute.projection import project
 from ..execute.scan import execute
-from ..expressions import TRUE, Expression
+from ..expressions import TRUE, AlwaysTrue, Expression
 from ..iceberg.content_file import ContentFile
 from ..iceberg.deletion_vectors import read_dv, sorted_unique
 from ..iceberg.manifest_list import ManifestFile
@@ -143,7 +145,10 @@ def plan_row_deletes(
     plan = plan_scan(md, io, options)
     if plan.summary.snapshot_id is None or not plan.tasks:
         return RowDeletes(plan.summary.snapshot_id, md.format_version, plan.filter, ())
-    matches = _matching_positions(md, io, plan, backend, case_sensitive)
+    whole = _wholly_matched(plan.tasks)
+    scanned = tuple(t for t in plan.tasks if t.file.path not in whole)
+    matches = _matching_positions(md, io, replace(plan, tasks=scanned), backend, case_sensitive)
+    matches.update(_all_live_positions(io, whole))
     if not matches:
         return RowDeletes(plan.summary.snapshot_id, md.format_version, plan.filter, ())
     tasks = {t.file.path: t for t in plan.tasks}
@@ -192,6 +197,29 @@ def _matching_positions(
 ) -> dict[str, Positions]:
     """Resolved data file path -> sorted unique positions of its live rows matching the plan's filter."""
     return positions_by_file(scan_positions(md, io, plan, backend, case_sensitive))
+
+
+def _wholly_matched(tasks: Sequence[ScanTask]) -> dict[str, ScanTask]:
+    """The files whose every row matches (their partition decides: the residual is true) and that no
+    equality delete applies to, by resolved path: their matching rows are known without reading them."""
+    out: dict[str, ScanTask] = {}
+    for t in tasks:
+        if isinstance(t.residual, AlwaysTrue) and not any(d.content == EQUALITY_DELETES for d in t.deletes):
+            out[t.file.path] = t
+    return out
+
+
+def _all_live_positions(io: FileIO, whole: dict[str, ScanTask]) -> dict[str, Positions]:
+    """The positions no DV or position delete removes, per file of ``whole`` (from the delete files)."""
+    existing, _ = existing_deletes(io, list(whole.values()))
+    out = {}
+    for path, t in whole.items():
+        live = np.setdiff1d(
+            np.arange(t.file.record_count, dtype=np.int64), existing[path], assume_unique=True
+        )
+        if len(live):
+            out[path] = live
+    return out
 
 
 def scan_positions(

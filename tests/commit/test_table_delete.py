@@ -17,7 +17,7 @@ from gpu_engine.commit import SnapshotUpdate
 from gpu_engine.commit.delete import DeleteResult
 from gpu_engine.commit.entries import live_entries, snapshot_manifests
 from gpu_engine.commit.update import ValidationError as ReexportedValidationError
-from gpu_engine.errors import ValidationError
+from gpu_engine.errors import DataFileError, ValidationError
 from gpu_engine.io.dv_write import DeletionVector, write_deletion_vectors
 from gpu_engine.table import Table
 from tests.commit._support import (
@@ -220,3 +220,28 @@ def test_delete_rows_keys_default_to_the_identifier_fields(tmp_path: Path) -> No
     result = tbl.delete_rows(keys)
     assert [f.equality_ids for f in result.added] == [(tbl.metadata.schema.find_field("id").field_id,)]
     assert_all_readers(tbl, data.filter(~pc.field("id").isin([1, 5])), pyiceberg=False)
+
+
+@pytest.mark.parametrize(
+    ("version", "mode"), [(2, "merge-on-read"), (3, "merge-on-read"), (3, "copy-on-write")]
+)
+def test_deleting_whole_partitions_reads_no_data_file(tmp_path: Path, version: int, mode: str) -> None:
+    """Files whose partition decides the filter are removed from metadata alone: the ``eu`` files are made
+    unreadable and the delete still succeeds (a filter the partition does not decide must read them)."""
+    tbl = new_table(tmp_path, version, partitioned=True)
+    tbl.update_properties().set("write.delete.mode", mode).commit()
+    data = pa.concat_tables([rows(0, 40), rows(40, 40, seed=1)])
+    tbl.append(data.slice(0, 40))
+    tbl.append(data.slice(40))
+    tbl.delete("id < 6")  # a DV / position deletes in every partition: counted, not read
+    eu = [t.file.path for t in tbl.scan().plan().tasks if t.file.partition == ("eu",)]
+    assert len(eu) == 2
+    for path in eu:
+        Path(path).write_bytes(b"not parquet any more")
+    with pytest.raises(DataFileError, match=r"region=eu/.*not a readable Parquet file"):
+        tbl.delete("region = 'eu' and id > 45")  # the residual needs the rows
+    result = tbl.delete("region = 'eu'")
+    live = without(data, pc.field("id") < 6)
+    assert result.deleted_rows == pc.sum(pc.equal(live["region"], "eu").cast(pa.int64())).as_py()
+    assert sorted(result.removed_data_files) == sorted(eu) and result.added == ()
+    assert_all_readers(tbl, without(live, pc.field("region") == "eu"))
