@@ -1,7 +1,8 @@
 """The issue's interop matrix: every table kind written here — v2 and v3, partitioned by each transform,
 with position deletes (v2) or DVs (v3) and equality deletes — read back identically by our scan, by
 PyIceberg (except while equality deletes are live) and by DuckDB's iceberg extension; then compacted and
-read back again by all three (no equality delete is left after a rewrite-all)."""
+read back again by all three (no equality delete is left after a rewrite-all); then a copy-on-write
+delete and an overwrite, read back by all three again."""
 
 from __future__ import annotations
 
@@ -72,4 +73,17 @@ def test_written_tables_read_identically_before_and_after_compaction(
     result = tbl.compact(options={"rewrite-all": "true", "remove-dangling-deletes": "true"}, backend="cpu")
     assert result.rewritten_data_files > 0 and not result.failures
     assert not [d for t in tbl.scan().plan().tasks for d in t.deletes]
+    assert_all_readers(tbl, expected)
+
+    # copy-on-write: matched files rewritten without the rows; then rows replaced by an overwrite
+    tbl.update_properties().set("write.delete.mode", "copy-on-write").commit()
+    tbl.delete("id in (10, 50) or score < 0.1", backend="cpu")
+    expected = _without(
+        expected,
+        pc.or_kleene(pc.is_in(expected["id"], pa.array([10, 50])), pc.less(expected["score"], 0.1)),
+    )
+    assert_all_readers(tbl, expected)
+    new = _rows(500, 7, keys)
+    tbl.overwrite(new, "id < 20", backend="cpu")
+    expected = pa.concat_tables([_without(expected, pc.less(expected["id"], 20)), new])
     assert_all_readers(tbl, expected)
