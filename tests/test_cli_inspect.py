@@ -50,6 +50,12 @@ def test_each_metadata_table(
     assert len(_rows_of(capsys, "files", "--snapshot", str(first))) == 2
     assert [r["name"] for r in _rows_of(capsys, "refs")] == ["main"]
     assert len(_rows_of(capsys, "history")) == 3 and len(_rows_of(capsys, "manifests")) >= 2
+    assert len(_rows_of(capsys, "data_files")) == 4 and len(_rows_of(capsys, "delete_files")) == 1
+    assert len(_rows_of(capsys, "data_files", "--snapshot", str(first))) == 2
+    assert {r["reference_snapshot_id"] for r in _rows_of(capsys, "all_manifests")} == {
+        r["snapshot_id"] for r in snapshots
+    }
+    assert len(_rows_of(capsys, "all_files")) == 5 and len(_rows_of(capsys, "metadata_log_entries")) >= 4
     out = tmp_path / "files.parquet"
     assert main(["inspect", IDENT, "--catalog", NAME, "files", "-o", str(out)]) == 0
     assert pq.read_table(out).num_rows == 5
@@ -65,6 +71,7 @@ def test_each_metadata_table(
     ("argv", "message"),
     [
         (["refs", "--snapshot", "1"], "--snapshot: refs has no snapshot to choose"),
+        (["all_files", "--snapshot", "1"], "--snapshot: all_files has no snapshot to choose"),
         (["files", "--columns", "nope"], "--columns: files has no column(s) ['nope']"),
         (["files", "--snapshot", "42"], "no snapshot with id 42"),
         (["files", "--limit", "-1"], "--limit -1: expected 0 or more"),

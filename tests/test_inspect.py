@@ -14,6 +14,7 @@ import pytest
 from pyiceberg.table import StaticTable
 
 import gpu_engine as ge
+from gpu_engine.errors import ManifestError, MetadataError
 from gpu_engine.table import Table
 
 from .commit._support import rows, sql_catalog
@@ -96,6 +97,22 @@ def test_metadata_tables_match_pyiceberg(tmp_path: Path) -> None:
     history = tbl.inspect.history()
     _same(history, theirs.history(), ("snapshot_id", "parent_id", "is_current_ancestor"), "history")
     assert False in history["is_current_ancestor"].to_pylist()  # the rolled-back delete
+    data, deletes = tbl.inspect.data_files(), tbl.inspect.delete_files()
+    _same(data, theirs.data_files(), FILE_COLUMNS, "data_files")
+    _same(deletes, theirs.delete_files(), FILE_COLUMNS, "delete_files")
+    assert data.num_rows + deletes.num_rows == files.num_rows and data.num_rows and deletes.num_rows
+    all_manifests = tbl.inspect.all_manifests()
+    _same(
+        all_manifests, theirs.all_manifests(), (*MANIFEST_COLUMNS, "reference_snapshot_id"), "all_manifests"
+    )
+    assert len(set(all_manifests["reference_snapshot_id"].to_pylist())) == len(tbl.metadata.snapshots)
+    for name in ("all_files", "all_data_files", "all_delete_files"):
+        _same(getattr(tbl.inspect, name)(), getattr(theirs, name)(), FILE_COLUMNS, name)
+    assert tbl.inspect.all_files().num_rows > files.num_rows  # rows of replaced and expired-from-head files
+    log_columns = ("file", "latest_snapshot_id", "latest_schema_id", "latest_sequence_number")
+    log = tbl.inspect.metadata_log_entries()
+    _same(log, theirs.metadata_log_entries(), log_columns, "metadata_log_entries")
+    assert log["file"].to_pylist()[-1] == tbl.metadata_location
     dev = tbl.metadata.refs["dev"].snapshot_id
     on_main = sum(partitions["record_count"].to_pylist())
     assert sum(tbl.inspect.partitions(snapshot_id=dev)["record_count"].to_pylist()) == on_main + 5
@@ -129,14 +146,27 @@ def test_fixture_metadata_tables_match_pyiceberg(rel: str) -> None:
         pytest.skip("no current snapshot")
     ours = {"files": tbl.inspect.files(), "manifests": tbl.inspect.manifests()}
     ours["partitions"] = tbl.inspect.partitions()  # whether PyIceberg can inspect the table or not
+    try:  # some fixtures ship only the current snapshot's files, or a snapshot id past the long range
+        ours["all_manifests"], ours["all_files"] = tbl.inspect.all_manifests(), tbl.inspect.all_files()
+    except (ManifestError, MetadataError) as exc:
+        assert "file not found" in str(exc) or "does not fit a long" in str(exc), exc
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             theirs = StaticTable.from_metadata(str(metadata)).inspect
             expected = {"files": theirs.files(), "manifests": theirs.manifests()}
             expected["partitions"] = theirs.partitions()
+            if "all_files" in ours:
+                expected["all_manifests"], expected["all_files"] = theirs.all_manifests(), theirs.all_files()
+            else:
+                with pytest.raises(Exception, match=r"No such file|not found|does not exist|too large"):
+                    theirs.all_manifests()
     except Exception as exc:  # PyIceberg cannot inspect every table: not the oracle then
         pytest.skip(f"PyIceberg cannot inspect it: {type(exc).__name__}: {str(exc)[:120]}")
     _same(ours["files"], expected["files"], FILE_COLUMNS, f"{rel}: files")
     _same(ours["manifests"], expected["manifests"], MANIFEST_COLUMNS, f"{rel}: manifests")
     _same(ours["partitions"], expected["partitions"], PARTITION_COLUMNS, f"{rel}: partitions")
+    if "all_files" in ours:
+        all_manifests = (*MANIFEST_COLUMNS, "reference_snapshot_id")
+        _same(ours["all_manifests"], expected["all_manifests"], all_manifests, f"{rel}: all_manifests")
+        _same(ours["all_files"], expected["all_files"], FILE_COLUMNS, f"{rel}: all_files")

@@ -1,7 +1,9 @@
-"""``gpu-engine inspect TABLE partitions|files|manifests|snapshots|refs|history``: a metadata table (see
+"""``gpu-engine inspect TABLE partitions|files|data_files|delete_files|manifests|snapshots|refs|history|
+metadata_log_entries|all_manifests|all_files|all_data_files|all_delete_files``: a metadata table (see
 :mod:`gpu_engine.inspect`) on the screen, as JSON rows (``--json``), or as a Parquet file (``-o``).
 
-``--snapshot ID`` picks the snapshot of ``partitions``, ``files`` and ``manifests`` (default: current);
+``--snapshot ID`` picks the snapshot of ``partitions``, the ``files`` tables and ``manifests`` (default:
+current);
 ``--columns`` selects columns; the screen shows at most ``--limit`` rows (default 50)."""
 
 from __future__ import annotations
@@ -19,17 +21,20 @@ from rich.table import Table as RichTable
 from ..errors import GpuEngineError
 from .common import open_table, table_options
 
-TABLES = ("partitions", "files", "manifests", "snapshots", "refs", "history")
-_BY_SNAPSHOT = ("partitions", "files", "manifests")
+_BY_SNAPSHOT = ("partitions", "files", "data_files", "delete_files", "manifests")
+TABLES = (
+    *_BY_SNAPSHOT, "snapshots", "refs", "history", "metadata_log_entries",
+    "all_manifests", "all_files", "all_data_files", "all_delete_files",
+)  # fmt: skip
 
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
-        "inspect", help="metadata tables: partitions, files, manifests, snapshots, refs, history"
+        "inspect", help="metadata tables: partitions, files, manifests, snapshots, refs, history, ..."
     )
     table_options(p)
     p.add_argument("what", choices=TABLES, help="the metadata table")
-    p.add_argument("--snapshot", type=int, metavar="ID", help="for partitions, files, manifests")
+    p.add_argument("--snapshot", type=int, metavar="ID", help="for " + ", ".join(_BY_SNAPSHOT))
     p.add_argument("--columns", metavar="COLS", help="comma-separated columns")
     p.add_argument("--limit", type=int, default=50, metavar="N", help="rows on the screen (default 50)")
     p.add_argument("-o", "--output", metavar="FILE", help="write the whole table as Parquet")
