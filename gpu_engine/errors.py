@@ -105,3 +105,7 @@ class InvalidProperty(GpuEngineError, ValueError):
 
 class InvalidOption(GpuEngineError, ValueError):
     """An action option (e.g. a compaction's ``min-input-files``) is unknown or has a bad value."""
+
+
+class InvalidData(GpuEngineError, ValueError):
+    """Rows given to a write break its rules (an upsert's key repeated within the new rows)."""

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from .commit.schema_update import SchemaUpdate
     from .commit.spec_update import SpecUpdate
     from .commit.update import Faults
+    from .commit.upsert import UpsertResult
     from .expressions import Expression
     from .iceberg.sorting import SortOrder
     from .inspect import InspectTable
@@ -222,6 +223,24 @@ class Table:
         return delete(
             self, filter, branch=branch, backend=backend, case_sensitive=case_sensitive, faults=faults
         )
+
+    def upsert(
+        self,
+        data: pa.Table,
+        on: Sequence[str] | None = None,
+        *,
+        branch: str = "main",
+        backend: str = "auto",
+        faults: Faults | None = None,
+    ) -> UpsertResult | None:
+        """Update the rows whose ``on`` columns (default: the identifier fields) equal a row of ``data`` to
+        that row and insert the others, in one ``overwrite`` snapshot of equality deletes and data files
+        (merge-on-read, as Flink's upsert mode; nothing is read). The keys need the partition source
+        columns; ``data`` may not repeat a key. None when ``data`` is empty. See
+        :mod:`gpu_engine.commit.upsert`."""
+        from .commit.upsert import upsert
+
+        return upsert(self, data, on, branch=branch, backend=backend, faults=faults)
 
     def delete_rows(
         self,

@@ -173,6 +173,29 @@ def test_overwrite_dynamic_partitions(
     assert _sorted(table.scan(backend="cpu").to_arrow()) == _sorted(expected)
 
 
+def test_upsert_by_key(catalog_env: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _create_and_append(tmp_path, capsys, 1, 10, "--partition-by", "region")
+    changed = _rows(5, 15)
+    changed = changed.set_column(2, "value", pa.array([-1.0] * changed.num_rows))
+    out = _json(
+        capsys,
+        "upsert",
+        IDENT,
+        "--catalog",
+        NAME,
+        _write(tmp_path, "u.parquet", changed),
+        "--on",
+        "id,region",
+    )
+    assert out["rows_written"] == 10 and out["delete_files_added"] >= 1
+    expected = pa.concat_tables([_rows(0, 5), changed])
+    assert _sorted(ge.load_catalog(NAME).load_table(IDENT).scan().to_arrow()) == _sorted(expected)
+    empty = _write(tmp_path, "e.parquet", _rows(0, 0))
+    assert _json(capsys, "upsert", IDENT, "--catalog", NAME, empty, "--on", "id,region")["message"]
+    assert main(["upsert", IDENT, "--catalog", NAME, empty]) == 2  # no identifier fields: name --on
+    assert "no identifier fields" in capsys.readouterr().err
+
+
 def test_create_from_json_schema_and_rich_output(
     catalog_env: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -1,6 +1,7 @@
-"""``gpu-engine create|append|overwrite|delete``: create a catalog table, append Parquet files to a table as
-one commit, replace the rows matching ``--filter`` with Parquet files' rows, delete rows by ``--filter``
-(the table's ``write.delete.mode``) or with equality deletes (``--keys`` / ``--on``)."""
+"""``gpu-engine create|append|overwrite|upsert|delete``: create a catalog table, append Parquet files to a
+table as one commit, replace the rows matching ``--filter`` with Parquet files' rows, upsert rows by key
+(``--on``), delete rows by ``--filter`` (the table's ``write.delete.mode``) or with equality deletes
+(``--keys`` / ``--on``)."""
 
 from __future__ import annotations
 
@@ -57,6 +58,15 @@ def add_parsers(sub: Any) -> None:
     )  # fmt: skip
     p.add_argument("--backend", default="auto", choices=["auto", "cpu", "cuda"], help="where kernels run")
     p.set_defaults(run=cmd_overwrite)
+
+    p = sub.add_parser("upsert", help="update rows by key and insert new ones (equality deletes + rows)")
+    table_options(p)
+    p.add_argument("files", nargs="+", metavar="FILE", help="Parquet files with the new rows")
+    p.add_argument(
+        "--on", metavar="COLS", help="comma-separated key columns (default: the identifier fields)"
+    )
+    p.add_argument("--backend", default="auto", choices=["auto", "cpu", "cuda"], help="where kernels run")
+    p.set_defaults(run=cmd_upsert)
 
     p = sub.add_parser("delete", help="delete rows by --filter (merge-on-read) or --keys/--on (equality)")
     table_options(p)
@@ -143,6 +153,23 @@ def cmd_overwrite(args: argparse.Namespace, console: Console) -> int:
         "metadata_location": result.commit.metadata_location,
     }
     return report(args, console, f"overwrote rows of {args.table}", summary)
+
+
+def cmd_upsert(args: argparse.Namespace, console: Console) -> int:
+    data = _read_files(args.files)
+    on = None if args.on is None else [c.strip() for c in args.on.split(",") if c.strip()]
+    table = open_table(args)
+    result = table.upsert(data, on, backend=args.backend)
+    if result is None:
+        return report(args, console, f"upserted into {args.table}", {"message": "no rows to upsert"})
+    summary = {
+        "snapshot_id": result.snapshot_id,
+        "rows_written": result.rows,
+        "files_written": len(result.files),
+        "delete_files_added": len(result.delete_files),
+        "metadata_location": result.commit.metadata_location,
+    }
+    return report(args, console, f"upserted into {args.table}", summary)
 
 
 def _delete_side(added: tuple[ContentFile, ...]) -> dict[str, int]:

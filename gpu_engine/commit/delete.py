@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from ..errors import SchemaMismatch, ValidationError
+from ..errors import InvalidOption, SchemaMismatch, ValidationError
 from ..expressions import Expression
 from ..iceberg.content_file import ContentFile
 from ..iceberg.metadata import TableMetadata
@@ -179,15 +179,7 @@ def delete_rows(
             f"table {md.location}: format version 1 has no equality deletes (upgrade it: "
             "tbl.update_properties().set('format-version', '2'))"
         )
-    if on is None:
-        on = [md.schema.names_by_id[i] for i in md.schema.identifier_field_ids]
-        if not on:
-            raise ValueError(f"on: table {md.location} has no identifier fields; name the key columns")
-    if not on or len(set(on)) != len(on):
-        raise ValueError(f"on: one or more distinct column names, not {list(on)}")
-    missing = [c for c in on if c not in keys.column_names]
-    if missing:
-        raise SchemaMismatch(f"keys: no column(s) {missing} (columns: {keys.column_names})")
+    on = key_columns(md, keys, on, what="keys")
     ids = [md.schema.find_field(c).field_id for c in on]
     if keys.num_rows == 0:
         return DeleteResult(0)
@@ -204,6 +196,22 @@ def delete_rows(
     update = SnapshotUpdate("delete", added=files)
     result = commit(table, update, branch=branch, faults=faults, sleep=sleep, owned=[f.path for f in files])
     return DeleteResult(keys.num_rows, tuple(files), commit=result)
+
+
+def key_columns(md: TableMetadata, rows: pa.Table, on: Sequence[str] | None, *, what: str) -> list[str]:
+    """The key columns ``on`` of an equality delete or upsert (default: the table's identifier fields),
+    checked distinct and present in ``rows`` (called ``what`` in errors)."""
+    if on is None:
+        on = [md.schema.names_by_id[i] for i in md.schema.identifier_field_ids]
+        if not on:
+            raise InvalidOption(f"on: table {md.location} has no identifier fields; name the key columns")
+    keys = list(on)
+    if not keys or len(set(keys)) != len(keys):
+        raise InvalidOption(f"on: one or more distinct column names, not {keys}")
+    missing = [c for c in keys if c not in rows.column_names]
+    if missing:
+        raise SchemaMismatch(f"{what}: no column(s) {missing} (columns: {rows.column_names})")
+    return keys
 
 
 def delete_specs(table: Table, branch: str, key_ids: Collection[int] | None = None) -> list[int]:

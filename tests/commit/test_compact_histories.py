@@ -1,7 +1,8 @@
 """Generated histories: seeded random sequences of appends, ``Table.delete`` (position deletes on v2, DVs on
 v3, copy-on-write rewrites on v1 and on tables set to it), ``Table.overwrite`` (those deletes and new rows
 in one snapshot), ``Table.dynamic_partition_overwrite`` (the model computes partitions itself: murmur3
-buckets, code-point truncation), ``Table.delete_rows`` (equality deletes) and
+buckets, code-point truncation), ``Table.delete_rows`` (equality deletes), ``Table.upsert`` (equality
+deletes and rows in one snapshot) and
 compactions with random strategies and options, checked after every operation against a reference model
 (the multiset of live rows; on v3 also every row's ``_row_id`` and ``_last_updated_sequence_number``, fixed
 when the row was appended).
@@ -203,6 +204,7 @@ class History:
     evolutions: int = 0
     states: dict[int, list[Row]] = field(default_factory=dict)  # snapshot id -> the model's rows there
     side_refs: dict[str, list[int]] = field(default_factory=dict)  # kept branches and tags -> their ids
+    lineages: dict[int, dict[int, tuple[int, int]]] = field(default_factory=dict)  # snapshot id -> lineage
 
     # names and types
 
@@ -326,13 +328,39 @@ class History:
         self.model.rows = [r for r in self.model.rows if not f.pred(r)]
         assert result.deleted_rows == before - len(self.model.rows), self.log
 
-    def delete_rows(self, tbl: Table | None = None) -> None:
-        on = self.rng.choice([["id"], ["k"], ["id", "k"]])
-        # equality deletes are partition-scoped: the keys carry the partition columns of every live spec,
-        # unless the table has an unpartitioned spec (global deletes are written in it then)
+    def equality_keys(self, on: list[str]) -> list[str]:
+        """``on`` with the partition columns of every live spec: equality deletes are partition-scoped,
+        unless the table has an unpartitioned spec (global deletes are written in it then)."""
         global_deletes = any(s.is_unpartitioned for s in self.tbl.refresh().metadata.partition_specs)
         if not (global_deletes and self.rng.random() < 0.5):
-            on += [c for c in self.partition_sources() if c not in on]
+            on = on + [c for c in self.partition_sources() if c not in on]
+        return on
+
+    def upsert(self) -> None:
+        """Some live rows updated by key (their other columns changed) and new rows inserted, in one
+        snapshot of equality deletes and rows; updated rows are new rows for lineage."""
+        on = self.equality_keys(["id"])
+        picked = self.rng.sample(self.model.rows, min(len(self.model.rows), self.rng.randrange(0, 4)))
+        fresh = self.new_rows()
+        updates = []
+        for r in picked:
+            changed = {c: r[c] for c in on}
+            changed.update({c: v for c, v in fresh.pop(0).items() if c not in on} if fresh else {})
+            updates.append({**r, **{c: v for c, v in changed.items() if c != "id"}, "id": r["id"]})
+        data = updates + fresh
+        if not data:
+            return
+        self.log.append(f"upsert on {on}: {len(updates)} updated, {len(fresh)} inserted")
+        result = self.tbl.upsert(self.arrow(data), on=[self.names[c] for c in on], backend=self.backend)
+        assert result is not None and result.rows == len(data)
+        keys = {tuple(r[c] for c in on) for r in data}
+        self.model.rows = [r for r in self.model.rows if tuple(r[c] for c in on) not in keys] + data
+        for r in updates:
+            self.model.lineage.pop(r["id"], None)
+        self.last_append = (min(r["id"] for r in data), result.commit.sequence_number)
+
+    def delete_rows(self, tbl: Table | None = None) -> None:
+        on = self.equality_keys(self.rng.choice([["id"], ["k"], ["id", "k"]]))
         live = self.model.rows
         picked = self.rng.sample(live, min(len(live), self.rng.randrange(1, 6)))
         keys = [{c: r[c] for c in on} for r in picked]
@@ -472,6 +500,7 @@ class History:
         current = self.tbl.metadata.current_snapshot_id
         if current is not None:
             self.states[current] = [dict(r) for r in self.model.rows]
+            self.lineages[current] = dict(self.model.lineage)  # an upsert gives updated rows new lineage
 
     def rollback_targets(self) -> list[int]:
         """The ancestors of main's head (not itself) whose rows the model saw."""
@@ -529,6 +558,7 @@ class History:
         target = self.rng.choice(self.rollback_targets())
         self.tbl.manage_snapshots().rollback_to(target).commit()
         self.model.rows = [dict(r) for r in self.states[target]]
+        self.model.lineage = dict(self.lineages[target])
         self.log.append(f"rollback to snapshot {target}")
 
     def delete_files(self, kind: str = "delete-files") -> int:
@@ -672,7 +702,7 @@ def run_history(
         choices += [h.evolve_schema] if h.extras else []  # added columns get dropped too
         if h.model.rows:  # copy-on-write on v1 tables and some others
             choices += [h.delete, h.delete, h.overwrite, h.replace_partitions]
-            choices += [h.delete_rows] if version >= 2 else []
+            choices += [h.delete_rows, h.upsert] if version >= 2 else []
         if h.delete_files():
             choices += [h.rewrite_deletes] * 3
         if len(h.tbl.metadata.snapshots) > 1:

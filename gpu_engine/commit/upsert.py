@@ -1,0 +1,107 @@
+"""Upserts by key, merge-on-read as Flink's upsert mode writes them: one snapshot holds equality deletes of
+the new rows' keys and the new rows. An equality delete applies to data files of lower sequence numbers
+only (spec "Scan Planning"), so it removes the rows those keys had and not the new ones committed with it:
+existing keys are updated, new keys inserted, and nothing is read.
+
+Keys are the ``on`` columns (default: the table's identifier fields); NULL matches NULL, as in every
+equality delete. The new rows must not repeat a key. The equality deletes go in the specs
+:func:`~.delete.delete_specs` names, so the keys need the partition source columns (a row whose partition
+changes is then a new key), unless the table has an unpartitioned spec. On v3 tables updated rows get new
+row ids: equality deletes cannot carry the old ones (spec "Row Lineage"). Format version 2 or later.
+
+The snapshot is an ``overwrite``; if it finally fails, every file written is deleted.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import InvalidData, ValidationError
+from ..iceberg.content_file import ContentFile
+from ..io.equality_delete_write import write_equality_deletes
+from ..io.parquet_write import write_data_files
+from .delete import delete_specs, key_columns
+from .producer import check_committable, commit, delete_files
+from .update import CommitResult, Faults, SnapshotUpdate
+
+if TYPE_CHECKING:
+    from ..table import Table
+
+
+@dataclass(frozen=True)
+class UpsertResult:
+    """An upsert that landed: the rows written (updated or inserted: telling them apart would need a read),
+    the data files and equality delete files written, and its commit."""
+
+    rows: int
+    files: tuple[ContentFile, ...]
+    delete_files: tuple[ContentFile, ...]
+    commit: CommitResult
+
+    @property
+    def snapshot_id(self) -> int:
+        return self.commit.snapshot_id
+
+
+def upsert(
+    table: Table,
+    data: pa.Table,
+    on: Sequence[str] | None = None,
+    *,
+    branch: str = "main",
+    backend: str = "auto",
+    faults: Faults | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> UpsertResult | None:
+    """Update the rows whose ``on`` columns equal a row of ``data`` to that row, insert the others (see the
+    module doc); None when ``data`` is empty (nothing committed)."""
+    check_committable(table)
+    md = table.metadata
+    if md.format_version < 2:
+        raise ValidationError(
+            f"table {md.location}: format version 1 has no equality deletes, which upserts write (upgrade "
+            "it: tbl.update_properties().set('format-version', '2'))"
+        )
+    keys = key_columns(md, data, on, what="data")
+    if data.num_rows == 0:
+        return None
+    _check_unique(data, keys)
+    ids = [md.schema.find_field(c).field_id for c in keys]
+    if faults is not None:
+        faults("data")
+    written: list[ContentFile] = []
+    try:
+        for spec_id in delete_specs(table, branch, ids):
+            written += write_equality_deletes(
+                table.io, md.location, md.schema, md.spec_by_id(spec_id), spec_id, data.select(keys), ids,
+                properties=md.properties, backend=backend,
+            )  # fmt: skip
+        deletes = tuple(written)
+        written += write_data_files(
+            table.io, md.location, md.schema, md.spec, data, properties=md.properties, backend=backend
+        )
+    except BaseException:
+        delete_files(table.io, [f.path for f in written], fault=None)
+        raise
+    files = tuple(written[len(deletes) :])
+    update = SnapshotUpdate("overwrite", added=written)
+    result = commit(table, update, branch=branch, faults=faults, sleep=sleep, owned=[f.path for f in written])
+    return UpsertResult(data.num_rows, files, deletes, result)
+
+
+def _check_unique(data: pa.Table, keys: list[str]) -> None:
+    """:class:`InvalidData` naming a key that ``data`` holds twice (NULL equal to NULL)."""
+    counts = data.select(keys).group_by(keys, use_threads=False).aggregate([([], "count_all")])
+    repeated = counts.filter(pc.greater(counts["count_all"], 1))
+    if repeated.num_rows:
+        first = {k: repeated[k][0].as_py() for k in keys}
+        raise InvalidData(
+            f"data: {repeated.num_rows} key(s) of {keys} appear more than once (first: {first} "
+            f"{repeated['count_all'][0].as_py()} times); an upsert writes one row per key"
+        )

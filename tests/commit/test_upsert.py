@@ -1,0 +1,134 @@
+"""``Table.upsert``: equality deletes of the new rows' keys and the new rows in one snapshot, so existing keys
+are updated and new keys inserted; read by our scan and DuckDB (PyIceberg once compacted: it cannot apply
+equality deletes); NULL keys, partition evolution, identifier fields, bad input and failures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from gpu_engine.errors import InvalidData, InvalidOption, SchemaMismatch, UnsupportedFeature, ValidationError
+from gpu_engine.table import Table
+
+from ._support import (
+    assert_all_readers,
+    assert_same_rows,
+    keyed_rows,
+    raise_at,
+    sql_catalog,
+    table_files,
+)
+
+FAST = {"commit.retry.min-wait-ms": "1", "commit.retry.max-wait-ms": "5"}
+
+
+def make(tmp_path: Path, version: int, spec: list[str] | None = None) -> Table:
+    cat = sql_catalog(tmp_path)
+    properties = {"format-version": str(version), **FAST}
+    return cat.create_table(
+        "db.t",
+        keyed_rows(0, 0).schema,
+        partition_spec=["region"] if spec is None else spec,
+        properties=properties,
+    )
+
+
+def upserted(old: pa.Table, new: pa.Table, on: list[str]) -> pa.Table:
+    """``old`` with the rows whose key is in ``new`` replaced by ``new``'s rows (new keys added)."""
+    keys = {tuple(r[c] for c in on) for r in new.select(on).to_pylist()}
+    kept = [r for r in old.to_pylist() if tuple(r[c] for c in on) not in keys]
+    return pa.concat_tables([pa.Table.from_pylist(kept, schema=old.schema), new.cast(old.schema)])
+
+
+def changed(rows: pa.Table) -> pa.Table:
+    """``rows`` with new ``s`` and ``score`` values (the keys kept)."""
+    rows = rows.set_column(rows.schema.get_field_index("s"), "s", pa.array(["new"] * rows.num_rows))
+    scores = pa.array([9.5] * rows.num_rows, pa.float64())
+    return rows.set_column(rows.schema.get_field_index("score"), "score", scores)
+
+
+@pytest.mark.parametrize("version", [2, 3])
+def test_existing_keys_are_updated_and_new_keys_inserted(tmp_path: Path, version: int) -> None:
+    tbl = make(tmp_path, version)
+    old = pa.concat_tables([keyed_rows(0, 40), keyed_rows(40, 40, seed=1)])
+    tbl.append(old.slice(0, 40))
+    tbl.append(old.slice(40))
+    before = tbl.scan().to_arrow()
+    lineage = (
+        {r["id"]: r["_row_id"] for r in tbl.scan(columns=["id", "_row_id"]).to_arrow().to_pylist()}
+        if version == 3
+        else {}
+    )
+    updates = changed(old.take(pa.array([1, 5, 41, 77])))
+    new = pa.concat_tables([updates, keyed_rows(500, 6, seed=2)])
+    on = ["id", "region"]
+
+    result = tbl.upsert(new, on)
+    assert result is not None and result.rows == new.num_rows
+    assert result.delete_files and all(f.content == 2 for f in result.delete_files)
+    assert result.files and all(f.content == 0 for f in result.files)
+    head = tbl.metadata.current_snapshot()
+    assert head is not None and (head.summary or {})["operation"] == "overwrite"
+    expected = upserted(before, new, on)
+    assert expected.num_rows == old.num_rows + 6
+    assert_all_readers(tbl, expected, pyiceberg=False)
+    if version == 3:  # updated rows are new rows (new ids), the others keep theirs
+        after = {r["id"]: r["_row_id"] for r in tbl.scan(columns=["id", "_row_id"]).to_arrow().to_pylist()}
+        for i, rid in after.items():
+            assert (rid == lineage.get(i)) == (i not in {1, 5, 41, 77} and i < 500)
+        assert len(set(after.values())) == len(after)
+
+    tbl.compact(options={"rewrite-all": "true", "remove-dangling-deletes": "true"}, backend="cpu")
+    assert_all_readers(tbl, expected)  # PyIceberg too, once the equality deletes are gone
+
+
+def test_identifier_fields_null_keys_and_spec_evolution(tmp_path: Path) -> None:
+    tbl = make(tmp_path, 2, [])
+    with tbl.update_schema() as u:
+        u.set_identifier_fields("id")
+    old = keyed_rows(0, 30)
+    tbl.append(old)
+    with tbl.update_spec() as u:  # files of both specs; the keys lack region: deletes go in spec 0
+        u.add_field("region")
+    tbl.append(keyed_rows(30, 30, seed=1))
+    before = tbl.scan().to_arrow()
+    new = changed(before.filter(pc.is_in(before["id"], pa.array([3, 33, 59]))))
+    tbl.upsert(new)  # on the identifier fields
+    assert_same_rows(tbl.scan().to_arrow(), upserted(before, new, ["id"]), context="identifier upsert")
+
+    # a NULL key matches NULL: an "s"-keyed upsert replaces the rows whose s is NULL
+    with_null = tbl.scan().to_arrow()
+    assert with_null["s"].null_count > 0
+    row = keyed_rows(900, 1, seed=9).set_column(4, "s", pa.array([None], pa.string()))
+    tbl.upsert(row, on=["s"])
+    assert_same_rows(tbl.scan().to_arrow(), upserted(with_null, row, ["s"]), context="null key")
+
+
+def test_bad_input_is_refused_and_leaves_nothing(tmp_path: Path) -> None:
+    tbl = make(tmp_path, 2)
+    tbl.append(keyed_rows(0, 20))
+    location, files = tbl.metadata_location, table_files(tbl)
+    twice = pa.concat_tables([keyed_rows(0, 2), keyed_rows(0, 2).slice(0, 1)])
+    with pytest.raises(InvalidData, match=r"key\(s\) of \['id', 'region'\] appear more than once"):
+        tbl.upsert(twice, on=["id", "region"])
+    with pytest.raises(UnsupportedFeature, match="Include those columns in the keys"):
+        tbl.upsert(keyed_rows(0, 2), on=["id"])  # partitioned by region: the keys need it
+    with pytest.raises(SchemaMismatch, match=r"data: no column\(s\) \[.nope.\]"):
+        tbl.upsert(keyed_rows(0, 2), on=["nope"])
+    with pytest.raises(InvalidOption, match="no identifier fields"):
+        tbl.upsert(keyed_rows(0, 2))
+    with pytest.raises(SchemaMismatch):
+        tbl.upsert(pa.table({"id": [1], "region": ["eu"], "other": [2]}), on=["id", "region"])
+    assert tbl.upsert(keyed_rows(0, 0), on=["id", "region"]) is None
+    v1 = make(tmp_path / "v1", 1)
+    with pytest.raises(ValidationError, match="format version 1 has no equality deletes"):
+        v1.upsert(keyed_rows(0, 2), on=["id", "region"])
+    for stage in ("data", "manifest", "manifest-list", "metadata", "swap"):
+        _, hook = raise_at(stage, OSError(f"injected at {stage}"))
+        with pytest.raises(OSError, match=f"injected at {stage}"):
+            tbl.upsert(keyed_rows(0, 2), on=["id", "region"], faults=hook)
+    assert tbl.refresh().metadata_location == location
+    assert table_files(tbl) == files
