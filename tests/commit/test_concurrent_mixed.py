@@ -1,9 +1,9 @@
-"""Writer processes running random appends, deletes by filter (merge-on-read or copy-on-write), upserts,
-overwrites and compactions against one table at once. Every operation that lands is recorded with its
-sequence number; replaying them in that order on a plain list of rows must give exactly the table's rows
-(read by our scan and by DuckDB). That holds only if the commits are serializable: a delete or overwrite
-that planned before a matching append and committed after it must have been refused, and upserts'
-equality deletes must reach exactly the rows committed before them."""
+"""Writer processes (on SQLite and PostgreSQL catalogs) running random appends, deletes by filter
+(merge-on-read or copy-on-write), upserts, overwrites and compactions against one table at once. Every
+operation that lands is recorded with its sequence number; replaying them in that order on a plain list of
+rows must give exactly the table's rows (read by our scan and by DuckDB). That holds only if the commits
+are serializable: a delete or overwrite that planned before a matching append and committed after it must
+have been refused, and upserts' equality deletes must reach exactly the rows committed before them."""
 
 from __future__ import annotations
 
@@ -20,6 +20,9 @@ import gpu_engine as ge
 from . import _mixed_writer
 from ._compact_support import assert_no_stray_data_files
 from ._support import CATALOG_NAME, duckdb_rows
+from .test_concurrency import catalog_uri
+
+__all__ = ["catalog_uri"]  # the SQLite / PostgreSQL catalog fixture
 
 PROPS = {
     "commit.retry.num-retries": "1000",
@@ -54,8 +57,10 @@ def _bag(rows: list[dict[str, Any]]) -> Counter[tuple[int, int, int, int]]:
 @pytest.mark.parametrize(
     ("version", "mode"), [(2, "merge-on-read"), (3, "merge-on-read"), (3, "copy-on-write")]
 )
-def test_mixed_writers_replay_in_commit_order(tmp_path: Path, version: int, mode: str) -> None:
-    uri, warehouse = f"sqlite:///{tmp_path / 'catalog.db'}", str(tmp_path / "wh")
+def test_mixed_writers_replay_in_commit_order(
+    tmp_path: Path, catalog_uri: str, version: int, mode: str
+) -> None:
+    uri, warehouse = catalog_uri, str(tmp_path / "wh")
     cat = ge.load_catalog(CATALOG_NAME, uri=uri, warehouse=warehouse)
     try:
         cat.create_namespace("db")
