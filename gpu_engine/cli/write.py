@@ -132,6 +132,8 @@ def cmd_overwrite(args: argparse.Namespace, console: Console) -> int:
     table = open_table(args)
     if args.dynamic_partitions:
         replaced = table.dynamic_partition_overwrite(data, backend=args.backend, isolation=args.isolation)
+        if replaced is None:
+            return report(args, console, f"replaced partitions of {args.table}", {"message": "no rows"})
         summary: dict[str, Any] = {
             "snapshot_id": replaced.snapshot_id,
             "partitions_replaced": replaced.partitions,

@@ -64,8 +64,9 @@ def dynamic_partition_overwrite(
     isolation: str | None = None,
     faults: Faults | None = None,
     sleep: Callable[[float], None] = time.sleep,
-) -> PartitionOverwriteResult:
-    """Write ``data`` and replace the partitions it lands in (see the module doc)."""
+) -> PartitionOverwriteResult | None:
+    """Write ``data`` and replace the partitions it lands in (see the module doc); None when ``data`` has
+    no rows: no partition to replace, nothing committed (even on an unpartitioned table)."""
     check_committable(table)
     level = isolation_level(isolation, option="isolation")
     md, io = table.metadata, table.io
@@ -74,6 +75,8 @@ def dynamic_partition_overwrite(
     files = tuple(
         write_data_files(io, md.location, md.schema, md.spec, data, properties=md.properties, backend=backend)
     )
+    if not files:
+        return None
     everything = md.spec.is_unpartitioned
     replaced = {partition_key(f.spec_id, f.partition) for f in files}
     head = parent_of(md, branch)

@@ -297,6 +297,7 @@ class History:
         rows = self.new_rows()
         self.log.append(f"replace partitions with ids {rows[0]['id']}..{rows[-1]['id']}")
         result = self.tbl.dynamic_partition_overwrite(self.arrow(rows), backend=self.backend)
+        assert result is not None
         md = self.tbl.metadata
         replaced = {(f.spec_id, f.partition) for f in result.files}
         assert replaced == {(md.default_spec_id, self.partition_of(r, md.default_spec_id)) for r in rows}

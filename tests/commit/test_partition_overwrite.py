@@ -68,6 +68,7 @@ def test_partitions_of_the_new_rows_are_replaced_with_their_deletes(tmp_path: Pa
     assert new.num_rows > 0
 
     result = tbl.dynamic_partition_overwrite(new)
+    assert result is not None
     assert result.partitions == 1 and result.added_rows == new.num_rows
     head = tbl.metadata.current_snapshot()
     assert head is not None and head.parent_snapshot_id == parent
@@ -97,6 +98,7 @@ def test_any_transform_and_other_specs(tmp_path: Path) -> None:
     before = tbl.scan(columns=[*names, "_spec_id", "_partition"]).to_arrow()
     new = keyed_rows(200, 3, seed=3)
     result = tbl.dynamic_partition_overwrite(new)
+    assert result is not None
     added = {(f.spec_id, f.partition) for f in result.files}
     assert {spec for spec, _ in added} == {1} and result.partitions == len(added)
     assert {t.file.spec_id for t in tbl.scan().plan().tasks} == {0, 1}
@@ -113,8 +115,12 @@ def test_an_unpartitioned_table_is_replaced_whole(tmp_path: Path) -> None:
     tbl = make(tmp_path, 2, [])
     tbl.append(keyed_rows(0, 20))
     tbl.append(keyed_rows(20, 20, seed=1))
+    location = tbl.metadata_location
+    assert tbl.dynamic_partition_overwrite(keyed_rows(0, 0)) is None  # no rows: nothing replaced
+    assert tbl.refresh().metadata_location == location
     new = keyed_rows(100, 5)
     result = tbl.dynamic_partition_overwrite(new)
+    assert result is not None
     assert len(result.removed_data_files) == 2
     assert_all_readers(tbl, new)
 
@@ -148,6 +154,7 @@ def test_rows_appended_meanwhile_elsewhere_do_not_conflict(tmp_path: Path) -> No
     extra = only(keyed_rows(500, 20, seed=4), "us")
     new = only(keyed_rows(900, 20, seed=6), "eu")
     result = tbl.dynamic_partition_overwrite(new, faults=appending(other, extra))  # type: ignore[arg-type]
+    assert result is not None
     assert result.commit.attempts == 2
     expected = pa.concat_tables([data.filter(pc.invert(in_regions(data, "eu"))), extra, new])
     assert_all_readers(tbl, expected)
