@@ -195,8 +195,9 @@ class Table:
     ) -> PartitionOverwriteResult | None:
         """Write ``data`` with the default spec and replace every partition it lands in (their data and
         delete files; an unpartitioned table: all of it) in one ``overwrite`` snapshot, as Iceberg's
-        ``ReplacePartitions``; None (nothing committed) when ``data`` has no rows. ``isolation``: ``serializable`` (default; fails if rows were appended to
-        those partitions meanwhile) or ``snapshot``. See :mod:`gpu_engine.commit.partition_overwrite`."""
+        ``ReplacePartitions``; None (nothing committed) when ``data`` has no rows. ``isolation``:
+        ``serializable`` (default; fails if rows were appended to those partitions meanwhile) or
+        ``snapshot``. See :mod:`gpu_engine.commit.partition_overwrite`."""
         from .commit.partition_overwrite import dynamic_partition_overwrite
 
         return dynamic_partition_overwrite(
