@@ -153,14 +153,21 @@ class Table:
         return self
 
     def append(
-        self, data: Data, *, branch: str = "main", backend: str = "auto", faults: Faults | None = None
+        self,
+        data: Data,
+        *,
+        branch: str = "main",
+        backend: str = "auto",
+        merge_schema: bool = False,
+        faults: Faults | None = None,
     ) -> AppendResult:
         """Write ``data`` (an Arrow table, batch, reader or iterable of batches) as data files and commit them
-        as an ``append`` snapshot; this handle then points at the new metadata. ``faults``: a test hook
-        (see :mod:`gpu_engine.commit.producer`)."""
+        as an ``append`` snapshot; this handle then points at the new metadata. ``merge_schema``: first add
+        the data's new columns and widen types (required columns stay required), see
+        :mod:`gpu_engine.commit.append`. ``faults``: a test hook (see :mod:`gpu_engine.commit.producer`)."""
         from .commit.append import append
 
-        return append(self, data, branch=branch, backend=backend, faults=faults)
+        return append(self, data, branch=branch, backend=backend, merge_schema=merge_schema, faults=faults)
 
     def overwrite(
         self,

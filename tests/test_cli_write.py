@@ -196,6 +196,19 @@ def test_upsert_by_key(catalog_env: Path, tmp_path: Path, capsys: pytest.Capture
     assert "no identifier fields" in capsys.readouterr().err
 
 
+def test_append_merge_schema(catalog_env: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _create_and_append(tmp_path, capsys, 1, 5)
+    wider = _rows(5, 8).append_column("note", pa.array(["a", "b", "c"]))
+    path = _write(tmp_path, "wider.parquet", wider)
+    assert main(["append", IDENT, "--catalog", NAME, path]) == 2  # the table lacks "note"
+    capsys.readouterr()
+    assert _json(capsys, "append", IDENT, "--catalog", NAME, path, "--merge-schema")["rows_written"] == 3
+    table = ge.load_catalog(NAME).load_table(IDENT)
+    assert [f.name for f in table.schema().fields] == ["id", "region", "value", "note"]
+    notes = table.scan().to_arrow()["note"].to_pylist()
+    assert sorted(n for n in notes if n) == ["a", "b", "c"] and notes.count(None) == 5
+
+
 def test_create_from_json_schema_and_rich_output(
     catalog_env: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -41,6 +41,10 @@ def add_parsers(sub: Any) -> None:
     p = sub.add_parser("append", help="append Parquet files to a table as one commit")
     table_options(p)
     p.add_argument("files", nargs="+", metavar="FILE", help="Parquet files to append")
+    p.add_argument(
+        "--merge-schema", action="store_true",
+        help="first add the files' new columns and widen types (required columns stay required)",
+    )  # fmt: skip
     p.add_argument("--backend", default="auto", choices=["auto", "cpu", "cuda"], help="where kernels run")
     p.set_defaults(run=cmd_append)
 
@@ -114,7 +118,7 @@ def _read_files(files: list[str]) -> pa.Table:
 def cmd_append(args: argparse.Namespace, console: Console) -> int:
     data = _read_files(args.files)
     table = open_table(args)
-    result = table.append(data, backend=args.backend)
+    result = table.append(data, backend=args.backend, merge_schema=args.merge_schema)
     summary = {
         "snapshot_id": result.snapshot_id,
         "files_written": len(result.files),

@@ -2,8 +2,12 @@
 
 Rows are written with the table's current schema, default partition spec and write properties
 (:func:`gpu_engine.io.parquet_write.write_data_files`; a schema mismatch is a :class:`SchemaMismatch`
-before anything is committed). If the commit finally fails the data files are deleted too; if its outcome
-is unknown they are kept (the snapshot may reference them).
+before anything is committed). With ``merge_schema`` (Spark's ``mergeSchema``) the table's schema is first
+evolved to hold the data's, as ``update_schema().union_by_name`` does (new columns added as optional, wider
+types promoted), in a commit of its own, except that nullable Arrow fields leave required columns required:
+Arrow fields are nullable by default, and the rows decide (a null in a required column fails the write).
+If the commit finally fails the data files are deleted too (not the schema change); if its outcome is
+unknown they are kept (the snapshot may reference them).
 """
 
 from __future__ import annotations
@@ -13,6 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
+
+from ..errors import InvalidOption
 from ..iceberg.content_file import ContentFile
 from ..io.parquet_write import Data, write_data_files
 from .producer import check_committable, commit
@@ -38,11 +45,15 @@ def append(
     *,
     branch: str = "main",
     backend: str = "auto",
+    merge_schema: bool = False,
     faults: Faults | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> AppendResult:
-    """Write ``data`` (an Arrow table, record batch, reader or iterable of batches) and commit an append."""
+    """Write ``data`` (an Arrow table, record batch, reader or iterable of batches) and commit an append.
+    ``merge_schema``: first evolve the table's schema to hold ``data``'s (see the module doc)."""
     check_committable(table)
+    if merge_schema:
+        _merge_schema(table, data)
     md = table.metadata
     if faults is not None:
         faults("data")
@@ -52,3 +63,15 @@ def append(
     update = SnapshotUpdate.append(files)
     result = commit(table, update, branch=branch, faults=faults, sleep=sleep, owned=[f.path for f in files])
     return AppendResult(result.snapshot_id, tuple(files), sum(f.record_count for f in files), result)
+
+
+def _merge_schema(table: Table, data: Data) -> None:
+    """Commit the schema change that lets the table hold ``data``'s columns (nothing when it already does)."""
+    if not isinstance(data, (pa.Table, pa.RecordBatch, pa.RecordBatchReader)):
+        raise InvalidOption(
+            "merge_schema: the data needs a schema before it is read (an Arrow table, record batch or "
+            f"record batch reader, not {type(data).__name__})"
+        )
+    update = table.update_schema().union_by_name(data.schema, relax_required=False)
+    if update.apply().schema_id != table.metadata.current_schema_id:
+        update.commit()

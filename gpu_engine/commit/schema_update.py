@@ -219,13 +219,16 @@ class SchemaUpdate(MetadataUpdate):
         self._c.identifiers = tuple(dict.fromkeys(_split(p) for p in paths))
         return self
 
-    def union_by_name(self, schema: Schema | pa.Schema) -> SchemaUpdate:
+    def union_by_name(self, schema: Schema | pa.Schema, *, relax_required: bool = True) -> SchemaUpdate:
         """Evolve the table's schema to hold ``schema``'s columns, matched by name (nested too): those the
         table lacks are added (optional), wider types promote the table's, optional columns make the
-        table's optional, docs are copied; narrower types are kept as they are. A column whose types cannot
-        be unified fails naming it; nothing is dropped."""
+        table's optional (unless ``relax_required`` is False), docs are copied; narrower types are kept as
+        they are. A column whose types cannot be unified fails naming it; nothing is dropped."""
         other = schema_from_arrow(schema) if isinstance(schema, pa.Schema) else schema
-        union_fields(self, self._schema.fields, other.fields, case_sensitive=self._case_sensitive)
+        union_fields(
+            self, self._schema.fields, other.fields, case_sensitive=self._case_sensitive,
+            relax_required=relax_required,
+        )  # fmt: skip
         return self
 
     # -- applying and committing ----------------------------------------------------------------------------

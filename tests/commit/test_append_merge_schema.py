@@ -1,0 +1,79 @@
+"""``Table.append(data, merge_schema=True)``: the table's schema first evolves to hold the data's (new
+columns, wider types, nested too) while required columns stay required; rows read the same by our scan,
+PyIceberg and DuckDB; incompatible data and data without a schema are refused before anything commits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from gpu_engine.commit.schema_changes import InvalidSchemaChange
+from gpu_engine.errors import InvalidOption, SchemaMismatch
+from gpu_engine.table import Table
+
+from ._support import assert_all_readers, sql_catalog
+
+BASE = pa.schema(
+    [
+        pa.field("id", pa.int64(), nullable=False),
+        pa.field("n", pa.int32()),
+        pa.field("loc", pa.struct([pa.field("lat", pa.float32())])),
+    ]
+)
+
+
+def make(tmp_path: Path) -> Table:
+    tbl = sql_catalog(tmp_path).create_table("db.t", BASE, properties={"format-version": "2"})
+    tbl.append(pa.table({"id": [1, 2], "n": [10, 20], "loc": [{"lat": 1.5}, None]}, schema=BASE))
+    return tbl
+
+
+def test_new_columns_and_wider_types_keep_required_columns_required(tmp_path: Path) -> None:
+    tbl = make(tmp_path)
+    newer = pa.schema(
+        [
+            pa.field("id", pa.int64()),  # nullable, as Arrow fields are by default
+            pa.field("n", pa.int64()),  # wider
+            pa.field("loc", pa.struct([pa.field("lat", pa.float64()), pa.field("alt", pa.int32())])),
+            pa.field("note", pa.string()),
+        ]
+    )
+    data = pa.table(
+        {"id": [3], "n": [2**40], "loc": [{"lat": 0.25, "alt": 7}], "note": ["new"]}, schema=newer
+    )
+    tbl.append(data, merge_schema=True)
+    schema = tbl.schema()
+    assert schema.find_field("id").required  # not relaxed by the nullable Arrow field
+    assert str(schema.find_field("n").type) == "long" and str(schema.find_field("loc.lat").type) == "double"
+    assert [f.name for f in schema.fields] == ["id", "n", "loc", "note"]
+    assert (tbl.metadata.current_schema_id, len(tbl.metadata.snapshots)) == (1, 2)
+    expected = pa.table(
+        {
+            "id": [1, 2, 3],
+            "n": [10, 20, 2**40],
+            "loc": [{"lat": 1.5, "alt": None}, None, {"lat": 0.25, "alt": 7}],
+            "note": [None, None, "new"],
+        },
+        schema=pa.schema([pa.field("id", pa.int64(), nullable=False), *list(newer)[1:]]),
+    )
+    assert_all_readers(tbl, expected)
+
+    same = tbl.metadata.current_schema_id
+    tbl.append(pa.table({"id": [4]}, schema=pa.schema([pa.field("id", pa.int64())])), merge_schema=True)
+    assert tbl.metadata.current_schema_id == same and len(tbl.metadata.schemas) == 2  # nothing to merge
+
+
+def test_refusals_commit_nothing(tmp_path: Path) -> None:
+    tbl = make(tmp_path)
+    location = tbl.metadata_location
+    with pytest.raises(InvalidSchemaChange, match=r"column 'n'.*the table has int, the schema string"):
+        tbl.append(pa.table({"id": [5], "n": ["x"]}), merge_schema=True)
+    with pytest.raises(InvalidOption, match="merge_schema: the data needs a schema"):
+        tbl.append(iter(pa.table({"id": [5]}).to_batches()), merge_schema=True)
+    assert tbl.refresh().metadata_location == location
+    with pytest.raises(SchemaMismatch, match="'id' is required"):  # the schema merged, the rows refused
+        tbl.append(pa.table({"id": pa.array([None], pa.int64()), "extra": [1]}), merge_schema=True)
+    assert [f.name for f in tbl.refresh().schema().fields] == ["id", "n", "loc", "extra"]
+    assert len(tbl.metadata.snapshots) == 1
