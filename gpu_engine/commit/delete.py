@@ -9,7 +9,8 @@ since the planned snapshot no targeted data file may have been removed and no DV
 (copy-on-write: no delete file at all) may have been added for one (the positions written would be stale,
 a data file would end up with two DVs, or deleted rows would come back); under the table's
 ``write.delete.isolation-level`` ``serializable`` (the default) no data file that may hold matching rows
-may have been appended either (:mod:`.isolation`). A violation is a
+may have been appended either (:mod:`.isolation`). :func:`delete_rows` writes equality deletes in the specs
+of the live data files and fails if files of another spec were committed meanwhile. A violation is a
 :class:`~gpu_engine.errors.ValidationError`; the files this delete wrote are deleted.
 """
 
@@ -27,6 +28,7 @@ from ..expressions import Expression
 from ..iceberg.content_file import ContentFile
 from ..iceberg.metadata import TableMetadata
 from ..io.equality_delete_write import write_equality_deletes
+from ..io.fileio import FileIO
 from .delete_cow import COPY_ON_WRITE, delete_mode, write_copy_on_write
 from .delete_plan import plan_row_deletes, write_row_deletes
 from .entries import snapshot_manifests
@@ -184,8 +186,9 @@ def delete_rows(
     if keys.num_rows == 0:
         return DeleteResult(0)
     files: list[ContentFile] = []
+    specs = delete_specs(table, branch, ids)
     try:
-        for spec_id in delete_specs(table, branch, ids):
+        for spec_id in specs:
             files += write_equality_deletes(
                 table.io, md.location, md.schema, md.spec_by_id(spec_id), spec_id, keys.select(list(on)), ids,
                 properties=md.properties, backend=backend,
@@ -193,7 +196,7 @@ def delete_rows(
     except BaseException:
         delete_files(table.io, [f.path for f in files], fault=None)
         raise
-    update = SnapshotUpdate("delete", added=files)
+    update = SnapshotUpdate("delete", added=files, validate=same_delete_specs(table, branch, ids, specs))
     result = commit(table, update, branch=branch, faults=faults, sleep=sleep, owned=[f.path for f in files])
     return DeleteResult(keys.num_rows, tuple(files), commit=result)
 
@@ -214,18 +217,40 @@ def key_columns(md: TableMetadata, rows: pa.Table, on: Sequence[str] | None, *, 
     return keys
 
 
+def same_delete_specs(table: Table, branch: str, key_ids: Collection[int], written: list[int]) -> Validation:
+    """The check of an equality delete's commit: the specs it must be written in (:func:`delete_specs`) are
+    still ``written`` on the refreshed table, else rows of a spec added meanwhile would escape it."""
+
+    def validate(base: TableMetadata) -> None:
+        now = specs_for_deletes(base, table.io, branch, key_ids)
+        missing = sorted(set(now) - set(written))
+        if missing:
+            raise ValidationError(
+                f"table {base.location}: data files of partition spec(s) {missing} were committed after "
+                f"this equality delete was written in spec(s) {written}; its keys would not reach their rows"
+            )
+
+    return validate
+
+
 def delete_specs(table: Table, branch: str, key_ids: Collection[int] | None = None) -> list[int]:
+    """:func:`specs_for_deletes` of the table's current metadata."""
+    return specs_for_deletes(table.metadata, table.io, branch, key_ids)
+
+
+def specs_for_deletes(
+    md: TableMetadata, io: FileIO, branch: str, key_ids: Collection[int] | None = None
+) -> list[int]:
     """The specs equality deletes are written in so that they reach every live row: an equality delete of a
     partitioned spec applies only to data files of that spec (spec "Scan Planning"), one of an unpartitioned
     spec to every data file. The default spec when it is unpartitioned; else an unpartitioned spec of the
     live data files; else the default spec and each spec of the live data files (after partition evolution,
     files of older specs would be missed), unless the keys (field ids ``key_ids``) lack a partition column
     of one of them and the table has an unpartitioned spec: then that one."""
-    md = table.metadata
     if md.spec.is_unpartitioned:
         return [md.default_spec_id]
     parent = parent_of(md, branch)
-    manifests = () if parent is None else snapshot_manifests(table.io, parent)
+    manifests = () if parent is None else snapshot_manifests(io, parent)
     live = {
         m.partition_spec_id if m.partition_spec_id is not None else 0
         for m in manifests

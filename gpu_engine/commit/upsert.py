@@ -26,7 +26,7 @@ from ..errors import InvalidData, ValidationError
 from ..iceberg.content_file import ContentFile
 from ..io.equality_delete_write import write_equality_deletes
 from ..io.parquet_write import write_data_files
-from .delete import delete_specs, key_columns
+from .delete import delete_specs, key_columns, same_delete_specs
 from .producer import check_committable, commit, delete_files
 from .update import CommitResult, Faults, SnapshotUpdate
 
@@ -76,8 +76,9 @@ def upsert(
     if faults is not None:
         faults("data")
     written: list[ContentFile] = []
+    specs = delete_specs(table, branch, ids)
     try:
-        for spec_id in delete_specs(table, branch, ids):
+        for spec_id in specs:
             written += write_equality_deletes(
                 table.io, md.location, md.schema, md.spec_by_id(spec_id), spec_id, data.select(keys), ids,
                 properties=md.properties, backend=backend,
@@ -90,7 +91,7 @@ def upsert(
         delete_files(table.io, [f.path for f in written], fault=None)
         raise
     files = tuple(written[len(deletes) :])
-    update = SnapshotUpdate("overwrite", added=written)
+    update = SnapshotUpdate("overwrite", added=written, validate=same_delete_specs(table, branch, ids, specs))
     result = commit(table, update, branch=branch, faults=faults, sleep=sleep, owned=[f.path for f in written])
     return UpsertResult(data.num_rows, files, deletes, result)
 

@@ -6,6 +6,7 @@ of them replaced; a concurrent delete between planning and commit."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -245,3 +246,39 @@ def test_deleting_whole_partitions_reads_no_data_file(tmp_path: Path, version: i
     assert result.deleted_rows == pc.sum(pc.equal(live["region"], "eu").cast(pa.int64())).as_py()
     assert sorted(result.removed_data_files) == sorted(eu) and result.added == ()
     assert_all_readers(tbl, without(live, pc.field("region") == "eu"))
+
+
+@pytest.mark.parametrize("op", ["delete_rows", "upsert"])
+def test_equality_deletes_fail_when_a_new_spec_gets_files_meanwhile(tmp_path: Path, op: str) -> None:
+    """An equality delete is written in the specs of the live files; if another writer evolves the spec and
+    commits files of the new spec before it lands, its keys would not reach their rows: refused. A
+    concurrent append of the same spec is fine."""
+    tbl = new_table(tmp_path, 2, partitioned=True)
+    tbl.append(rows(0, 20))
+    other = tbl.catalog.load_table(tbl.identifier)  # type: ignore[union-attr]
+    keys = tbl.scan(filter="id in (3, 4)", columns=["id", "region"]).to_arrow()
+
+    def meanwhile(evolve: bool) -> Callable[[str], None]:
+        calls: list[str] = []
+
+        def hook(stage: str) -> None:
+            calls.append(stage)
+            if stage == "manifest" and calls.count(stage) == 1:
+                if evolve:
+                    with other.update_spec() as u:
+                        u.add_field("bucket(2, id)")
+                other.append(rows(100 + len(calls), 5, seed=4))
+
+        return hook
+
+    def run(evolve: bool) -> DeleteResult | object:
+        if op == "delete_rows":
+            return tbl.delete_rows(keys, on=["id", "region"], faults=meanwhile(evolve))
+        return tbl.upsert(rows(500, 2, seed=6), on=["id", "region"], faults=meanwhile(evolve))
+
+    assert run(False) is not None  # a concurrent append of the same spec: retried, lands
+    files = table_files(tbl)
+    with pytest.raises(ValidationError, match=r"partition spec\(s\) \[1\] were committed after"):
+        run(True)
+    new = {p for p in table_files(tbl.refresh()) - files if "/data/" in p}
+    assert new and new <= referenced_files(tbl)  # only the other writer's files
