@@ -262,7 +262,7 @@ class Table:
         """Delete the rows whose ``on`` columns (default: the identifier fields) equal a row of ``keys``
         (NULL matches NULL) with equality delete files, as a ``delete`` snapshot; rows appended later with
         the same key stay."""
-        from .commit.delete import delete_rows
+        from .commit.equality_delete import delete_rows
 
         return delete_rows(self, keys, on, branch=branch, backend=backend, faults=faults)
 

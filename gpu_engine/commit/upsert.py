@@ -5,9 +5,10 @@ existing keys are updated, new keys inserted, and nothing is read.
 
 Keys are the ``on`` columns (default: the table's identifier fields); NULL matches NULL, as in every
 equality delete. The new rows must not repeat a key. The equality deletes go in the specs
-:func:`~.delete.delete_specs` names, so the keys need the partition source columns (a row whose partition
-changes is then a new key), unless the table has an unpartitioned spec. On v3 tables updated rows get new
-row ids: equality deletes cannot carry the old ones (spec "Row Lineage"). Format version 2 or later.
+:func:`~.equality_delete.delete_specs` names, so the keys need the partition source columns (a row whose
+partition changes is then a new key), unless the table has an unpartitioned spec; validation as for
+:mod:`.equality_delete`. On v3 tables updated rows get new row ids: equality deletes cannot carry the old
+ones (spec "Row Lineage"). Format version 2 or later.
 
 The snapshot is an ``overwrite``; if it finally fails, every file written is deleted.
 """
@@ -26,7 +27,7 @@ from ..errors import InvalidData, ValidationError
 from ..iceberg.content_file import ContentFile
 from ..io.equality_delete_write import write_equality_deletes
 from ..io.parquet_write import write_data_files
-from .delete import delete_specs, key_columns, same_delete_specs
+from .equality_delete import delete_specs, key_columns, same_delete_specs
 from .producer import check_committable, commit, delete_files
 from .update import CommitResult, Faults, SnapshotUpdate
 

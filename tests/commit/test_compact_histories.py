@@ -46,7 +46,7 @@ import pytest
 
 from gpu_engine._deps import optional
 from gpu_engine.catalog.sql import SqlCatalog
-from gpu_engine.commit.delete import delete_specs
+from gpu_engine.commit.equality_delete import delete_specs
 from gpu_engine.errors import ValidationError
 from gpu_engine.table import Table
 from gpu_engine.tasks import FileGroup
