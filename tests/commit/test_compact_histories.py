@@ -263,12 +263,24 @@ class History:
         ]
 
     def append(self, tbl: Table | None = None, *, branch: str = "main") -> None:
+        merge = tbl is None and branch == "main" and self.rng.random() < 0.1
+        if merge:  # the rows bring a new column: append(merge_schema=True) adds it
+            self.evolutions += 1
+            x = f"x{self.evolutions}"
+            for r in self._all_rows():
+                r[x] = None
+            self.extras.append(x)
+            self.names[x] = x
         rows = self.new_rows()
         start, n = rows[0]["id"], len(rows)
         self.log.append(
-            f"append {n} rows (ids {start}..{start + n - 1})" + (f" to {branch}" if branch != "main" else "")
+            f"append {n} rows (ids {start}..{start + n - 1})"
+            + (f" to {branch}" if branch != "main" else "")
+            + (f" merging column {self.extras[-1]}" if merge else "")
         )
-        result = (tbl or self.tbl).append(self.arrow(rows), branch=branch, backend=self.backend)
+        result = (tbl or self.tbl).append(
+            self.arrow(rows), branch=branch, backend=self.backend, merge_schema=merge
+        )
         self.model.rows += rows
         self.last_append = (start, result.commit.sequence_number)
 
@@ -752,6 +764,7 @@ def test_histories_cover_every_operation(catalog: SqlCatalog) -> None:
         seen.update(entry.split()[0] for entry in h.log)
         seen.update(" ".join(entry.split()[:2]) for entry in h.log)
         seen.update("compact branch" for entry in h.log if entry.startswith("compact wap"))
+        seen.update("merging" for entry in h.log if " merging column " in entry)
     operations = {
         "append",
         "delete",
@@ -761,6 +774,13 @@ def test_histories_cover_every_operation(catalog: SqlCatalog) -> None:
         "publish",
         "drop",
         "compact branch",
+        "overwrite",
+        "replace partitions",
+        "upsert",
+        "keep",
+        "tag",
+        "compact side",
+        "merging",
     }
     maintenance = {
         "expire snapshots",
