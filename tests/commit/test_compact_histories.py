@@ -349,7 +349,7 @@ class History:
             on = on + [c for c in self.partition_sources() if c not in on]
         return on
 
-    def upsert(self) -> None:
+    def upsert(self, tbl: Table | None = None) -> None:
         """Some live rows updated by key (their other columns changed) and new rows inserted, in one
         snapshot of equality deletes and rows; updated rows are new rows for lineage."""
         on = self.equality_keys(["id"])
@@ -364,7 +364,8 @@ class History:
         if not data:
             return
         self.log.append(f"upsert on {on}: {len(updates)} updated, {len(fresh)} inserted")
-        result = self.tbl.upsert(self.arrow(data), on=[self.names[c] for c in on], backend=self.backend)
+        on_names = [self.names[c] for c in on]
+        result = (tbl or self.tbl).upsert(self.arrow(data), on=on_names, backend=self.backend)
         assert result is not None and result.rows == len(data)
         keys = {tuple(r[c] for c in on) for r in data}
         self.model.rows = [r for r in self.model.rows if tuple(r[c] for c in on) not in keys] + data
@@ -423,7 +424,7 @@ class History:
         # sometimes another writer commits while the compaction runs (after its first group)
         meanwhile: list[Callable[[Table], None]] = [self.append]
         if self.model.rows:
-            meanwhile += [self.delete] + ([self.delete_rows] if self.version >= 2 else [])
+            meanwhile += [self.delete] + ([self.delete_rows, self.upsert] if self.version >= 2 else [])
         other = rng.choice(meanwhile) if rng.random() < 0.3 else None
         ran: list[str] = []
 
@@ -438,7 +439,7 @@ class History:
         def may_conflict() -> bool:
             """A row delete on a file being rewritten, or (new sequence numbers, or rows moving into the
             spec of a partition-scoped one) an equality delete."""
-            eq = bool(ran) and ran[0] == "delete_rows" and (not seq_kept or respec)
+            eq = bool(ran) and ran[0] in ("delete_rows", "upsert") and (not seq_kept or respec)
             return bool(ran) and (ran[0] == "delete" or eq)
 
         hook = None if other is None else Meanwhile(concurrently)
