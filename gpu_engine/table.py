@@ -234,7 +234,7 @@ class Table:
 
     def upsert(
         self,
-        data: pa.Table,
+        data: pa.Table | pa.RecordBatch,
         on: Sequence[str] | None = None,
         *,
         branch: str = "main",

@@ -52,7 +52,7 @@ class UpsertResult:
 
 def upsert(
     table: Table,
-    data: pa.Table,
+    data: pa.Table | pa.RecordBatch,
     on: Sequence[str] | None = None,
     *,
     branch: str = "main",
@@ -69,6 +69,8 @@ def upsert(
             f"table {md.location}: format version 1 has no equality deletes, which upserts write (upgrade "
             "it: tbl.update_properties().set('format-version', '2'))"
         )
+    if isinstance(data, pa.RecordBatch):
+        data = pa.Table.from_batches([data])
     keys = key_columns(md, data, on, what="data")
     if data.num_rows == 0:
         return None

@@ -123,6 +123,15 @@ def test_bad_input_is_refused_and_leaves_nothing(tmp_path: Path) -> None:
     with pytest.raises(SchemaMismatch):
         tbl.upsert(pa.table({"id": [1], "region": ["eu"], "other": [2]}), on=["id", "region"])
     assert tbl.upsert(keyed_rows(0, 0), on=["id", "region"]) is None
+    assert (
+        tbl.upsert(
+            keyed_rows(0, 0).to_batches()[0]
+            if keyed_rows(0, 0).to_batches()
+            else pa.record_batch([], schema=keyed_rows(0, 0).schema),
+            on=["id", "region"],
+        )
+        is None
+    )
     v1 = make(tmp_path / "v1", 1)
     with pytest.raises(ValidationError, match="format version 1 has no equality deletes"):
         v1.upsert(keyed_rows(0, 2), on=["id", "region"])
