@@ -218,6 +218,7 @@ class Table:
         branch: str = "main",
         backend: str = "auto",
         case_sensitive: bool = True,
+        isolation: str | None = None,
         faults: Faults | None = None,
     ) -> DeleteResult:
         """Delete the rows matching ``filter`` by the table's ``write.delete.mode``: merge-on-read
@@ -225,12 +226,15 @@ class Table:
         copy-on-write (default on v1: the data files with matches rewritten without them; an ``overwrite``
         snapshot). Data files left without live rows are removed; nothing is committed when no row
         matches. :class:`~gpu_engine.errors.ValidationError` when a concurrent commit removed a targeted
-        data file or added deletes for one (the files written are deleted)."""
+        data file or added deletes for one, or (``isolation`` ``serializable``, by default the table's
+        ``write.delete.isolation-level``, itself serializable by default) appended rows that may match
+        (the files written are deleted)."""
         from .commit.delete import delete
 
         return delete(
-            self, filter, branch=branch, backend=backend, case_sensitive=case_sensitive, faults=faults
-        )
+            self, filter, branch=branch, backend=backend, case_sensitive=case_sensitive,
+            isolation=isolation, faults=faults,
+        )  # fmt: skip
 
     def upsert(
         self,

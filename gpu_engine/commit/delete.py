@@ -26,7 +26,7 @@ from ..iceberg.content_file import ContentFile
 from ..iceberg.metadata import TableMetadata
 from .delete_cow import COPY_ON_WRITE, delete_mode, write_copy_on_write
 from .delete_plan import plan_row_deletes, write_row_deletes
-from .isolation import SERIALIZABLE, delete_isolation_level, validate_no_conflicting_data
+from .isolation import SERIALIZABLE, delete_isolation_level, isolation_level, validate_no_conflicting_data
 from .producer import check_committable, commit
 from .update import CommitResult, Faults, Operation, Removed, SnapshotUpdate, Validation, file_key
 from .validation import validate_no_new_deletes
@@ -126,21 +126,27 @@ def delete(
     branch: str = "main",
     backend: str = "auto",
     case_sensitive: bool = True,
+    isolation: str | None = None,
     faults: Faults | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> DeleteResult:
     """Delete the rows of ``branch`` matching ``filter`` (data files left without live rows are removed);
-    see the module doc."""
+    see the module doc. ``isolation``: ``serializable`` or ``snapshot`` (default: the table's
+    ``write.delete.isolation-level``)."""
     check_committable(table)
     md = table.metadata
-    isolation = delete_isolation_level(md.properties)
+    level = (
+        delete_isolation_level(md.properties)
+        if isolation is None
+        else isolation_level(isolation, option="isolation")
+    )
     if branch == "main" and md.current_snapshot() is None:
         return DeleteResult(0)  # an empty table: nothing can match
     prepared = prepare_delete(table, filter, branch=branch, backend=backend, case_sensitive=case_sensitive)
     if not prepared.targets:
         return DeleteResult(0)
     validate = prepared.validation(
-        table, branch, filter, isolation=isolation, action="this delete", case_sensitive=case_sensitive
+        table, branch, filter, isolation=level, action="this delete", case_sensitive=case_sensitive
     )
     operation: Operation = "overwrite" if prepared.copy_on_write and prepared.added else "delete"
     update = SnapshotUpdate(operation, added=prepared.added, removed=prepared.removed, validate=validate)

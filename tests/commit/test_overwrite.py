@@ -153,6 +153,18 @@ def test_delete_isolation_level_property(tmp_path: Path, level: str | None, fail
         tbl.delete("region = 'us'", faults=appending(other, extra))  # type: ignore[arg-type]
         expected = pa.concat_tables([keep(data, pc.equal(data["region"], "us")), extra])
         assert_all_readers(tbl.refresh(), expected)
+    # the argument overrides the property, both ways
+    before = tbl.refresh().scan().to_arrow()
+    more = rows(300, 10, seed=12).cast(before.schema)
+    hook = appending(other.refresh(), more)
+    if fails:  # the property is serializable: the argument relaxes it, the appended "eu" rows stay
+        tbl.delete("region = 'eu'", isolation="snapshot", faults=hook)  # type: ignore[arg-type]
+        expected = pa.concat_tables([keep(before, pc.equal(before["region"], "eu")), more])
+    else:  # the property is snapshot: the argument tightens it
+        with pytest.raises(ValidationError, match="may hold rows matching this delete's filter"):
+            tbl.delete("region = 'eu'", isolation="serializable", faults=hook)  # type: ignore[arg-type]
+        expected = pa.concat_tables([before, more])
+    assert_all_readers(tbl.refresh(), expected)
 
 
 @pytest.mark.parametrize("stage", ["data", "manifest", "manifest-list", "metadata", "swap"])
