@@ -94,7 +94,17 @@ def test_create_append_delete_roundtrip(catalog_env: Path, capsys: pytest.Captur
     assert table.properties["owner"] == "tests"
     assert table.metadata.current_snapshot_id == appended["snapshot_id"]
 
-    deleted = _json(capsys, "delete", IDENT, "--catalog", NAME, "--filter", "id < 10 or value >= 140")
+    deleted = _json(
+        capsys,
+        "delete",
+        IDENT,
+        "--catalog",
+        NAME,
+        "--filter",
+        "id < 10 or value >= 140",
+        "--isolation",
+        "snapshot",
+    )
     expected = pa.concat_tables([first, second])
     gone = pc.or_(pc.less(expected["id"], 10), pc.greater_equal(expected["value"], 140))
     assert deleted["rows_deleted"] == pc.sum(gone.cast(pa.int64())).as_py() > 0
@@ -273,6 +283,19 @@ def test_errors_exit_2_naming_the_cause(catalog_env: Path, capsys: pytest.Captur
     fails("delete", IDENT, "--catalog", NAME, naming="--filter")
     fails("delete", IDENT, "--catalog", NAME, "--keys", data, "--on", "id,no_such_col", naming="no_such_col")
     fails("delete", IDENT, "--catalog", NAME, "--keys", data, naming="--on")
+    fails(
+        "delete",
+        IDENT,
+        "--catalog",
+        NAME,
+        "--keys",
+        data,
+        "--on",
+        "id",
+        "--isolation",
+        "snapshot",
+        naming="--isolation goes with --filter",
+    )
     fails(
         "delete", IDENT, "--catalog", NAME, "--keys", str(tmp / "k.parquet"), "--on", "id", naming="k.parquet"
     )

@@ -75,6 +75,10 @@ def add_parsers(sub: Any) -> None:
     p = sub.add_parser("delete", help="delete rows by --filter (merge-on-read) or --keys/--on (equality)")
     table_options(p)
     p.add_argument("--filter", help='delete the rows matching this expression, e.g. "id < 10"')
+    p.add_argument(
+        "--isolation", choices=["serializable", "snapshot"],
+        help="with --filter (default: the table's write.delete.isolation-level, serializable)",
+    )  # fmt: skip
     p.add_argument("--keys", metavar="FILE", help="a Parquet file of key rows to delete (with --on)")
     p.add_argument(
         "--on", metavar="COLS", help="comma-separated key columns for --keys (default: the identifier fields)"
@@ -191,6 +195,8 @@ def cmd_delete(args: argparse.Namespace, console: Console) -> int:
         raise GpuEngineError("delete: give exactly one of --filter EXPR or --keys FILE --on COLS")
     if args.keys is None and args.on is not None:
         raise GpuEngineError("--on goes with --keys, not with --filter")
+    if args.keys is not None and args.isolation is not None:
+        raise GpuEngineError("--isolation goes with --filter, not with --keys")
     if args.keys is not None:
         keys = _read_parquet(args.keys, "--keys")
         table = open_table(args)
@@ -212,7 +218,7 @@ def cmd_delete(args: argparse.Namespace, console: Console) -> int:
         result = table.delete_rows(keys, on, backend=args.backend)
     else:
         table = open_table(args)
-        result = table.delete(args.filter, backend=args.backend)
+        result = table.delete(args.filter, backend=args.backend, isolation=args.isolation)
     summary: dict[str, Any] = {
         "rows_deleted": result.deleted_rows,
         "snapshot_id": result.snapshot_id,
