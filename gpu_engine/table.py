@@ -346,15 +346,19 @@ class Table:
         *,
         older_than: int | datetime.datetime | None = None,
         retain_last: int | None = None,
+        snapshot_ids: Sequence[int] = (),
         faults: Faults | None = None,
     ) -> ExpireResult:
         """Expire snapshots by the table's and refs' retention policies (``older_than``: ms since the epoch
-        or a datetime; ``retain_last``: keep at least this many per branch), then delete the files only the
-        expired snapshots reached (see :mod:`gpu_engine.commit.expire`). ``faults``: a test hook (stages
-        ``metadata``, ``swap``, ``cleanup``)."""
+        or a datetime; ``retain_last``: keep at least this many per branch; ``snapshot_ids``: expire these
+        too, whatever their age), then delete the files only the expired snapshots reached (see
+        :mod:`gpu_engine.commit.expire`). ``faults``: a test hook (stages ``metadata``, ``swap``,
+        ``cleanup``)."""
         from .commit.expire import expire_snapshots
 
-        return expire_snapshots(self, older_than=older_than, retain_last=retain_last, faults=faults)
+        return expire_snapshots(
+            self, older_than=older_than, retain_last=retain_last, snapshot_ids=snapshot_ids, faults=faults
+        )
 
     def update_schema(self, *, case_sensitive: bool = True) -> SchemaUpdate:
         """Evolve the table's schema: add, rename, delete, promote columns; commit with ``commit()`` or by

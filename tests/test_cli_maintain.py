@@ -55,6 +55,9 @@ def test_maintenance_jobs_keep_rows_and_report_what_they_did(
     again = _json(capsys, "rewrite-manifests", IDENT, "--catalog", NAME)
     assert again["message"] == "nothing to do" and again["snapshot_id"] is None
 
+    ids = [s.snapshot_id for s in ge.load_catalog(NAME).load_table(IDENT).metadata.snapshots]
+    named = _json(capsys, "expire-snapshots", IDENT, "--catalog", NAME, "--snapshot-id", str(ids[1]))
+    assert named["expired_snapshots"] == 1 and _ids() == live
     snapshots = len(ge.load_catalog(NAME).load_table(IDENT).metadata.snapshots)
     expired = _json(
         capsys, "expire-snapshots", IDENT, "--catalog", NAME, "--older-than", "0m", "--retain-last", "1"

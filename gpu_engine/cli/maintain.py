@@ -1,6 +1,6 @@
 """Table maintenance from the command line, as scheduled jobs run it (Iceberg's Spark procedures by name):
 
-- ``gpu-engine expire-snapshots TABLE [--older-than WHEN] [--retain-last N]``
+- ``gpu-engine expire-snapshots TABLE [--older-than WHEN] [--retain-last N] [--snapshot-id ID ...]``
 - ``gpu-engine remove-orphan-files TABLE [--older-than WHEN] [--dry-run]``
 - ``gpu-engine rewrite-position-deletes TABLE [--option K=V ...] [--branch B]``
 - ``gpu-engine convert-equality-deletes TABLE [--branch B] [--backend ...]``
@@ -37,6 +37,10 @@ def add_parsers(sub: Any) -> None:
     table_options(p)
     p.add_argument("--older-than", **when)
     p.add_argument("--retain-last", type=int, metavar="N", help="keep at least N snapshots per branch")
+    p.add_argument(
+        "--snapshot-id", type=int, action="append", default=[], metavar="ID",
+        help="also expire this snapshot, whatever its age (repeatable)",
+    )  # fmt: skip
     p.set_defaults(run=cmd_expire)
 
     p = sub.add_parser("remove-orphan-files", help="delete files under the table no snapshot reaches")
@@ -93,7 +97,9 @@ def cmd_expire(args: argparse.Namespace, console: Console) -> int:
         raise GpuEngineError(f"--retain-last {args.retain_last}: expected 1 or more")
     older = None if args.older_than is None else parse_when(args.older_than)
     table = open_table(args)
-    result = table.expire_snapshots(older_than=older, retain_last=args.retain_last)
+    result = table.expire_snapshots(
+        older_than=older, retain_last=args.retain_last, snapshot_ids=args.snapshot_id
+    )
     summary = {
         "expired_snapshots": len(result.expired_snapshot_ids),
         "removed_refs": list(result.removed_refs),

@@ -7,7 +7,8 @@ first ``min-snapshots-to-keep`` (ref setting, else ``history.expire.min-snapshot
 to ``retain_last`` when given) or younger than its cutoff (``now - max-snapshot-age-ms`` of the ref, else
 ``older_than``, else ``now - history.expire.max-snapshot-age-ms`` (5 days)). Snapshots in no ref's history
 expire when older than that table-level cutoff. ``older_than`` also bounds everything: a snapshot at or
-after it never expires.
+after it never expires. Snapshots named by ``snapshot_ids`` expire besides, whatever their age and the
+retention policies, unless a ref points at one (Java's ``expireSnapshotId``).
 
 The commit is :func:`.metadata_commit.commit_metadata_change` (``commit.retry.*``, the catalog swap and
 its failure rules; on REST catalogs ``remove-snapshots`` and ``remove-snapshot-ref`` updates, required to
@@ -25,7 +26,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -103,7 +104,14 @@ class _Plan:
     kept_refs: dict[str, SnapshotRef]
 
 
-def plan_expiration(md: TableMetadata, *, now: int, older_than: int | None, retain_last: int | None) -> _Plan:
+def plan_expiration(
+    md: TableMetadata,
+    *,
+    now: int,
+    older_than: int | None,
+    retain_last: int | None,
+    snapshot_ids: Collection[int] = (),
+) -> _Plan:
     """Which snapshots expire and which refs are removed (see the module doc); pure."""
     if retain_last is not None and retain_last < 1:
         raise ValueError(f"retain_last must be >= 1, not {retain_last}")
@@ -145,9 +153,20 @@ def plan_expiration(md: TableMetadata, *, now: int, older_than: int | None, reta
             count += 1
             parent = snap.parent_snapshot_id
             snap = None if parent is None else by_id.get(parent)
+    heads = {r.snapshot_id: name for name, r in kept_refs.items()}
+    for sid in snapshot_ids:
+        md.snapshot_by_id(sid)  # SnapshotNotFound naming it
+        if sid in heads or sid == md.current_snapshot_id:
+            raise ValidationError(
+                f"table {md.location}: cannot expire snapshot {sid}: it is the head of "
+                f"{heads.get(sid, MAIN_BRANCH)!r} (remove or move that ref first)"
+            )
     in_ref_history = _ancestors(md, (r.snapshot_id for r in kept_refs.values()))
     expired = []
     for s in md.snapshots:
+        if s.snapshot_id in snapshot_ids:
+            expired.append(s)  # named: expires whatever its age and the retention policies
+            continue
         if s.snapshot_id in retained:
             continue
         if older_than is not None and s.timestamp_ms >= older_than:
@@ -180,17 +199,20 @@ def expire_snapshots(
     *,
     older_than: int | dt.datetime | None = None,
     retain_last: int | None = None,
+    snapshot_ids: Collection[int] = (),
     sleep: Callable[[float], None] = time.sleep,
     faults: Faults | None = None,
 ) -> ExpireResult:
     """Expire snapshots of ``table`` (see the module doc); ``table`` moves to the new metadata."""
     cutoff = None if older_than is None else to_ms(older_than)
+    named = frozenset(snapshot_ids)
     planned: list[tuple[TableMetadata, _Plan]] = []  # per attempt: its base and what it expires
 
     def change(base: TableMetadata) -> TableMetadata | None:
         plan = plan_expiration(
-            base, now=table_update.now_ms(base), older_than=cutoff, retain_last=retain_last
-        )
+            base, now=table_update.now_ms(base), older_than=cutoff, retain_last=retain_last,
+            snapshot_ids=named,
+        )  # fmt: skip
         if not plan.expired and not plan.removed_refs:
             return None
         if base.current_snapshot_id in {s.snapshot_id for s in plan.expired}:

@@ -8,6 +8,7 @@ import datetime as dt
 from dataclasses import replace
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from gpu_engine.catalog.sql import SqlCatalog
@@ -153,3 +154,33 @@ def test_files_a_kept_snapshot_removed_go_with_the_snapshots_before_it(tmp_path:
     assert_kept_files_exist(fresh)
     assert_same_rows(ours(fresh), before, context="ours after expire")
     assert_same_rows(pyiceberg_static(fresh), before, context="pyiceberg after expire")
+
+
+def test_named_snapshots_expire_whatever_their_age(tmp_path: Path) -> None:
+    """``snapshot_ids`` (Java's expireSnapshotId): recent snapshots expire too; the files only they reached
+    go; a ref head or an unknown id is refused, nothing committed."""
+    _, tbl = build(tmp_path)
+    ids = [s.snapshot_id for s in tbl.metadata.snapshots]
+    before = ours(tbl)
+    tbl.manage_snapshots().create_tag("keep", ids[0]).commit()
+    location = tbl.metadata_location
+    for bad, message in (
+        (ids[-1], "head of 'main'"),
+        (ids[0], "head of 'keep'"),
+        (42, "no snapshot with id 42"),
+    ):
+        with pytest.raises(Exception, match=message):
+            tbl.expire_snapshots(snapshot_ids=[bad])
+    assert tbl.refresh().metadata_location == location
+    result = tbl.expire_snapshots(snapshot_ids=[ids[1]])  # recent: the default age would keep it
+    assert result.expired_snapshot_ids == (ids[1],)
+    assert [s.snapshot_id for s in tbl.metadata.snapshots] == [ids[0], ids[2], ids[3]]
+    assert len(result.deleted_manifest_lists) == 1 and not result.deleted_data_files  # data still live
+    assert_kept_files_exist(tbl)
+    assert_same_rows(ours(tbl), before, context="ours after expiring a named snapshot")
+    assert_same_rows(pyiceberg_static(tbl), before, context="pyiceberg after expiring a named snapshot")
+    assert_same_rows(ours_at(tbl, ids[0]), rows(0, 10), context="the tagged snapshot")
+
+
+def ours_at(tbl: Table, snapshot_id: int) -> pa.Table:
+    return tbl.scan(snapshot_id=snapshot_id).to_arrow()
