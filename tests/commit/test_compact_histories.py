@@ -612,16 +612,25 @@ class History:
             self.tbl.manage_snapshots().create_tag(name, tagged).commit()
             self.side_refs[name] = sorted(r["id"] for r in self.states[tagged])
             self.log.append(f"tag {tagged} as {name}")
-        head = self.tbl.metadata.current_snapshot_id
-        before = () if head is None else self.tbl.metadata.ancestor_ids(head)
-        result = self.tbl.expire_snapshots(older_than=int(time.time() * 1000) + 1, retain_last=keep)
-        self.log.append(f"expire snapshots retaining {keep}: {len(result.expired_snapshot_ids)} expired")
+        md = self.tbl.metadata
+        head = md.current_snapshot_id
+        before = () if head is None else md.ancestor_ids(head)
+        heads = {r.snapshot_id for r in md.refs.values()}
+        named = [s.snapshot_id for s in md.snapshots if s.snapshot_id not in heads]
+        if named and self.rng.random() < 0.3:  # one snapshot by id; nothing is old enough by age
+            sid = self.rng.choice(named)
+            oldest = min(s.timestamp_ms for s in md.snapshots)
+            result = self.tbl.expire_snapshots(older_than=oldest, snapshot_ids=[sid])
+            self.log.append(f"expire snapshots by id {sid}")
+            assert result.expired_snapshot_ids == (sid,), self.log
+        else:
+            result = self.tbl.expire_snapshots(older_than=int(time.time() * 1000) + 1, retain_last=keep)
+            self.log.append(f"expire snapshots retaining {keep}: {len(result.expired_snapshot_ids)} expired")
+            kept = self.tbl.metadata
+            assert (() if head is None else kept.ancestor_ids(head)[:keep]) == before[:keep], self.log
         md = self.tbl.refresh().metadata
         assert not set(result.expired_snapshot_ids) & set(md.snapshots_by_id), self.log
         assert md.current_snapshot_id == head, self.log
-        assert (() if head is None else md.ancestor_ids(head)[:keep]) == before[:keep], (
-            self.log
-        )  # retain_last
         for expired in result.expired_snapshot_ids:
             self.states.pop(expired, None)
         if self.rng.random() < 0.5:
@@ -766,6 +775,7 @@ def test_histories_cover_every_operation(catalog: SqlCatalog) -> None:
         seen.update(" ".join(entry.split()[:2]) for entry in h.log)
         seen.update("compact branch" for entry in h.log if entry.startswith("compact wap"))
         seen.update("merging" for entry in h.log if " merging column " in entry)
+        seen.update("expire by id" for entry in h.log if entry.startswith("expire snapshots by id"))
     operations = {
         "append",
         "delete",
@@ -785,6 +795,7 @@ def test_histories_cover_every_operation(catalog: SqlCatalog) -> None:
     }
     maintenance = {
         "expire snapshots",
+        "expire by id",
         "remove orphan",
         "rewrite position",
         "convert equality",
