@@ -30,7 +30,7 @@ from ..io.parquet_write import Data, write_data_files
 from ..planning.deletes import PartitionKey, partition_key
 from .entries import live_entries, snapshot_manifests
 from .isolation import SERIALIZABLE, isolation_level
-from .producer import check_committable, commit
+from .producer import check_committable, commit, delete_files
 from .table_update import parent_of
 from .update import CommitResult, Faults, Removed, SnapshotUpdate, file_key
 
@@ -80,11 +80,14 @@ def dynamic_partition_overwrite(
     everything = md.spec.is_unpartitioned
     replaced = {partition_key(f.spec_id, f.partition) for f in files}
     head = parent_of(md, branch)
-    removed_data: list[str] = []
-    removed_deletes: list[ContentFile] = []
-    for f in [] if head is None else _live_files(io, md, head):
-        if everything or partition_key(f.spec_id, f.partition) in replaced:
-            (removed_data.append(f.path) if f.content == DATA else removed_deletes.append(f))
+    try:
+        live = [] if head is None else _live_files(io, md, head)
+    except BaseException:
+        delete_files(io, [f.path for f in files], fault=None)
+        raise
+    gone = [f for f in live if everything or partition_key(f.spec_id, f.partition) in replaced]
+    removed_data = [f.path for f in gone if f.content == DATA]
+    removed_deletes = [f for f in gone if f.content != DATA]
     planned = None if head is None else head.snapshot_id
     removed: list[Removed] = [*removed_data, *(file_key(d) for d in removed_deletes)]
 

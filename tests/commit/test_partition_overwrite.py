@@ -173,3 +173,21 @@ def test_a_failed_partition_overwrite_leaves_nothing(tmp_path: Path, stage: str)
     with pytest.raises(InvalidOption, match="isolation 'none'"):
         tbl.dynamic_partition_overwrite(keyed_rows(100, 5), isolation="none")
     assert table_files(tbl) == files
+
+
+def test_files_written_before_a_planning_failure_are_deleted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gpu_engine.commit import partition_overwrite
+
+    tbl = make(tmp_path, 2)
+    tbl.append(keyed_rows(0, 30))
+    files = table_files(tbl)
+
+    def broken(*args: object) -> list[object]:
+        raise OSError("manifest unreadable")
+
+    monkeypatch.setattr(partition_overwrite, "_live_files", broken)
+    with pytest.raises(OSError, match="manifest unreadable"):
+        tbl.dynamic_partition_overwrite(keyed_rows(100, 5))
+    assert table_files(tbl) == files
