@@ -8,7 +8,9 @@ import random
 from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
+import fastavro
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyiceberg.catalog.sql import SqlCatalog as PyIcebergSqlCatalog
@@ -17,7 +19,7 @@ from pyiceberg.table import StaticTable
 import gpu_engine as ge
 from gpu_engine.catalog.sql import SqlCatalog
 from gpu_engine.commit.entries import snapshot_manifests
-from gpu_engine.iceberg.manifest_list import ManifestFile
+from gpu_engine.iceberg.manifest_list import ManifestFile, read_manifest_list
 from gpu_engine.iceberg.manifests import read_manifest
 from gpu_engine.table import Table
 
@@ -26,6 +28,7 @@ from ..execute.oracles import _duckdb, assert_same_rows
 __all__ = ["assert_same_rows"]
 
 CATALOG_NAME = "writes"
+FAST = {"commit.retry.min-wait-ms": "1", "commit.retry.max-wait-ms": "5"}  # short retry waits
 
 SCHEMA = pa.schema(
     [
@@ -150,3 +153,29 @@ def raise_at(stage: str, error: BaseException, times: int = 1) -> tuple[list[str
             raise error
 
     return seen, hook
+
+
+def listed(tbl: Table) -> list[ManifestFile]:
+    """The manifests of the current snapshot, in manifest-list order."""
+    snap = tbl.metadata.current_snapshot()
+    assert snap is not None and snap.manifest_list is not None
+    return list(read_manifest_list(snap.manifest_list))
+
+
+def avro_entries(path: str) -> list[dict[str, Any]]:
+    """A manifest's entries as fastavro reads them (independent of our reader)."""
+    with open(path, "rb") as f:
+        return [dict(r) for r in fastavro.reader(f) if isinstance(r, dict)]
+
+
+def once_at(stage: str, action: Callable[[], object]) -> Callable[[str], None]:
+    """A commit ``faults`` hook that runs ``action`` (another writer's commit) the first time ``stage``
+    runs, so that the commit under test loses a race."""
+    calls: list[str] = []
+
+    def hook(name: str) -> None:
+        calls.append(name)
+        if name == stage and calls.count(name) == 1:
+            action()
+
+    return hook

@@ -16,9 +16,11 @@ from gpu_engine.errors import InvalidProperty, UnsupportedFeature, ValidationErr
 from gpu_engine.table import Table
 
 from ._support import (
+    FAST,
     assert_all_readers,
     assert_same_rows,
     keyed_rows,
+    once_at,
     raise_at,
     referenced_files,
     rows,
@@ -26,7 +28,6 @@ from ._support import (
     table_files,
 )
 
-FAST = {"commit.retry.min-wait-ms": "1", "commit.retry.max-wait-ms": "5"}
 COW = {"write.delete.mode": "copy-on-write"}
 
 
@@ -127,13 +128,8 @@ def test_a_concurrent_equality_delete_fails_the_delete_and_nothing_is_left(tmp_p
     tbl.append(data)
     other = tbl.catalog.load_table(tbl.identifier)  # type: ignore[union-attr]
     keys = tbl.scan(filter="id = 20", columns=["id", "region"]).to_arrow()
-    calls: list[str] = []
-
-    def meanwhile(stage: str) -> None:
-        calls.append(stage)
-        if stage == "manifest" and calls.count(stage) == 1:
-            other.delete_rows(keys, on=["id", "region"])  # would not apply to the rewritten files
-
+    # the equality delete would not apply to the rewritten files
+    meanwhile = once_at("manifest", lambda: other.delete_rows(keys, on=["id", "region"]))
     files = table_files(tbl)
     with pytest.raises(ValidationError, match="added deletes"):
         tbl.delete("id < 30", faults=meanwhile)
@@ -151,14 +147,7 @@ def test_a_concurrent_append_survives(tmp_path: Path) -> None:
     tbl.append(data)
     other = tbl.catalog.load_table(tbl.identifier)  # type: ignore[union-attr]
     extra = rows(100, 10, seed=5)
-    calls: list[str] = []
-
-    def meanwhile(stage: str) -> None:
-        calls.append(stage)
-        if stage == "manifest" and calls.count(stage) == 1:
-            other.append(extra)
-
-    result = tbl.delete("id < 30", faults=meanwhile)
+    result = tbl.delete("id < 30", faults=once_at("manifest", lambda: other.append(extra)))
     assert result.commit is not None and result.commit.attempts == 2
     assert_all_readers(tbl, pa.concat_tables([without(data, pc.less(data["id"], 30)), extra]))
 

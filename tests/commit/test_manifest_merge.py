@@ -7,9 +7,7 @@ Manifests are inspected with fastavro, independently of our manifest reader."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-import fastavro
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
@@ -17,12 +15,15 @@ from pyiceberg.catalog.sql import SqlCatalog as PyIcebergSqlCatalog
 
 from gpu_engine.commit.manifest_merge import MergePolicy, _pack_end
 from gpu_engine.errors import InvalidProperty
-from gpu_engine.iceberg.manifest_list import ManifestFile, read_manifest_list
+from gpu_engine.iceberg.manifest_list import ManifestFile
 from gpu_engine.table import Table
 
 from ._support import (
     CATALOG_NAME,
+    FAST,
     assert_all_readers,
+    avro_entries,
+    listed,
     raise_at,
     referenced_files,
     rows,
@@ -30,7 +31,6 @@ from ._support import (
     table_files,
 )
 
-FAST = {"commit.retry.min-wait-ms": "1", "commit.retry.max-wait-ms": "5"}
 ADDED, EXISTING, DELETED = 1, 0, 2
 
 
@@ -38,17 +38,6 @@ def make(tmp_path: Path, version: int, **props: str) -> Table:
     cat = sql_catalog(tmp_path)
     properties = {"format-version": str(version), **FAST, **props}
     return cat.create_table("db.t", rows(0, 0).schema, properties=properties)
-
-
-def listed(tbl: Table) -> list[ManifestFile]:
-    snap = tbl.metadata.current_snapshot()
-    assert snap is not None and snap.manifest_list is not None
-    return list(read_manifest_list(snap.manifest_list))
-
-
-def avro_entries(path: str) -> list[dict[str, Any]]:
-    with open(path, "rb") as f:
-        return [dict(r) for r in fastavro.reader(f) if isinstance(r, dict)]
 
 
 def appends(tbl: Table, count: int, size: int = 10) -> pa.Table:

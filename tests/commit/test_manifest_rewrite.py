@@ -11,21 +11,23 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import fastavro
 import pyarrow as pa
 import pytest
 
 from gpu_engine.errors import CommitStateUnknown, InvalidOption, ValidationError
-from gpu_engine.iceberg.manifest_list import ManifestFile, read_manifest_list
 from gpu_engine.table import Table
 
 from ..execute.test_fixture_scans import ENGINE_CANNOT
 from ..planning._support import FIXTURES, MISSING, SHARED, inventory_paths
 from ._fixture_copy import committable_copy, tree_state
 from ._support import (
+    FAST,
     assert_all_readers,
     assert_same_rows,
+    avro_entries,
     keyed_rows,
+    listed,
+    once_at,
     raise_at,
     referenced_files,
     rows,
@@ -33,7 +35,6 @@ from ._support import (
     table_files,
 )
 
-FAST = {"commit.retry.min-wait-ms": "1", "commit.retry.max-wait-ms": "5"}
 NO_MERGE = {"commit.manifest-merge.enabled": "false", **FAST}
 EXISTING = 0
 
@@ -42,17 +43,6 @@ def make(tmp_path: Path, version: int, **props: str) -> Table:
     cat = sql_catalog(tmp_path)
     properties = {"format-version": str(version), **NO_MERGE, **props}
     return cat.create_table("db.t", rows(0, 0).schema, partition_spec=["region"], properties=properties)
-
-
-def listed(tbl: Table) -> list[ManifestFile]:
-    snap = tbl.metadata.current_snapshot()
-    assert snap is not None and snap.manifest_list is not None
-    return list(read_manifest_list(snap.manifest_list))
-
-
-def avro_entries(path: str) -> list[dict[str, Any]]:
-    with open(path, "rb") as f:
-        return [dict(r) for r in fastavro.reader(f) if isinstance(r, dict)]
 
 
 def live_entries(tbl: Table) -> set[tuple[Any, ...]]:
@@ -224,14 +214,7 @@ def test_a_concurrent_append_is_taken_into_the_retried_rewrite(tmp_path: Path) -
     expected = history(tbl, appends=4)
     other = tbl.catalog.load_table(tbl.identifier)  # type: ignore[union-attr]
     extra = batch(50)
-    calls: list[str] = []
-
-    def append_once(stage: str) -> None:
-        calls.append(stage)
-        if stage == "manifest-list" and calls.count(stage) == 1:
-            other.append(extra)
-
-    result = tbl.rewrite_manifests(faults=append_once)
+    result = tbl.rewrite_manifests(faults=once_at("manifest-list", lambda: other.append(extra)))
     assert result.commit is not None and result.commit.attempts == 2
     appended = other.metadata.current_snapshot_id
     (data,) = [m for m in listed(tbl) if (m.content or 0) == 0]

@@ -5,6 +5,7 @@ leave nothing behind."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -14,9 +15,16 @@ import pytest
 from gpu_engine.errors import ExpressionError, InvalidOption, InvalidProperty, SchemaMismatch, ValidationError
 from gpu_engine.table import Table
 
-from ._support import assert_all_readers, raise_at, referenced_files, rows, sql_catalog, table_files
-
-FAST = {"commit.retry.min-wait-ms": "1", "commit.retry.max-wait-ms": "5"}
+from ._support import (
+    FAST,
+    assert_all_readers,
+    once_at,
+    raise_at,
+    referenced_files,
+    rows,
+    sql_catalog,
+    table_files,
+)
 
 
 def make(tmp_path: Path, version: int, **props: str) -> Table:
@@ -30,16 +38,9 @@ def keep(data: pa.Table, mask: pa.ChunkedArray | pa.Array) -> pa.Table:
     return data.filter(pc.invert(pc.fill_null(mask, False)))
 
 
-def appending(other: Table, extra: pa.Table, stage: str = "manifest") -> object:
-    """A faults hook that appends ``extra`` through ``other`` the first time ``stage`` runs."""
-    calls: list[str] = []
-
-    def hook(name: str) -> None:
-        calls.append(name)
-        if name == stage and calls.count(name) == 1:
-            other.append(extra)
-
-    return hook
+def appending(other: Table, extra: pa.Table) -> Callable[[str], None]:
+    """A faults hook appending ``extra`` through ``other`` while the commit under test runs."""
+    return once_at("manifest", lambda: other.append(extra))
 
 
 @pytest.mark.parametrize(
@@ -106,7 +107,7 @@ def test_serializable_overwrite_fails_on_matching_rows_appended_meanwhile(tmp_pa
     with pytest.raises(
         ValidationError, match=r"may hold rows matching this overwrite's filter.*serializable"
     ):
-        tbl.overwrite(rows(900, 5), "region = 'us'", faults=appending(other, extra))  # type: ignore[arg-type]
+        tbl.overwrite(rows(900, 5), "region = 'us'", faults=appending(other, extra))
     tbl.refresh()
     assert_all_readers(tbl, pa.concat_tables([data, extra]))  # the overwrite left nothing
     written = {p for p in table_files(tbl) - files if p.endswith(".parquet")}
@@ -118,7 +119,7 @@ def test_serializable_overwrite_fails_on_matching_rows_appended_meanwhile(tmp_pa
         rows(900, 5),
         "region = 'us'",
         isolation="snapshot",
-        faults=appending(other, more),  # type: ignore[arg-type]
+        faults=appending(other, more),
     )
     assert result.commit.attempts == 2
     before = pa.concat_tables([data, extra])
@@ -132,7 +133,7 @@ def test_rows_appended_meanwhile_that_cannot_match_do_not_conflict(tmp_path: Pat
     tbl.append(data)
     other = tbl.catalog.load_table(tbl.identifier)  # type: ignore[union-attr]
     extra = rows(1000, 10, seed=2)  # ids >= 1000: the metrics rule out "id < 20"
-    result = tbl.overwrite(rows(500, 5), "id < 20", faults=appending(other, extra))  # type: ignore[arg-type]
+    result = tbl.overwrite(rows(500, 5), "id < 20", faults=appending(other, extra))
     assert result.commit.attempts == 2
     expected = pa.concat_tables([keep(data, pc.less(data["id"], 20)), extra, rows(500, 5)])
     assert_all_readers(tbl, expected)
@@ -147,10 +148,10 @@ def test_delete_isolation_level_property(tmp_path: Path, level: str | None, fail
     extra = rows(100, 10, seed=9)
     if fails:
         with pytest.raises(ValidationError, match="may hold rows matching this delete's filter"):
-            tbl.delete("region = 'us'", faults=appending(other, extra))  # type: ignore[arg-type]
+            tbl.delete("region = 'us'", faults=appending(other, extra))
         assert_all_readers(tbl.refresh(), pa.concat_tables([data, extra]))
     else:
-        tbl.delete("region = 'us'", faults=appending(other, extra))  # type: ignore[arg-type]
+        tbl.delete("region = 'us'", faults=appending(other, extra))
         expected = pa.concat_tables([keep(data, pc.equal(data["region"], "us")), extra])
         assert_all_readers(tbl.refresh(), expected)
     # the argument overrides the property, both ways
@@ -158,11 +159,11 @@ def test_delete_isolation_level_property(tmp_path: Path, level: str | None, fail
     more = rows(300, 10, seed=12).cast(before.schema)
     hook = appending(other.refresh(), more)
     if fails:  # the property is serializable: the argument relaxes it, the appended "eu" rows stay
-        tbl.delete("region = 'eu'", isolation="snapshot", faults=hook)  # type: ignore[arg-type]
+        tbl.delete("region = 'eu'", isolation="snapshot", faults=hook)
         expected = pa.concat_tables([keep(before, pc.equal(before["region"], "eu")), more])
     else:  # the property is snapshot: the argument tightens it
         with pytest.raises(ValidationError, match="may hold rows matching this delete's filter"):
-            tbl.delete("region = 'eu'", isolation="serializable", faults=hook)  # type: ignore[arg-type]
+            tbl.delete("region = 'eu'", isolation="serializable", faults=hook)
         expected = pa.concat_tables([before, more])
     assert_all_readers(tbl.refresh(), expected)
 

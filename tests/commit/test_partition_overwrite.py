@@ -4,6 +4,7 @@ specs stay; concurrency by isolation level; failures leave nothing; readers agre
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,15 +16,15 @@ from gpu_engine.errors import InvalidOption, ValidationError
 from gpu_engine.table import Table
 
 from ._support import (
+    FAST,
     assert_all_readers,
     keyed_rows,
+    once_at,
     raise_at,
     referenced_files,
     sql_catalog,
     table_files,
 )
-
-FAST = {"commit.retry.min-wait-ms": "1", "commit.retry.max-wait-ms": "5"}
 
 
 def make(tmp_path: Path, version: int, partition_spec: list[str] | None = None) -> Table:
@@ -41,15 +42,8 @@ def only(data: pa.Table, region: str) -> pa.Table:
     return data.filter(pc.equal(data["region"], region))
 
 
-def appending(other: Table, extra: pa.Table) -> object:
-    calls: list[str] = []
-
-    def hook(name: str) -> None:
-        calls.append(name)
-        if name == "manifest" and calls.count(name) == 1:
-            other.append(extra)
-
-    return hook
+def appending(other: Table, extra: pa.Table) -> Callable[[str], None]:
+    return once_at("manifest", lambda: other.append(extra))
 
 
 @pytest.mark.parametrize("version", [1, 2, 3])
@@ -138,10 +132,10 @@ def test_rows_appended_meanwhile_in_a_replaced_partition(
     hook = appending(other, extra)
     if fails:
         with pytest.raises(ValidationError, match="in a partition this overwrite replaces"):
-            tbl.dynamic_partition_overwrite(new, isolation=isolation, faults=hook)  # type: ignore[arg-type]
+            tbl.dynamic_partition_overwrite(new, isolation=isolation, faults=hook)
         assert_all_readers(tbl.refresh(), pa.concat_tables([data, extra]))
     else:
-        tbl.dynamic_partition_overwrite(new, isolation=isolation, faults=hook)  # type: ignore[arg-type]
+        tbl.dynamic_partition_overwrite(new, isolation=isolation, faults=hook)
         expected = pa.concat_tables([data.filter(pc.invert(in_regions(data, "eu"))), extra, new])
         assert_all_readers(tbl.refresh(), expected)
 
@@ -153,7 +147,7 @@ def test_rows_appended_meanwhile_elsewhere_do_not_conflict(tmp_path: Path) -> No
     other = tbl.catalog.load_table(tbl.identifier)  # type: ignore[union-attr]
     extra = only(keyed_rows(500, 20, seed=4), "us")
     new = only(keyed_rows(900, 20, seed=6), "eu")
-    result = tbl.dynamic_partition_overwrite(new, faults=appending(other, extra))  # type: ignore[arg-type]
+    result = tbl.dynamic_partition_overwrite(new, faults=appending(other, extra))
     assert result is not None
     assert result.commit.attempts == 2
     expected = pa.concat_tables([data.filter(pc.invert(in_regions(data, "eu"))), extra, new])

@@ -24,6 +24,7 @@ from gpu_engine.table import Table
 from tests.commit._support import (
     SCHEMA,
     assert_all_readers,
+    once_at,
     ours,
     pyiceberg_static,
     referenced_files,
@@ -259,17 +260,13 @@ def test_equality_deletes_fail_when_a_new_spec_gets_files_meanwhile(tmp_path: Pa
     keys = tbl.scan(filter="id in (3, 4)", columns=["id", "region"]).to_arrow()
 
     def meanwhile(evolve: bool) -> Callable[[str], None]:
-        calls: list[str] = []
+        def other_writer() -> None:
+            if evolve:
+                with other.update_spec() as u:
+                    u.add_field("bucket(2, id)")
+            other.append(rows(100 + 10 * evolve, 5, seed=4))
 
-        def hook(stage: str) -> None:
-            calls.append(stage)
-            if stage == "manifest" and calls.count(stage) == 1:
-                if evolve:
-                    with other.update_spec() as u:
-                        u.add_field("bucket(2, id)")
-                other.append(rows(100 + len(calls), 5, seed=4))
-
-        return hook
+        return once_at("manifest", other_writer)
 
     def run(evolve: bool) -> DeleteResult | object:
         if op == "delete_rows":

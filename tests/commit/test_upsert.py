@@ -14,6 +14,7 @@ from gpu_engine.errors import InvalidData, InvalidOption, SchemaMismatch, Unsupp
 from gpu_engine.table import Table
 
 from ._support import (
+    FAST,
     assert_all_readers,
     assert_same_rows,
     keyed_rows,
@@ -21,8 +22,6 @@ from ._support import (
     sql_catalog,
     table_files,
 )
-
-FAST = {"commit.retry.min-wait-ms": "1", "commit.retry.max-wait-ms": "5"}
 
 
 def make(tmp_path: Path, version: int, spec: list[str] | None = None) -> Table:
