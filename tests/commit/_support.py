@@ -179,3 +179,23 @@ def once_at(stage: str, action: Callable[[], object]) -> Callable[[str], None]:
             action()
 
     return hook
+
+
+def without_matches(data: pa.Table, mask: pa.ChunkedArray | pa.Array) -> pa.Table:
+    """The rows of ``data`` where ``mask`` is not true (a null match keeps the row, as in SQL)."""
+    return data.filter(pc.invert(pc.fill_null(mask, False)))
+
+
+def appending(other: Table, extra: pa.Table) -> Callable[[str], None]:
+    """A faults hook appending ``extra`` through ``other`` (another writer's handle) while the commit under
+    test runs (when it writes its first manifest)."""
+    return once_at("manifest", lambda: other.append(extra))
+
+
+def region_table(tmp_path: Path, version: int, **props: str) -> Table:
+    """Table ``db.t`` of :func:`rows`' schema partitioned by ``region``, format ``version``, short retry
+    waits, ``props`` more properties, in a fresh SQL catalog."""
+    properties = {"format-version": str(version), **FAST, **props}
+    return sql_catalog(tmp_path).create_table(
+        "db.t", rows(0, 0).schema, partition_spec=["region"], properties=properties
+    )

@@ -16,29 +16,19 @@ from gpu_engine.errors import InvalidProperty, UnsupportedFeature, ValidationErr
 from gpu_engine.table import Table
 
 from ._support import (
-    FAST,
     assert_all_readers,
     assert_same_rows,
     keyed_rows,
     once_at,
     raise_at,
     referenced_files,
+    region_table,
     rows,
-    sql_catalog,
     table_files,
+    without_matches,
 )
 
 COW = {"write.delete.mode": "copy-on-write"}
-
-
-def make(tmp_path: Path, version: int, **props: str) -> Table:
-    cat = sql_catalog(tmp_path)
-    properties = {"format-version": str(version), **FAST, **props}
-    return cat.create_table("db.t", rows(0, 0).schema, partition_spec=["region"], properties=properties)
-
-
-def without(data: pa.Table, mask: pa.ChunkedArray | pa.Array) -> pa.Table:
-    return data.filter(pc.invert(pc.fill_null(mask, False)))
 
 
 def lineage(tbl: Table) -> dict[int, tuple[int, int]]:
@@ -60,7 +50,7 @@ def test_the_mode_follows_the_property_and_the_format_version() -> None:
 
 @pytest.mark.parametrize("version", [1, 2, 3])
 def test_copy_on_write_rewrites_matched_files_without_the_rows(tmp_path: Path, version: int) -> None:
-    tbl = make(tmp_path, version)
+    tbl = region_table(tmp_path, version)
     data = pa.concat_tables([keyed_rows(0, 40), keyed_rows(40, 40, seed=1)])
     tbl.append(data.slice(0, 40))
     tbl.append(data.slice(40))
@@ -68,14 +58,16 @@ def test_copy_on_write_rewrites_matched_files_without_the_rows(tmp_path: Path, v
         tbl.delete("id < 3")
         keys = tbl.scan(filter="id in (50, 51)", columns=["id", "region"]).to_arrow()
         tbl.delete_rows(keys, on=["id", "region"])
-        data = without(data, pc.or_(pc.less(data["id"], 3), pc.is_in(data["id"], pa.array([50, 51]))))
+        data = without_matches(data, pc.or_(pc.less(data["id"], 3), pc.is_in(data["id"], pa.array([50, 51]))))
         tbl.update_properties().set("write.delete.mode", "copy-on-write").commit()
     ids_before = lineage(tbl) if version == 3 else None
     parent = tbl.metadata.current_snapshot_id
     files_before = {t.file.path for t in tbl.scan().plan().tasks}
 
     result = tbl.delete("score > 0.5 or region = 'eu'")
-    expected = without(data, pc.or_kleene(pc.greater(data["score"], 0.5), pc.equal(data["region"], "eu")))
+    expected = without_matches(
+        data, pc.or_kleene(pc.greater(data["score"], 0.5), pc.equal(data["region"], "eu"))
+    )
     assert result.deleted_rows == data.num_rows - expected.num_rows > 0
     assert result.commit is not None and result.added
     head = tbl.metadata.current_snapshot()
@@ -100,18 +92,18 @@ def test_copy_on_write_rewrites_matched_files_without_the_rows(tmp_path: Path, v
 
 
 def test_files_emptied_are_only_removed(tmp_path: Path) -> None:
-    tbl = make(tmp_path, 2, **COW)
+    tbl = region_table(tmp_path, 2, **COW)
     data = rows(0, 30)
     tbl.append(data)
     result = tbl.delete("region = 'us'")
     assert result.added == () and result.removed_data_files
     head = tbl.metadata.current_snapshot()
     assert head is not None and (head.summary or {})["operation"] == "delete"
-    assert_all_readers(tbl, without(data, pc.equal(data["region"], "us")))
+    assert_all_readers(tbl, without_matches(data, pc.equal(data["region"], "us")))
 
 
 def test_rows_of_an_older_spec_are_rewritten_into_the_current_one(tmp_path: Path) -> None:
-    tbl = make(tmp_path, 3, **COW)
+    tbl = region_table(tmp_path, 3, **COW)
     data = rows(0, 40)
     tbl.append(data)
     with tbl.update_spec() as u:
@@ -119,11 +111,11 @@ def test_rows_of_an_older_spec_are_rewritten_into_the_current_one(tmp_path: Path
     tbl.delete("id = 7")
     new = [t.file for t in tbl.scan().plan().tasks if t.file.spec_id == 1]
     assert new and all(len(f.partition) == 2 for f in new)
-    assert_all_readers(tbl, without(data, pc.equal(data["id"], 7)))
+    assert_all_readers(tbl, without_matches(data, pc.equal(data["id"], 7)))
 
 
 def test_a_concurrent_equality_delete_fails_the_delete_and_nothing_is_left(tmp_path: Path) -> None:
-    tbl = make(tmp_path, 2, **COW)
+    tbl = region_table(tmp_path, 2, **COW)
     data = rows(0, 40)
     tbl.append(data)
     other = tbl.catalog.load_table(tbl.identifier)  # type: ignore[union-attr]
@@ -138,23 +130,25 @@ def test_a_concurrent_equality_delete_fails_the_delete_and_nothing_is_left(tmp_p
     assert {p for p in table_files(tbl) - files if p.endswith(".parquet")} == {
         f for f in referenced_files(tbl) if f.endswith(".parquet") and f not in files
     }  # only the equality delete file is new: the rewritten data files were deleted
-    assert_same_rows(tbl.scan().to_arrow(), without(data, pc.equal(data["id"], 20)), context="unchanged")
+    assert_same_rows(
+        tbl.scan().to_arrow(), without_matches(data, pc.equal(data["id"], 20)), context="unchanged"
+    )
 
 
 def test_a_concurrent_append_survives(tmp_path: Path) -> None:
-    tbl = make(tmp_path, 3, **COW)
+    tbl = region_table(tmp_path, 3, **COW)
     data = rows(0, 40)
     tbl.append(data)
     other = tbl.catalog.load_table(tbl.identifier)  # type: ignore[union-attr]
     extra = rows(100, 10, seed=5)
     result = tbl.delete("id < 30", faults=once_at("manifest", lambda: other.append(extra)))
     assert result.commit is not None and result.commit.attempts == 2
-    assert_all_readers(tbl, pa.concat_tables([without(data, pc.less(data["id"], 30)), extra]))
+    assert_all_readers(tbl, pa.concat_tables([without_matches(data, pc.less(data["id"], 30)), extra]))
 
 
 @pytest.mark.parametrize("stage", ["manifest", "manifest-list", "metadata", "swap"])
 def test_a_failed_commit_deletes_the_rewritten_files(tmp_path: Path, stage: str) -> None:
-    tbl = make(tmp_path, 1)
+    tbl = region_table(tmp_path, 1)
     tbl.append(rows(0, 30))
     location, files = tbl.metadata_location, table_files(tbl)
     _, hook = raise_at(stage, OSError(f"injected at {stage}"))
@@ -165,10 +159,10 @@ def test_a_failed_commit_deletes_the_rewritten_files(tmp_path: Path, stage: str)
 
 
 def test_bad_modes_are_refused_naming_the_property(tmp_path: Path) -> None:
-    tbl = make(tmp_path, 2)
+    tbl = region_table(tmp_path, 2)
     tbl.append(rows(0, 10))
     with pytest.raises(InvalidProperty, match=r"write\.delete\.mode"):
         tbl.update_properties().set("write.delete.mode", "cow").commit()
-    v1 = make(tmp_path / "v1", 1)
+    v1 = region_table(tmp_path / "v1", 1)
     with pytest.raises(UnsupportedFeature, match="format version 1 lacks"):
         v1.update_properties().set("write.delete.mode", "merge-on-read").commit()

@@ -5,7 +5,6 @@ leave nothing behind."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -13,34 +12,17 @@ import pyarrow.compute as pc
 import pytest
 
 from gpu_engine.errors import ExpressionError, InvalidOption, InvalidProperty, SchemaMismatch, ValidationError
-from gpu_engine.table import Table
 
 from ._support import (
-    FAST,
+    appending,
     assert_all_readers,
-    once_at,
     raise_at,
     referenced_files,
+    region_table,
     rows,
-    sql_catalog,
     table_files,
+    without_matches,
 )
-
-
-def make(tmp_path: Path, version: int, **props: str) -> Table:
-    cat = sql_catalog(tmp_path)
-    properties = {"format-version": str(version), **FAST, **props}
-    return cat.create_table("db.t", rows(0, 0).schema, partition_spec=["region"], properties=properties)
-
-
-def keep(data: pa.Table, mask: pa.ChunkedArray | pa.Array) -> pa.Table:
-    """The rows of ``data`` where ``mask`` is not true (a null match keeps the row)."""
-    return data.filter(pc.invert(pc.fill_null(mask, False)))
-
-
-def appending(other: Table, extra: pa.Table) -> Callable[[str], None]:
-    """A faults hook appending ``extra`` through ``other`` while the commit under test runs."""
-    return once_at("manifest", lambda: other.append(extra))
 
 
 @pytest.mark.parametrize(
@@ -49,7 +31,7 @@ def appending(other: Table, extra: pa.Table) -> Callable[[str], None]:
 def test_overwrite_replaces_matching_rows_in_one_snapshot(
     tmp_path: Path, version: int, mode: str | None
 ) -> None:
-    tbl = make(tmp_path, version, **({"write.delete.mode": mode} if mode else {}))
+    tbl = region_table(tmp_path, version, **({"write.delete.mode": mode} if mode else {}))
     data = pa.concat_tables([rows(0, 40), rows(40, 40, seed=1)])
     tbl.append(data.slice(0, 40))
     tbl.append(data.slice(40))
@@ -58,8 +40,8 @@ def test_overwrite_replaces_matching_rows_in_one_snapshot(
 
     result = tbl.overwrite(new, "region = 'eu' or id < 10")
     replaced = pc.or_kleene(pc.equal(data["region"], "eu"), pc.less(data["id"], 10))
-    expected = pa.concat_tables([keep(data, replaced), new])
-    assert result.deleted_rows == data.num_rows - keep(data, replaced).num_rows > 0
+    expected = pa.concat_tables([without_matches(data, replaced), new])
+    assert result.deleted_rows == data.num_rows - without_matches(data, replaced).num_rows > 0
     assert result.added_rows == 15 and result.files
     head = tbl.metadata.current_snapshot()
     assert head is not None and head.parent_snapshot_id == parent  # one snapshot
@@ -76,7 +58,7 @@ def test_overwrite_replaces_matching_rows_in_one_snapshot(
 
 
 def test_overwrite_without_a_filter_replaces_everything(tmp_path: Path) -> None:
-    tbl = make(tmp_path, 2)
+    tbl = region_table(tmp_path, 2)
     tbl.append(rows(0, 30))
     tbl.delete("id < 3")
     new = rows(500, 10, seed=3)
@@ -89,7 +71,7 @@ def test_overwrite_without_a_filter_replaces_everything(tmp_path: Path) -> None:
 
 
 def test_overwrite_of_an_empty_table_is_an_append_in_an_overwrite_snapshot(tmp_path: Path) -> None:
-    tbl = make(tmp_path, 3)
+    tbl = region_table(tmp_path, 3)
     new = rows(0, 10)
     result = tbl.overwrite(new, "id > 5")
     assert result.deleted_rows == 0 and result.added_rows == 10
@@ -98,7 +80,7 @@ def test_overwrite_of_an_empty_table_is_an_append_in_an_overwrite_snapshot(tmp_p
 
 @pytest.mark.parametrize("mode", ["merge-on-read", "copy-on-write"])
 def test_serializable_overwrite_fails_on_matching_rows_appended_meanwhile(tmp_path: Path, mode: str) -> None:
-    tbl = make(tmp_path, 3, **{"write.delete.mode": mode})
+    tbl = region_table(tmp_path, 3, **{"write.delete.mode": mode})
     data = rows(0, 40)
     tbl.append(data)
     other = tbl.catalog.load_table(tbl.identifier)  # type: ignore[union-attr]
@@ -123,25 +105,27 @@ def test_serializable_overwrite_fails_on_matching_rows_appended_meanwhile(tmp_pa
     )
     assert result.commit.attempts == 2
     before = pa.concat_tables([data, extra])
-    expected = pa.concat_tables([keep(before, pc.equal(before["region"], "us")), more, rows(900, 5)])
+    expected = pa.concat_tables(
+        [without_matches(before, pc.equal(before["region"], "us")), more, rows(900, 5)]
+    )
     assert_all_readers(tbl, expected, pyiceberg=True)
 
 
 def test_rows_appended_meanwhile_that_cannot_match_do_not_conflict(tmp_path: Path) -> None:
-    tbl = make(tmp_path, 2)
+    tbl = region_table(tmp_path, 2)
     data = rows(0, 40)
     tbl.append(data)
     other = tbl.catalog.load_table(tbl.identifier)  # type: ignore[union-attr]
     extra = rows(1000, 10, seed=2)  # ids >= 1000: the metrics rule out "id < 20"
     result = tbl.overwrite(rows(500, 5), "id < 20", faults=appending(other, extra))
     assert result.commit.attempts == 2
-    expected = pa.concat_tables([keep(data, pc.less(data["id"], 20)), extra, rows(500, 5)])
+    expected = pa.concat_tables([without_matches(data, pc.less(data["id"], 20)), extra, rows(500, 5)])
     assert_all_readers(tbl, expected)
 
 
 @pytest.mark.parametrize(("level", "fails"), [(None, True), ("serializable", True), ("snapshot", False)])
 def test_delete_isolation_level_property(tmp_path: Path, level: str | None, fails: bool) -> None:
-    tbl = make(tmp_path, 3, **({"write.delete.isolation-level": level} if level else {}))
+    tbl = region_table(tmp_path, 3, **({"write.delete.isolation-level": level} if level else {}))
     data = rows(0, 40)
     tbl.append(data)
     other = tbl.catalog.load_table(tbl.identifier)  # type: ignore[union-attr]
@@ -152,7 +136,7 @@ def test_delete_isolation_level_property(tmp_path: Path, level: str | None, fail
         assert_all_readers(tbl.refresh(), pa.concat_tables([data, extra]))
     else:
         tbl.delete("region = 'us'", faults=appending(other, extra))
-        expected = pa.concat_tables([keep(data, pc.equal(data["region"], "us")), extra])
+        expected = pa.concat_tables([without_matches(data, pc.equal(data["region"], "us")), extra])
         assert_all_readers(tbl.refresh(), expected)
     # the argument overrides the property, both ways
     before = tbl.refresh().scan().to_arrow()
@@ -160,7 +144,7 @@ def test_delete_isolation_level_property(tmp_path: Path, level: str | None, fail
     hook = appending(other.refresh(), more)
     if fails:  # the property is serializable: the argument relaxes it, the appended "eu" rows stay
         tbl.delete("region = 'eu'", isolation="snapshot", faults=hook)
-        expected = pa.concat_tables([keep(before, pc.equal(before["region"], "eu")), more])
+        expected = pa.concat_tables([without_matches(before, pc.equal(before["region"], "eu")), more])
     else:  # the property is snapshot: the argument tightens it
         with pytest.raises(ValidationError, match="may hold rows matching this delete's filter"):
             tbl.delete("region = 'eu'", isolation="serializable", faults=hook)
@@ -170,7 +154,7 @@ def test_delete_isolation_level_property(tmp_path: Path, level: str | None, fail
 
 @pytest.mark.parametrize("stage", ["data", "manifest", "manifest-list", "metadata", "swap"])
 def test_a_failed_overwrite_commits_nothing_and_leaves_nothing(tmp_path: Path, stage: str) -> None:
-    tbl = make(tmp_path, 3, **{"write.delete.mode": "copy-on-write"})
+    tbl = region_table(tmp_path, 3, **{"write.delete.mode": "copy-on-write"})
     tbl.append(rows(0, 30))
     location, files = tbl.metadata_location, table_files(tbl)
     _, hook = raise_at(stage, OSError(f"injected at {stage}"))
@@ -181,7 +165,7 @@ def test_a_failed_overwrite_commits_nothing_and_leaves_nothing(tmp_path: Path, s
 
 
 def test_bad_input_is_refused_before_anything_is_committed(tmp_path: Path) -> None:
-    tbl = make(tmp_path, 3, **{"write.delete.mode": "copy-on-write"})
+    tbl = region_table(tmp_path, 3, **{"write.delete.mode": "copy-on-write"})
     tbl.append(rows(0, 30))
     location, files = tbl.metadata_location, table_files(tbl)
     with pytest.raises(ExpressionError, match="nope"):

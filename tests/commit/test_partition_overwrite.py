@@ -4,7 +4,6 @@ specs stay; concurrency by isolation level; failures leave nothing; readers agre
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +16,9 @@ from gpu_engine.table import Table
 
 from ._support import (
     FAST,
+    appending,
     assert_all_readers,
     keyed_rows,
-    once_at,
     raise_at,
     referenced_files,
     sql_catalog,
@@ -40,10 +39,6 @@ def in_regions(data: pa.Table, *regions: str) -> pa.Array:
 
 def only(data: pa.Table, region: str) -> pa.Table:
     return data.filter(pc.equal(data["region"], region))
-
-
-def appending(other: Table, extra: pa.Table) -> Callable[[str], None]:
-    return once_at("manifest", lambda: other.append(extra))
 
 
 @pytest.mark.parametrize("version", [1, 2, 3])
