@@ -20,6 +20,7 @@ from .execute.projection import Projection, project
 from .execute.scan import ScanProgress, ScanRun, execute
 from .expressions import TRUE, Expression
 from .planning.scan import ScanOptions, plan_scan
+from .planning.snapshot_range import SnapshotRange
 from .tasks import ScanPlan
 
 if TYPE_CHECKING:
@@ -108,10 +109,11 @@ def new_scan(
     case_sensitive: bool = True,
     backend: str = "auto",
     limit: int | None = None,
+    appends_since: SnapshotRange | None = None,
 ) -> TableScan:
     if backend not in BACKENDS:
         raise UnsupportedFeature(f"backend={backend!r}: expected one of {', '.join(map(repr, BACKENDS))}")
-    options = ScanOptions(filter, snapshot_id, as_of, ref, case_sensitive)
+    options = ScanOptions(filter, snapshot_id, as_of, ref, case_sensitive, appends_since=appends_since)
     if limit is not None and limit < 0:
         raise UnsupportedFeature(f"limit={limit}: must be >= 0")
     return TableScan(table, options, tuple(columns) if columns is not None else None, backend, limit)

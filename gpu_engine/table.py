@@ -18,6 +18,7 @@ from .iceberg.partitioning import PartitionSpec
 from .iceberg.schema import Schema
 from .io.fileio import FileIO, load_file_io, local_path, scheme_of
 from .io.paths import PathMap
+from .planning.snapshot_range import SnapshotRange
 
 if TYPE_CHECKING:
     import datetime
@@ -140,6 +141,38 @@ class Table:
             case_sensitive=case_sensitive,
             backend=backend,
             limit=limit,
+        )
+
+    def incremental_append_scan(
+        self,
+        from_snapshot_id: int | None = None,
+        *,
+        from_inclusive: bool = False,
+        to_snapshot_id: int | None = None,
+        branch: str | None = None,
+        filter: str | Expression = TRUE,
+        columns: Sequence[str] | None = None,
+        case_sensitive: bool = True,
+        backend: str = "auto",
+        limit: int | None = None,
+    ) -> TableScan:
+        """The rows the ``append`` snapshots after ``from_snapshot_id`` (or from it, ``from_inclusive``;
+        from the oldest ancestor when None) up to ``to_snapshot_id`` (else the head of ``branch``, else
+        the current snapshot) added, as appended, in the current schema: Iceberg Java's
+        ``IncrementalAppendScan``. Other snapshots (overwrite, delete, replace) are passed over and no
+        delete file applies. The other arguments are :meth:`scan`'s."""
+        from .scan import new_scan
+
+        return new_scan(
+            self,
+            filter=filter,
+            columns=columns,
+            snapshot_id=to_snapshot_id,
+            ref=branch,
+            case_sensitive=case_sensitive,
+            backend=backend,
+            limit=limit,
+            appends_since=SnapshotRange(from_snapshot_id, from_inclusive),
         )
 
     def refresh(self) -> Table:

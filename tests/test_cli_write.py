@@ -302,3 +302,35 @@ def test_errors_exit_2_naming_the_cause(catalog_env: Path, capsys: pytest.Captur
     fails("delete", IDENT, "--catalog", NAME, "--filter", "bogus_col = 1", naming="bogus_col")
     fails("delete", "db.absent", "--catalog", NAME, "--filter", "id = 1", naming="absent")
     assert ge.load_catalog(NAME).load_table(IDENT).metadata.current_snapshot_id == before  # nothing committed
+
+
+def test_scan_from_snapshot_reads_the_rows_appended_since(
+    catalog_env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``scan --from-snapshot``: Iceberg's incremental append scan (a delete in between passed over)."""
+    _create_and_append(catalog_env, capsys, 1, 10)
+    start = ge.load_catalog(NAME).load_table(IDENT).metadata.current_snapshot_id
+    for i in (1, 2):
+        _json(
+            capsys,
+            "append",
+            IDENT,
+            "--catalog",
+            NAME,
+            _write(catalog_env, f"more{i}.parquet", _rows(i * 10, i * 10 + 10)),
+        )
+    _json(capsys, "delete", IDENT, "--catalog", NAME, "--filter", "id >= 15")
+    out = catalog_env / "appended.parquet"
+    argv = ["scan", IDENT, "--catalog", NAME, "--from-snapshot", str(start), "-o", str(out), "--json"]
+    assert main(argv) == 0, capsys.readouterr().err
+    assert sorted(pq.read_table(out)["id"].to_pylist()) == list(range(10, 30))
+    inclusive = [*argv[:-3], "--from-inclusive", "--filter", "id < 12", "-o", str(out), "--json"]
+    assert main(inclusive) == 0, capsys.readouterr().err
+    assert sorted(pq.read_table(out)["id"].to_pylist()) == [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
+    capsys.readouterr()
+    assert main(["scan", IDENT, "--catalog", NAME, "--from-inclusive"]) == 2
+    assert "--from-inclusive needs --from-snapshot" in capsys.readouterr().err
+    assert main(["scan", IDENT, "--catalog", NAME, "--from-snapshot", str(start), "--as-of", "1"]) == 2
+    assert "not at --as-of" in capsys.readouterr().err
+    assert main(["scan", IDENT, "--catalog", NAME, "--from-snapshot", "42"]) == 2
+    assert "from snapshot 42 is not an ancestor" in capsys.readouterr().err

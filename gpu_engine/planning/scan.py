@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -21,7 +21,7 @@ from ..errors import PlanningError
 from ..expressions import TRUE, BoundPredicate, Expression, bind, parse
 from ..expressions.tree import predicates
 from ..iceberg import manifests as mf
-from ..iceberg.manifest_list import ManifestFile, manifest_files_from_paths, read_manifest_list
+from ..iceberg.manifest_list import ManifestFile
 from ..iceberg.metadata import TableMetadata
 from ..iceberg.schema import Schema
 from ..iceberg.snapshots import Snapshot
@@ -31,8 +31,11 @@ from ..io.position_deletes import PATH_FIELD_ID
 from ..properties import int_property
 from ..tasks import POSITION_DELETES, DataFile, DeleteFile, PlanSummary, ScanPlan, ScanTask
 from . import pruning
+from .appends import appended_manifests
 from .deletes import DeleteIndex
 from .residuals import residuals
+from .snapshot_manifests import manifest_files
+from .snapshot_range import SnapshotRange
 from .splits import split_ranges
 
 
@@ -46,11 +49,15 @@ class ScanOptions:
     ref: str | None = None
     case_sensitive: bool = True
     max_workers: int | None = None
+    # set: only the rows appended since a snapshot (Iceberg's incremental append scan; see .appends)
+    appends_since: SnapshotRange | None = None
 
     def __post_init__(self) -> None:
         chosen = [k for k in ("snapshot_id", "as_of", "ref") if getattr(self, k) is not None]
         if len(chosen) > 1:
             raise PlanningError(f"scan options {' and '.join(chosen)} are exclusive: choose one")
+        if self.appends_since is not None and self.as_of is not None:
+            raise PlanningError("an incremental scan ends at a snapshot id or a ref, not at a time (as_of)")
 
 
 def select_snapshot(md: TableMetadata, options: ScanOptions) -> Snapshot | None:
@@ -64,7 +71,10 @@ def select_snapshot(md: TableMetadata, options: ScanOptions) -> Snapshot | None:
 
 
 def scan_schema(md: TableMetadata, snapshot: Snapshot | None, options: ScanOptions) -> Schema:
-    """The current schema, except for time travel (a snapshot id, a time or a tag): the snapshot's schema."""
+    """The current schema, except for time travel (a snapshot id, a time or a tag): the snapshot's schema.
+    Incremental scans read in the current schema, as Iceberg Java's do."""
+    if options.appends_since is not None:
+        return md.schema
     travels = options.snapshot_id is not None or options.as_of is not None
     if options.ref is not None:
         travels = md.refs[options.ref].is_tag
@@ -84,8 +94,40 @@ def plan_scan(md: TableMetadata, io: FileIO, options: ScanOptions) -> ScanPlan:
     schema = scan_schema(md, snapshot, options)
     row_filter = bound_filter(md, schema, options)
     if snapshot is None:
+        if options.appends_since is not None and options.appends_since.from_snapshot_id is not None:
+            raise PlanningError(f"table {md.location} has no snapshots: no appends since a snapshot")
         return ScanPlan(schema, row_filter, (), PlanSummary(snapshot_id=None))
-    manifests = _manifest_files(md, io, snapshot)
+    if options.appends_since is not None:
+        manifests, added = appended_manifests(md, io, snapshot, options.appends_since)
+        workers = options.max_workers
+        return plan_files(md, io, snapshot.snapshot_id, schema, row_filter, manifests, workers, added)
+    return plan_snapshot(md, io, snapshot, schema, row_filter, options.max_workers)
+
+
+def plan_snapshot(
+    md: TableMetadata,
+    io: FileIO,
+    snapshot: Snapshot,
+    schema: Schema,
+    row_filter: Expression,
+    max_workers: int | None = None,
+) -> ScanPlan:
+    """The scan plan of ``snapshot``'s rows, read in ``schema``, for a filter bound to it."""
+    manifests = manifest_files(md, io, snapshot)
+    return plan_files(md, io, snapshot.snapshot_id, schema, row_filter, manifests, max_workers)
+
+
+def plan_files(
+    md: TableMetadata,
+    io: FileIO,
+    snapshot_id: int,
+    schema: Schema,
+    row_filter: Expression,
+    manifests: Sequence[ManifestFile],
+    max_workers: int | None,
+    entries: Callable[[pa.Table], pa.Table] | None = None,
+) -> ScanPlan:
+    """Tasks for the live files of ``manifests`` (only the data ``entries`` picks, when given)."""
     data_manifests = [m for m in manifests if not m.is_delete_manifest]
     delete_manifests = [m for m in manifests if m.is_delete_manifest]
     kept_data = pruning.prune_manifests(md, schema, row_filter, data_manifests)
@@ -93,13 +135,13 @@ def plan_scan(md: TableMetadata, io: FileIO, options: ScanOptions) -> ScanPlan:
     # manifests are read and pruned one at a time: memory follows the files kept, not the table
     filter_ids = {p.ref.field_id for p in predicates(row_filter) if isinstance(p, BoundPredicate)}
     files = pruning.PrunedEntries()
-    data_stream = _stream(io, kept_data, options.max_workers, stats=filter_ids, columns=_DATA_COLUMNS)
+    data_stream = _stream(io, kept_data, max_workers, stats=filter_ids, columns=_DATA_COLUMNS)
+    if entries is not None:
+        data_stream = map(entries, data_stream)
     for batch in _batches(data_stream):
         pruning.prune_entries(md, schema, row_filter, [batch], use_metrics=True, into=files)
     deletes = pruning.PrunedEntries()
-    delete_stream = _stream(
-        io, kept_deletes, options.max_workers, stats=(PATH_FIELD_ID,), columns=_DELETE_COLUMNS
-    )
+    delete_stream = _stream(io, kept_deletes, max_workers, stats=(PATH_FIELD_ID,), columns=_DELETE_COLUMNS)
     for batch in _batches(delete_stream):
         pruning.prune_entries(md, schema, row_filter, [batch], use_metrics=False, into=deletes)
     delete_files = [d for table in deletes.kept for d in _delete_files(table, io.path_map)]
@@ -120,7 +162,7 @@ def plan_scan(md: TableMetadata, io: FileIO, options: ScanOptions) -> ScanPlan:
 
     kept_bytes = sum(t.length for t in tasks)
     summary = PlanSummary(
-        snapshot_id=snapshot.snapshot_id,
+        snapshot_id=snapshot_id,
         manifests_total=len(data_manifests),
         manifests_pruned=len(data_manifests) - len(kept_data),
         delete_manifests_total=len(delete_manifests),
@@ -136,40 +178,6 @@ def plan_scan(md: TableMetadata, io: FileIO, options: ScanOptions) -> ScanPlan:
         tasks=len(tasks),
     )
     return ScanPlan(schema, row_filter, tuple(tasks), summary)
-
-
-def _manifest_files(md: TableMetadata, io: FileIO, snapshot: Snapshot) -> tuple[ManifestFile, ...]:
-    if snapshot.manifest_list is not None:
-        path = io.resolve(snapshot.manifest_list)
-        manifests = read_manifest_list(path, path_map=io.path_map, open_input=io.open_input)
-        _check_totals(path, snapshot, manifests)
-        return manifests
-    if snapshot.manifests is not None:
-        return manifest_files_from_paths(
-            snapshot.manifests, snapshot_id=snapshot.snapshot_id, path_map=io.path_map
-        )
-    raise PlanningError(f"snapshot {snapshot.snapshot_id} has neither a manifest list nor manifests")
-
-
-def _check_totals(path: str, snapshot: Snapshot, manifests: Sequence[ManifestFile]) -> None:
-    """The live file counts of the manifests listed must add up to the snapshot summary's totals, where both
-    are known: an Avro file cut at a block boundary still parses, and would silently lose manifests."""
-    summary = snapshot.summary or {}
-    for content, key in ((0, "total-data-files"), (1, "total-delete-files")):
-        listed = [m for m in manifests if m.content == content]
-        counts = [(m.added_files_count, m.existing_files_count) for m in listed]
-        if key not in summary or any(a is None or e is None for a, e in counts):
-            continue
-        live = sum((a or 0) + (e or 0) for a, e in counts)
-        try:
-            expected = int(summary[key])
-        except ValueError:
-            continue
-        if live != expected:
-            raise PlanningError(
-                f"manifest list {path} lists {live} live {key[6:]} but snapshot {snapshot.snapshot_id}'s "
-                f"summary records {key}={expected}: the manifest list is truncated or inconsistent"
-            )
 
 
 def _live_files(manifests: Sequence[ManifestFile], kept: Sequence[ManifestFile]) -> int:

@@ -1,0 +1,49 @@
+"""The snapshots an incremental scan covers: those after ``from`` (or from it, inclusive) up to ``to``,
+along ``to``'s ancestry, oldest first — Iceberg Java's ``fromSnapshotExclusive`` / ``fromSnapshotInclusive``
+/ ``toSnapshot``.
+
+Without ``from`` the range starts at the oldest ancestor of ``to`` still in the table. An exclusive
+``from`` may have expired, as in Java, when it is still recorded as the parent of an ancestor of ``to``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import PlanningError
+from ..iceberg.metadata import TableMetadata
+from ..iceberg.snapshots import Snapshot
+
+
+@dataclass(frozen=True)
+class SnapshotRange:
+    """Where an incremental scan starts; where it ends is the scan's snapshot (id, ref or current)."""
+
+    from_snapshot_id: int | None = None
+    from_inclusive: bool = False
+
+    def __post_init__(self) -> None:
+        if self.from_inclusive and self.from_snapshot_id is None:
+            raise PlanningError("from_inclusive=True needs a from_snapshot_id")
+
+
+def snapshots_in_range(md: TableMetadata, to: Snapshot, rng: SnapshotRange) -> tuple[Snapshot, ...]:
+    """The snapshots of ``rng`` ending at ``to``, oldest first (empty when ``from`` is ``to``, exclusive)."""
+    start = rng.from_snapshot_id
+    if start is not None and rng.from_inclusive and start not in md.snapshots_by_id:
+        raise PlanningError(f"table {md.location}: from snapshot {start} (inclusive) is not in the table")
+    newest_first: list[Snapshot] = []
+    for snapshot_id in md.ancestor_ids(to.snapshot_id):
+        snapshot = md.snapshots_by_id[snapshot_id]
+        if snapshot_id == start and not rng.from_inclusive:  # ``to`` is ``from``
+            return ()
+        newest_first.append(snapshot)
+        ends_here = snapshot.parent_snapshot_id == start if not rng.from_inclusive else snapshot_id == start
+        if start is not None and ends_here:
+            return tuple(reversed(newest_first))
+    if start is None:
+        return tuple(reversed(newest_first))
+    raise PlanningError(
+        f"table {md.location}: from snapshot {start} is not an ancestor of snapshot {to.snapshot_id}: "
+        "an incremental scan follows one line of history"
+    )
