@@ -1,5 +1,6 @@
-"""The ``gpu-engine`` command: plan, scan, create, append, delete, alter, compact, snapshots, inspect, and
-maintenance (expire-snapshots, remove-orphan-files, rewrite-position-deletes, convert-equality-deletes)."""
+"""The ``gpu-engine`` command: plan, scan, changes, create, append, delete, alter, compact, snapshots,
+inspect, and maintenance (expire-snapshots, remove-orphan-files, rewrite-position-deletes,
+convert-equality-deletes)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from ..errors import GpuEngineError
-from . import alter, compact, inspect, maintain, plan, scan, snapshots, write
+from . import alter, changes, compact, inspect, maintain, plan, scan, snapshots, write
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -21,6 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     plan.add_parser(sub)
     scan.add_parser(sub)
+    changes.add_parser(sub)
     write.add_parsers(sub)
     alter.add_parser(sub)
     compact.add_parser(sub)

@@ -10,20 +10,17 @@ import argparse
 import json
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table as RichTable
 
-from ..errors import GpuEngineError, PlanningError
+from ..errors import PlanningError
 from ..execute.scan import ScanProgress
 from .common import open_table, snapshot_options, table_options
-
-_PREVIEW_ROWS = 20
+from .output import PREVIEW_ROWS, discard, open_sink, print_preview
 
 
 def add_parser(sub: Any) -> None:
@@ -80,7 +77,7 @@ def cmd_scan(args: argparse.Namespace, console: Console) -> int:
     started = time.perf_counter()
     schema = scan.projection(plan).arrow_schema
     preview: list[pa.RecordBatch] = []
-    sink = _sink(args.output, schema)
+    sink = open_sink(args.output, schema)
     try:
         with Progress(
             TextColumn("[bold]scan"),
@@ -98,7 +95,7 @@ def cmd_scan(args: argparse.Namespace, console: Console) -> int:
             for batch in scan.to_batches(progress=counts):
                 if sink is not None:
                     sink.write_batch(batch)
-                elif sum(b.num_rows for b in preview) < _PREVIEW_ROWS:
+                elif sum(b.num_rows for b in preview) < PREVIEW_ROWS:
                     preview.append(batch)
                 bar.update(
                     job,
@@ -109,7 +106,7 @@ def cmd_scan(args: argparse.Namespace, console: Console) -> int:
                 )
     except BaseException:
         if sink is not None:  # no partial output file that looks like a finished scan
-            _discard(sink, args.output)
+            discard(sink, args.output)
         raise
     if sink is not None:
         sink.close()
@@ -130,7 +127,7 @@ def cmd_scan(args: argparse.Namespace, console: Console) -> int:
         print(json.dumps(summary, indent=2), file=sys.stderr if to_stdout else sys.stdout)
         return 0
     if sink is None:
-        _print_preview(shown, preview, schema)
+        print_preview(shown, preview, schema)
     out = RichTable(title="scan summary")
     out.add_column("what")
     out.add_column("value", justify="right")
@@ -138,30 +135,3 @@ def cmd_scan(args: argparse.Namespace, console: Console) -> int:
         out.add_row(key.replace("_", " "), f"{value:,}" if isinstance(value, int) else str(value))
     shown.print(out)
     return 0
-
-
-def _sink(output: str | None, schema: pa.Schema) -> pq.ParquetWriter | None:
-    if output is None:
-        return None
-    target: Any = sys.stdout.buffer if output == "-" else output
-    try:
-        return pq.ParquetWriter(target, schema, compression="zstd")
-    except OSError as e:
-        raise GpuEngineError(f"-o {output}: cannot write there ({e})") from None
-
-
-def _discard(sink: pq.ParquetWriter, output: str) -> None:
-    """Close the writer of a failed scan and remove its unfinished output file (stdout cannot be)."""
-    sink.close()
-    if output != "-":
-        Path(output).unlink(missing_ok=True)
-
-
-def _print_preview(console: Console, batches: list[pa.RecordBatch], schema: pa.Schema) -> None:
-    rows = pa.Table.from_batches(batches, schema=schema).slice(0, _PREVIEW_ROWS).to_pylist()
-    out = RichTable(title=f"first {len(rows)} rows")
-    for name in schema.names:
-        out.add_column(name)
-    for row in rows:
-        out.add_row(*(str(row[n]) for n in schema.names))
-    console.print(out)

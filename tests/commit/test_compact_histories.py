@@ -689,6 +689,35 @@ class History:
             want = {r["id"]: self.model.lineage[r["id"]] for r in self.model.rows}
             assert lineage == want, (self.seed, self.log)
 
+    def check_changelog(self, last: int = 4) -> None:
+        """The changes the last ``last`` snapshots of main made, by the changelog scan, are the model's rows
+        after minus before (DELETE) and the reverse (INSERT), besides rows a rewrite carried over."""
+        md = self.tbl.metadata
+        head = md.current_snapshot_id
+        chain = list(reversed(md.ancestor_ids(head))) if head is not None else []
+        known = [
+            s for s in chain if s in self.states and md.snapshots_by_id[s].parent_snapshot_id in self.states
+        ]
+        if not known:
+            return
+        start = md.snapshots_by_id[known[-last:][0]].parent_snapshot_id
+        logical = {current: name for name, current in self.names.items()}
+        scan = self.tbl.incremental_changelog_scan(
+            start, columns=[self.names[c] for c in self.live], backend=self.backend
+        )
+        changes = [{logical.get(k, k): v for k, v in r.items()} for r in scan.to_arrow().to_pylist()]
+        for snapshot_id in chain[chain.index(start) + 1 :] if start in chain else []:
+            parent = md.snapshots_by_id[snapshot_id].parent_snapshot_id
+            if snapshot_id not in self.states or parent not in self.states:
+                continue
+            mine = [r for r in changes if r["_commit_snapshot_id"] == snapshot_id]
+            deleted = Counter(_key(r, self.live) for r in mine if r["_change_type"] == "DELETE")
+            inserted = Counter(_key(r, self.live) for r in mine if r["_change_type"] == "INSERT")
+            before = Counter(_key(r, self.live) for r in self.states[parent])
+            after = Counter(_key(r, self.live) for r in self.states[snapshot_id])
+            context = (self.seed, snapshot_id, self.log)
+            assert (deleted - inserted, inserted - deleted) == (before - after, after - before), context
+
 
 def run_history(
     cat: SqlCatalog, seed: int, backend: str, *, min_ops: int = 3, max_ops: int = 8, name: str = ""
@@ -741,6 +770,7 @@ def run_history(
         tbl.compact(options={"rewrite-all": "true"}, backend=backend)
         h.log.append("final compaction")
         h.check()
+    h.check_changelog()
     assert_files_consistent(tbl)  # nothing referenced was deleted, no rewrite output left behind
     return h
 

@@ -211,3 +211,19 @@ class RemappingFileIO(PyArrowFileIO):
 
     def new_input(self, location: str) -> PyArrowFile:
         return super().new_input(self.path_map.apply(location))
+
+
+def same_columns(md: TableMetadata, *snapshot_ids: int) -> list[str]:
+    """Current top-level columns every given snapshot's schema has with the same id, name and type
+    (nested ones included), so that rows read in any of these schemas compare."""
+    out = []
+    for f in md.schema.fields:
+        key = (f.field_id, f.name, f.type)
+        for snapshot_id in snapshot_ids:
+            schema_id = md.snapshot_by_id(snapshot_id).schema_id
+            old = md.schema_by_id(schema_id) if schema_id is not None else md.schema
+            if key not in {(g.field_id, g.name, g.type) for g in old.fields}:
+                break
+        else:
+            out.append(f.name)
+    return out

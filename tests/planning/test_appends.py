@@ -13,14 +13,13 @@ import pyarrow as pa
 import pytest
 
 from gpu_engine.errors import PlanningError, SnapshotNotFound
-from gpu_engine.iceberg.metadata import TableMetadata
 from gpu_engine.planning.appends import append_snapshots, appended_manifests
 from gpu_engine.planning.snapshot_range import SnapshotRange
 from gpu_engine.table import Table
 
 from ..commit._support import assert_same_rows, region_table, rows
 from ..execute.oracles import DUCKDB_CANNOT, KNOWN_WRONG, _rows, duckdb_rows
-from ._support import MISSING, inventory, inventory_paths, load, missing_metadata_files
+from ._support import MISSING, inventory, inventory_paths, load, missing_metadata_files, same_columns
 
 
 def _head(tbl: Table) -> int:
@@ -142,15 +141,6 @@ def _append_tables() -> list[str]:
     return sorted(rel for rel, entry in inventory().items() if entry.get("snapshots", 0) >= 2)
 
 
-def _common_names(md: TableMetadata, snapshot_id: int) -> list[str]:
-    """Current top-level columns the snapshot's schema has with the same id, name and type (nested ones
-    included), so that rows read in either schema compare."""
-    schema_id = md.snapshot_by_id(snapshot_id).schema_id
-    old = md.schema_by_id(schema_id) if schema_id is not None else md.schema
-    same = {(f.field_id, f.name, f.type) for f in old.fields}
-    return [f.name for f in md.schema.fields if (f.field_id, f.name, f.type) in same]
-
-
 @pytest.mark.parametrize("rel", _append_tables())
 def test_each_fixture_append_adds_what_duckdb_sees_added(rel: str) -> None:
     if rel == MISSING:
@@ -167,7 +157,7 @@ def test_each_fixture_append_adds_what_duckdb_sees_added(rel: str) -> None:
         if missing_metadata_files(tbl, snapshot) or missing_metadata_files(tbl, md.snapshot_by_id(parent)):
             continue
         sid = snapshot.snapshot_id
-        names = [n for n in _common_names(md, sid) if n in _common_names(md, parent)]
+        names = same_columns(md, sid, parent)
         ours = tbl.incremental_append_scan(parent, to_snapshot_id=sid).to_arrow().select(names)
         after, before = duckdb_rows(rel, sid).select(names), duckdb_rows(rel, parent).select(names)
         added = Counter(_rows(after, names, ours)) - Counter(_rows(before, names, ours))

@@ -1,0 +1,100 @@
+"""``gpu-engine changes``: the rows each snapshot after ``--from-snapshot`` inserted and deleted
+(:meth:`gpu_engine.table.Table.incremental_changelog_scan`), to Parquet, stdout or the screen, with a
+summary of the changes per type."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+import pyarrow as pa
+from rich.console import Console
+from rich.table import Table as RichTable
+
+from ..errors import PlanningError
+from ..planning.changelog import change_counts
+from .common import open_table, table_options
+from .output import PREVIEW_ROWS, discard, open_sink, print_preview
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "changes",
+        help="rows inserted and deleted by each snapshot of a range (a changelog, deletes included)",
+    )
+    table_options(p)
+    p.add_argument(
+        "--from-snapshot",
+        type=int,
+        help="changes after this snapshot (default: from the oldest ancestor still in the table)",
+    )
+    p.add_argument("--from-inclusive", action="store_true", help="--from-snapshot's own changes too")
+    end = p.add_mutually_exclusive_group()
+    end.add_argument("--snapshot", type=int, help="last snapshot of the range (default: current)")
+    end.add_argument("--ref", help="end at this branch's head (or tag)")
+    p.add_argument("--filter", default=None, help="keep changed rows matching this filter")
+    p.add_argument("--columns", help="comma-separated column names (the change columns always follow)")
+    p.add_argument("--backend", default="auto", choices=["auto", "cpu", "cuda"], help="where kernels run")
+    p.add_argument("-o", "--output", help="write Parquet to this file, or '-' for stdout")
+    p.set_defaults(run=cmd_changes)
+
+
+def cmd_changes(args: argparse.Namespace, console: Console) -> int:
+    if args.from_inclusive and args.from_snapshot is None:
+        raise PlanningError("--from-inclusive needs --from-snapshot")
+    table = open_table(args)
+    columns = [c.strip() for c in args.columns.split(",") if c.strip()] if args.columns else None
+    scan = table.incremental_changelog_scan(
+        args.from_snapshot,
+        from_inclusive=args.from_inclusive,
+        to_snapshot_id=args.snapshot,
+        branch=args.ref,
+        filter=args.filter or "true",
+        columns=columns,
+        backend=args.backend,
+    )
+    started = time.perf_counter()
+    plan = scan.plan()
+    schema = scan.schema()
+    to_stdout = args.output == "-"
+    shown = Console(stderr=True) if to_stdout or args.json else console
+    sink = open_sink(args.output, schema)
+    preview: list[pa.RecordBatch] = []
+    try:
+        for batch in scan.to_batches():
+            if sink is not None:
+                sink.write_batch(batch)
+            elif sum(b.num_rows for b in preview) < PREVIEW_ROWS:
+                preview.append(batch)
+    except BaseException:
+        if sink is not None:
+            discard(sink, args.output)
+        raise
+    if sink is not None:
+        sink.close()
+    run = scan.last_run
+    summary: dict[str, Any] = {
+        "snapshots": len(plan.snapshot_ids),
+        "replace_snapshots_passed_over": len(plan.skipped),
+        **{f"files_{k}": v for k, v in change_counts(plan.tasks).items()},
+        "inserted_rows": run.rows["INSERT"] if run else 0,
+        "deleted_rows": run.rows["DELETE"] if run else 0,
+        "seconds": round(time.perf_counter() - started, 3),
+        "backend": run.backend.name if run and run.backend else None,
+        "output": args.output,
+    }
+    if args.json:
+        print(json.dumps(summary, indent=2), file=sys.stderr if to_stdout else sys.stdout)
+        return 0
+    if sink is None:
+        print_preview(shown, preview, schema)
+    out = RichTable(title="changes summary")
+    out.add_column("what")
+    out.add_column("value", justify="right")
+    for key, value in summary.items():
+        out.add_row(key.replace("_", " "), f"{value:,}" if isinstance(value, int) else str(value))
+    shown.print(out)
+    return 0

@@ -1,0 +1,44 @@
+"""Row output shared by ``scan`` and ``changes``: a Parquet sink (file or stdout) that leaves no partial
+file behind, and a preview table of the first rows."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from rich.console import Console
+from rich.table import Table as RichTable
+
+from ..errors import GpuEngineError
+
+PREVIEW_ROWS = 20
+
+
+def open_sink(output: str | None, schema: pa.Schema) -> pq.ParquetWriter | None:
+    if output is None:
+        return None
+    target: Any = sys.stdout.buffer if output == "-" else output
+    try:
+        return pq.ParquetWriter(target, schema, compression="zstd")
+    except OSError as e:
+        raise GpuEngineError(f"-o {output}: cannot write there ({e})") from None
+
+
+def discard(sink: pq.ParquetWriter, output: str) -> None:
+    """Close the writer of a failed scan and remove its unfinished output file (stdout cannot be)."""
+    sink.close()
+    if output != "-":
+        Path(output).unlink(missing_ok=True)
+
+
+def print_preview(console: Console, batches: list[pa.RecordBatch], schema: pa.Schema) -> None:
+    rows = pa.Table.from_batches(batches, schema=schema).slice(0, PREVIEW_ROWS).to_pylist()
+    out = RichTable(title=f"first {len(rows)} rows")
+    for name in schema.names:
+        out.add_column(name)
+    for row in rows:
+        out.add_row(*(str(row[n]) for n in schema.names))
+    console.print(out)

@@ -1,0 +1,207 @@
+"""Changelog execution: a :class:`~gpu_engine.planning.changelog.ChangelogPlan` -> row changes, each row
+with ``_change_type`` (INSERT / DELETE), ``_change_ordinal`` and ``_commit_snapshot_id`` (Spark's
+changelog view columns) after the requested columns.
+
+Reads go through the scan executor (:func:`.scan.execute`), so every delete kind, residuals and the
+backend choice are the scan's. Per snapshot, DELETEs come before INSERTs:
+
+1. rows of removed files (read with the parent's deletes);
+2. for files whose deletes changed, in chunks of :data:`CHUNK_FILES`: the positions alive after the
+   snapshot are read first (``_file``, ``_pos`` only), then the rows alive before, of which those not
+   alive after are DELETEs; positions alive after but not before are remembered;
+3. rows at remembered positions (alive again, e.g. after a DV was replaced by a smaller one), then rows
+   of added files, are INSERTs.
+
+Memory: the alive positions of one chunk of changed files (8 bytes a row), plus the scan's own.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..backend.select import BackendChoice
+from ..iceberg.metadata import TableMetadata
+from ..io.fileio import FileIO
+from ..planning.changelog import DELETE, INSERT, ChangelogPlan, ChangeTask
+from ..tasks import PlanSummary, ScanPlan, ScanTask
+from .projection import Projection, project
+from .scan import execute
+
+CHUNK_FILES = 64
+CHANGE_FIELDS = (
+    pa.field("_change_type", pa.string(), nullable=False),
+    pa.field("_change_ordinal", pa.int32(), nullable=False),
+    pa.field("_commit_snapshot_id", pa.int64(), nullable=False),
+)
+_KEYS = ("_file", "_pos")
+
+
+@dataclass
+class ChangelogRun:
+    """What an execution did: the backend chosen (with why) and the rows it emitted per change type."""
+
+    plan: ChangelogPlan
+    projection: Projection
+    backend: BackendChoice | None = None
+    rows: dict[str, int] = field(default_factory=lambda: {INSERT: 0, DELETE: 0})
+
+    @property
+    def arrow_schema(self) -> pa.Schema:
+        return changelog_schema(self.projection)
+
+
+def changelog_schema(projection: Projection) -> pa.Schema:
+    return pa.schema([*projection.arrow_schema, *CHANGE_FIELDS])
+
+
+def execute_changelog(
+    md: TableMetadata,
+    io: FileIO,
+    plan: ChangelogPlan,
+    columns: Sequence[str] | None,
+    *,
+    backend: str = "auto",
+    case_sensitive: bool = True,
+    workers: int | None = None,
+) -> tuple[ChangelogRun, Iterator[pa.RecordBatch]]:
+    """The run record and the stream of change batches (see the module doc)."""
+    out = project(md, plan.schema, columns, case_sensitive=case_sensitive)
+    run = ChangelogRun(plan, out)
+
+    def read(tasks: Iterable[ScanTask], projection: Projection) -> Iterator[pa.RecordBatch]:
+        scan_plan = ScanPlan(plan.schema, plan.filter, tuple(tasks), PlanSummary(snapshot_id=None))
+        choice, batches = execute(
+            md, io, scan_plan, projection, backend=backend, case_sensitive=case_sensitive, workers=workers
+        )
+        run.backend = run.backend or choice.backend
+        return batches
+
+    keyed = project(md, plan.schema, _with_keys(out), case_sensitive=case_sensitive)
+    keys = project(md, plan.schema, list(_KEYS), case_sensitive=case_sensitive)
+    return run, _stream(plan, run, out, _Reads(read, keyed, keys))
+
+
+@dataclass(frozen=True)
+class _Reads:
+    read: Callable[[Iterable[ScanTask], Projection], Iterator[pa.RecordBatch]]
+    keyed: Projection  # the output columns plus _file and _pos
+    keys: Projection  # _file and _pos only
+
+
+def _with_keys(out: Projection) -> list[str]:
+    return [*out.names, *(k for k in _KEYS if k not in out.names)]
+
+
+def _stream(
+    plan: ChangelogPlan, run: ChangelogRun, out: Projection, reads: _Reads
+) -> Iterator[pa.RecordBatch]:
+    tag = _Tagger(run, out, changelog_schema(out))
+    for _, group in itertools.groupby(plan.tasks, key=lambda t: t.ordinal):
+        changes = list(group)
+        first = changes[0]
+        removed = [task for c in changes if c.removed for task in c.before]
+        if removed:
+            yield from tag(reads.read(removed, out), DELETE, first)
+        again: list[tuple[list[ChangeTask], dict[str, np.ndarray]]] = []
+        for chunk in _chunks([c for c in changes if c.changed], CHUNK_FILES):
+            deleted, alive_again = _deleted_rows(chunk, reads)
+            yield from tag(deleted, DELETE, first)
+            if positions := alive_again():  # once the deleted rows are consumed
+                again.append((chunk, positions))
+        for chunk, positions in again:
+            after = (t for c in chunk if c.path in positions for t in c.after)
+            yield from tag(_at(reads.read(after, reads.keyed), positions, keep=True), INSERT, first)
+        added = [task for c in changes if c.added for task in c.after]
+        if added:
+            yield from tag(reads.read(added, out), INSERT, first)
+
+
+@dataclass(frozen=True)
+class _Tagger:
+    """Output batches: the requested columns, then the change columns; counts rows into the run."""
+
+    run: ChangelogRun
+    out: Projection
+    schema: pa.Schema
+
+    def __call__(
+        self, batches: Iterable[pa.RecordBatch], change: str, task: ChangeTask
+    ) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            n = batch.num_rows
+            if not n:
+                continue
+            self.run.rows[change] += n
+            columns = [batch.column(batch.schema.get_field_index(name)) for name in self.out.names]
+            tags = [
+                pa.array([change] * n, pa.string()),
+                pa.array(np.full(n, task.ordinal, np.int32)),
+                pa.array(np.full(n, task.snapshot_id, np.int64)),
+            ]
+            yield pa.RecordBatch.from_arrays([*columns, *tags], schema=self.schema)
+
+
+def _deleted_rows(
+    chunk: list[ChangeTask], reads: _Reads
+) -> tuple[Iterator[pa.RecordBatch], Callable[[], dict[str, np.ndarray]]]:
+    """Rows alive before but not after, as a stream; and a function giving (once the stream is consumed)
+    the positions alive after but not before, per file."""
+    alive_after = _positions(reads.read((t for c in chunk for t in c.after), reads.keys))
+    alive_before: dict[str, list[np.ndarray]] = {}
+
+    def deleted() -> Iterator[pa.RecordBatch]:
+        for batch in reads.read((t for c in chunk for t in c.before), reads.keyed):
+            for path, pos in _by_file(batch):
+                alive_before.setdefault(path, []).append(pos)
+            yield from _at(iter([batch]), alive_after, keep=False)
+
+    def alive_again() -> dict[str, np.ndarray]:
+        out = {}
+        for path, after in alive_after.items():
+            before = np.concatenate(alive_before.get(path, [np.empty(0, np.int64)]))
+            extra = np.setdiff1d(after, before, assume_unique=False)
+            if extra.size:
+                out[path] = extra
+        return out
+
+    return deleted(), alive_again
+
+
+def _positions(batches: Iterable[pa.RecordBatch]) -> dict[str, np.ndarray]:
+    parts: dict[str, list[np.ndarray]] = {}
+    for batch in batches:
+        for path, pos in _by_file(batch):
+            parts.setdefault(path, []).append(pos)
+    return {path: np.unique(np.concatenate(p)) for path, p in parts.items()}
+
+
+def _by_file(batch: pa.RecordBatch) -> Iterator[tuple[str, np.ndarray]]:
+    files = batch.column(batch.schema.get_field_index("_file"))
+    pos = batch.column(batch.schema.get_field_index("_pos")).to_numpy(zero_copy_only=False)
+    for path in pc.unique(files).to_pylist():
+        yield path, pos[pc.equal(files, path).to_numpy(zero_copy_only=False)]
+
+
+def _at(
+    batches: Iterator[pa.RecordBatch], positions: dict[str, np.ndarray], *, keep: bool
+) -> Iterator[pa.RecordBatch]:
+    """Rows of keyed batches whose position in their file is (``keep``) or is not in ``positions``."""
+    for batch in batches:
+        files = batch.column(batch.schema.get_field_index("_file"))
+        pos = batch.column(batch.schema.get_field_index("_pos")).to_numpy(zero_copy_only=False)
+        hit = np.zeros(batch.num_rows, dtype=bool)
+        for path in pc.unique(files).to_pylist():
+            mine = pc.equal(files, path).to_numpy(zero_copy_only=False)
+            hit[mine] = np.isin(pos[mine], positions.get(path, np.empty(0, np.int64)))
+        yield batch.filter(pa.array(hit if keep else ~hit))
+
+
+def _chunks(items: list[ChangeTask], size: int) -> Iterator[list[ChangeTask]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
