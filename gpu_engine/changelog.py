@@ -27,6 +27,7 @@ class ChangelogScan:
     since: SnapshotRange
     columns: tuple[str, ...] | None = None
     backend: str = "auto"
+    remove_carry_overs: bool = True
     workers: int | None = None
     runs: list[ChangelogRun] = field(default_factory=list, compare=False, repr=False)
 
@@ -55,6 +56,7 @@ class ChangelogScan:
             backend=self.backend,
             case_sensitive=self.options.case_sensitive,
             workers=self.workers,
+            remove_carry_overs=self.remove_carry_overs,
         )
         self.runs.append(run)
         return batches

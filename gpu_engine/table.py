@@ -188,12 +188,15 @@ class Table:
         columns: Sequence[str] | None = None,
         case_sensitive: bool = True,
         backend: str = "auto",
+        remove_carry_overs: bool = True,
     ) -> ChangelogScan:
         """The rows each snapshot after ``from_snapshot_id`` (range as :meth:`incremental_append_scan`)
         inserted and deleted, with ``_change_type``, ``_change_ordinal`` and ``_commit_snapshot_id``.
         Unlike Iceberg Java's ``IncrementalChangelogScan``, snapshots with delete files (position,
         equality, deletion vectors) are supported; ``replace`` snapshots change nothing and are passed
-        over. Rows read in the current schema; ``filter`` keeps the changed rows matching it."""
+        over. Rows read in the current schema; ``filter`` keeps the changed rows matching it.
+        ``remove_carry_overs``: rows a copy-on-write rewrite deleted and inserted unchanged cancel out
+        (compared on the requested data columns), as in Spark's ``create_changelog_view``."""
         from .changelog import ChangelogScan
         from .planning.scan import ScanOptions
 
@@ -201,7 +204,8 @@ class Table:
             raise UnsupportedFeature(f"backend={backend!r}: expected one of {', '.join(map(repr, BACKENDS))}")
         options = ScanOptions(filter, to_snapshot_id, None, branch, case_sensitive)
         since = SnapshotRange(from_snapshot_id, from_inclusive)
-        return ChangelogScan(self, options, since, tuple(columns) if columns is not None else None, backend)
+        picked = tuple(columns) if columns is not None else None
+        return ChangelogScan(self, options, since, picked, backend, remove_carry_overs)
 
     def refresh(self) -> Table:
         """Reload the current metadata (from the catalog, or re-read a static metadata file); returns self."""

@@ -37,6 +37,11 @@ def add_parser(sub: Any) -> None:
     end.add_argument("--ref", help="end at this branch's head (or tag)")
     p.add_argument("--filter", default=None, help="keep changed rows matching this filter")
     p.add_argument("--columns", help="comma-separated column names (the change columns always follow)")
+    p.add_argument(
+        "--keep-carry-overs",
+        action="store_true",
+        help="keep the rows a copy-on-write rewrite deleted and inserted unchanged (removed by default)",
+    )
     p.add_argument("--backend", default="auto", choices=["auto", "cpu", "cuda"], help="where kernels run")
     p.add_argument("-o", "--output", help="write Parquet to this file, or '-' for stdout")
     p.set_defaults(run=cmd_changes)
@@ -55,6 +60,7 @@ def cmd_changes(args: argparse.Namespace, console: Console) -> int:
         filter=args.filter or "true",
         columns=columns,
         backend=args.backend,
+        remove_carry_overs=not args.keep_carry_overs,
     )
     started = time.perf_counter()
     plan = scan.plan()

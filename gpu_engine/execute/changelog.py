@@ -12,7 +12,12 @@ backend choice are the scan's. Per snapshot, DELETEs come before INSERTs:
 3. rows at remembered positions (alive again, e.g. after a DV was replaced by a smaller one), then rows
    of added files, are INSERTs.
 
-Memory: the alive positions of one chunk of changed files (8 bytes a row), plus the scan's own.
+A snapshot that removed and added data files (a copy-on-write rewrite) lists the rows it carried over
+unchanged as a DELETE and an INSERT; with ``remove_carry_overs`` (the default, as Spark's
+``create_changelog_view``) those pairs cancel, compared on the requested data columns.
+
+Memory: the alive positions of one chunk of changed files (8 bytes a row), plus the scan's own; a
+rewriting snapshot's changes are held whole while carry-overs are removed.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from ..iceberg.metadata import TableMetadata
 from ..io.fileio import FileIO
 from ..planning.changelog import DELETE, INSERT, ChangelogPlan, ChangeTask
 from ..tasks import PlanSummary, ScanPlan, ScanTask
+from .carry_over import cancel_carry_overs
 from .projection import Projection, project
 from .scan import execute
 
@@ -69,8 +75,10 @@ def execute_changelog(
     backend: str = "auto",
     case_sensitive: bool = True,
     workers: int | None = None,
+    remove_carry_overs: bool = True,
 ) -> tuple[ChangelogRun, Iterator[pa.RecordBatch]]:
-    """The run record and the stream of change batches (see the module doc)."""
+    """The run record and the stream of change batches (see the module doc); ``remove_carry_overs``:
+    cancel the rows a rewriting snapshot deleted and inserted unchanged (:mod:`.carry_over`)."""
     out = project(md, plan.schema, columns, case_sensitive=case_sensitive)
     run = ChangelogRun(plan, out)
 
@@ -84,7 +92,7 @@ def execute_changelog(
 
     keyed = project(md, plan.schema, _with_keys(out), case_sensitive=case_sensitive)
     keys = project(md, plan.schema, list(_KEYS), case_sensitive=case_sensitive)
-    return run, _stream(plan, run, out, _Reads(read, keyed, keys))
+    return run, _stream(plan, run, out, _Reads(read, keyed, keys), remove_carry_overs)
 
 
 @dataclass(frozen=True)
@@ -99,34 +107,64 @@ def _with_keys(out: Projection) -> list[str]:
 
 
 def _stream(
-    plan: ChangelogPlan, run: ChangelogRun, out: Projection, reads: _Reads
+    plan: ChangelogPlan, run: ChangelogRun, out: Projection, reads: _Reads, remove_carry_overs: bool
 ) -> Iterator[pa.RecordBatch]:
-    tag = _Tagger(run, out, changelog_schema(out))
+    schema = changelog_schema(out)
+    tag = _Tagger(out, schema)
+    compared = [n for n in out.names if n not in out.metadata_names]
     for _, group in itertools.groupby(plan.tasks, key=lambda t: t.ordinal):
         changes = list(group)
-        first = changes[0]
-        removed = [task for c in changes if c.removed for task in c.before]
-        if removed:
-            yield from tag(reads.read(removed, out), DELETE, first)
-        again: list[tuple[list[ChangeTask], dict[str, np.ndarray]]] = []
-        for chunk in _chunks([c for c in changes if c.changed], CHUNK_FILES):
-            deleted, alive_again = _deleted_rows(chunk, reads)
-            yield from tag(deleted, DELETE, first)
-            if positions := alive_again():  # once the deleted rows are consumed
-                again.append((chunk, positions))
-        for chunk, positions in again:
-            after = (t for c in chunk if c.path in positions for t in c.after)
-            yield from tag(_at(reads.read(after, reads.keyed), positions, keep=True), INSERT, first)
-        added = [task for c in changes if c.added for task in c.after]
-        if added:
-            yield from tag(reads.read(added, out), INSERT, first)
+        batches = _snapshot_changes(changes, reads, tag)
+        rewrote = any(c.removed for c in changes) and any(c.added for c in changes)
+        if remove_carry_overs and rewrote and compared:
+            batches = _without_carry_overs(batches, schema, compared)
+        for batch in batches:
+            if batch.num_rows:
+                run.rows[batch.column(len(out.names))[0].as_py()] += batch.num_rows
+                yield batch
+
+
+def _snapshot_changes(changes: list[ChangeTask], reads: _Reads, tag: _Tagger) -> Iterator[pa.RecordBatch]:
+    """One snapshot's change batches, DELETEs first (see the module doc)."""
+    first = changes[0]
+    removed = [task for c in changes if c.removed for task in c.before]
+    if removed:
+        yield from tag(reads.read(removed, tag.out), DELETE, first)
+    again: list[tuple[list[ChangeTask], dict[str, np.ndarray]]] = []
+    for chunk in _chunks([c for c in changes if c.changed], CHUNK_FILES):
+        deleted, alive_again = _deleted_rows(chunk, reads)
+        yield from tag(deleted, DELETE, first)
+        if positions := alive_again():  # once the deleted rows are consumed
+            again.append((chunk, positions))
+    for chunk, positions in again:
+        after = (t for c in chunk if c.path in positions for t in c.after)
+        yield from tag(_at(reads.read(after, reads.keyed), positions, keep=True), INSERT, first)
+    added = [task for c in changes if c.added for task in c.after]
+    if added:
+        yield from tag(reads.read(added, tag.out), INSERT, first)
+
+
+def _without_carry_overs(
+    batches: Iterator[pa.RecordBatch], schema: pa.Schema, compared: list[str]
+) -> Iterator[pa.RecordBatch]:
+    """A rewriting snapshot's changes, held in memory, without the rows it carried over unchanged."""
+    sides: dict[str, list[pa.RecordBatch]] = {DELETE: [], INSERT: []}
+    for batch in batches:
+        if batch.num_rows:
+            sides[batch.column(schema.get_field_index("_change_type"))[0].as_py()].append(batch)
+    deleted, inserted = cancel_carry_overs(
+        pa.Table.from_batches(sides[DELETE], schema=schema),
+        pa.Table.from_batches(sides[INSERT], schema=schema),
+        compared,
+    )
+    yield from deleted.to_batches()
+    yield from inserted.to_batches()
 
 
 @dataclass(frozen=True)
 class _Tagger:
-    """Output batches: the requested columns, then the change columns; counts rows into the run."""
+    """Output batches: the requested columns, then the change columns."""
 
-    run: ChangelogRun
     out: Projection
     schema: pa.Schema
 
@@ -137,7 +175,6 @@ class _Tagger:
             n = batch.num_rows
             if not n:
                 continue
-            self.run.rows[change] += n
             columns = [batch.column(batch.schema.get_field_index(name)) for name in self.out.names]
             tags = [
                 pa.array([change] * n, pa.string()),
