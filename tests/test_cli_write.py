@@ -334,3 +334,35 @@ def test_scan_from_snapshot_reads_the_rows_appended_since(
     assert "not at --as-of" in capsys.readouterr().err
     assert main(["scan", IDENT, "--catalog", NAME, "--from-snapshot", "42"]) == 2
     assert "from snapshot 42 is not an ancestor" in capsys.readouterr().err
+
+
+def test_changes_lists_inserted_and_deleted_rows(
+    catalog_env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``changes``: a changelog with a merge-on-read delete, as Parquet with the change columns."""
+    _create_and_append(catalog_env, capsys, 2, 10)
+    start = ge.load_catalog(NAME).load_table(IDENT).metadata.current_snapshot_id
+    _json(capsys, "delete", IDENT, "--catalog", NAME, "--filter", "id in (3, 15)")
+    _json(capsys, "append", IDENT, "--catalog", NAME, _write(catalog_env, "more.parquet", _rows(20, 22)))
+    out = catalog_env / "changes.parquet"
+    argv = ["changes", IDENT, "--catalog", NAME, "--from-snapshot", str(start)]
+    summary = _json(capsys, *argv, "--columns", "id", "-o", str(out))
+    assert summary["snapshots"] == 2 and summary["deleted_rows"] == 2 and summary["inserted_rows"] == 2
+    assert summary["files_changed"] == 2 and summary["files_added"] == 1
+    got = pq.read_table(out)
+    assert got.column_names == ["id", "_change_type", "_change_ordinal", "_commit_snapshot_id"]
+    triples = zip(
+        got["_change_ordinal"].to_pylist(),
+        got["_change_type"].to_pylist(),
+        got["id"].to_pylist(),
+        strict=True,
+    )
+    assert sorted(triples) == [(0, "DELETE", 3), (0, "DELETE", 15), (1, "INSERT", 20), (1, "INSERT", 21)]
+    kept = _json(capsys, *argv, "--keep-carry-overs")
+    assert (kept["deleted_rows"], kept["inserted_rows"]) == (2, 2)  # merge-on-read: nothing carried over
+    assert main(argv) == 0
+    assert "changes summary" in capsys.readouterr().out
+    assert main(["changes", IDENT, "--catalog", NAME, "--from-inclusive"]) == 2
+    assert "--from-inclusive needs --from-snapshot" in capsys.readouterr().err
+    assert main(["changes", IDENT, "--catalog", NAME, "--from-snapshot", "7"]) == 2
+    assert "from snapshot 7 is not an ancestor" in capsys.readouterr().err
