@@ -56,6 +56,18 @@ def test_each_metadata_table(
         r["snapshot_id"] for r in snapshots
     }
     assert len(_rows_of(capsys, "all_files")) == 5 and len(_rows_of(capsys, "metadata_log_entries")) >= 4
+    entries = _rows_of(capsys, "entries", "--columns", "status,data_file,readable_metrics")
+    assert sorted(int(str(r["status"])) for r in entries) == [1] * 5 and all(
+        "region" in str(r["readable_metrics"]) for r in entries
+    )
+    assert (
+        len(_rows_of(capsys, "entries", "--snapshot", str(first))) == 2
+        and len(_rows_of(capsys, "all_entries")) == 5
+    )
+    assert (
+        main(["inspect", IDENT, "--catalog", NAME, "entries"]) == 0
+        and "entries (5 rows" in capsys.readouterr().out
+    )
     out = tmp_path / "files.parquet"
     assert main(["inspect", IDENT, "--catalog", NAME, "files", "-o", str(out)]) == 0
     assert pq.read_table(out).num_rows == 5

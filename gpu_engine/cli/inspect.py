@@ -1,9 +1,10 @@
-"""``gpu-engine inspect TABLE partitions|files|data_files|delete_files|manifests|snapshots|refs|history|
-metadata_log_entries|all_manifests|all_files|all_data_files|all_delete_files``: a metadata table (see
+"""``gpu-engine inspect TABLE partitions|files|data_files|delete_files|entries|manifests|snapshots|refs|
+history|metadata_log_entries|all_manifests|all_files|all_data_files|all_delete_files|all_entries``: a
+metadata table (see
 :mod:`gpu_engine.inspect`) on the screen, as JSON rows (``--json``), or as a Parquet file (``-o``).
 
-``--snapshot ID`` picks the snapshot of ``partitions``, the ``files`` tables and ``manifests`` (default:
-current);
+``--snapshot ID`` picks the snapshot of ``partitions``, the ``files`` tables, ``entries`` and
+``manifests`` (default: current);
 ``--columns`` selects columns; the screen shows at most ``--limit`` rows (default 50)."""
 
 from __future__ import annotations
@@ -21,10 +22,10 @@ from rich.table import Table as RichTable
 from ..errors import GpuEngineError
 from .common import open_table, table_options
 
-_BY_SNAPSHOT = ("partitions", "files", "data_files", "delete_files", "manifests")
+_BY_SNAPSHOT = ("partitions", "files", "data_files", "delete_files", "entries", "manifests")
 TABLES = (
     *_BY_SNAPSHOT, "snapshots", "refs", "history", "metadata_log_entries",
-    "all_manifests", "all_files", "all_data_files", "all_delete_files",
+    "all_manifests", "all_files", "all_data_files", "all_delete_files", "all_entries",
 )  # fmt: skip
 
 

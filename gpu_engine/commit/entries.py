@@ -50,10 +50,15 @@ def manifest_spec_id(manifest: ManifestFile, table: pa.Table) -> int:
 
 
 def entries_of(
-    table: pa.Table, manifest: ManifestFile, spec: PartitionSpec, *, deleted_by: int | None = None
+    table: pa.Table,
+    manifest: ManifestFile,
+    spec: PartitionSpec,
+    *,
+    deleted_by: int | None = None,
+    with_deleted: bool = False,
 ) -> list[ManifestEntry]:
-    """Entries of a :func:`read_manifest` table, DELETED ones left out but those of snapshot
-    ``deleted_by`` (a commit's own removals, when it rewrites a manifest it wrote)."""
+    """Entries of a :func:`read_manifest` table, DELETED ones left out (unless ``with_deleted``) but those
+    of snapshot ``deleted_by`` (a commit's own removals, when it rewrites a manifest it wrote)."""
     ids_by_name = {f.name: _field_id(f) for f in table.schema.field("partition").type}
     order = [f.field_id for f in spec.fields]
     missing = set(ids_by_name.values()) - set(order)
@@ -63,7 +68,8 @@ def entries_of(
         )
     out = []
     for row in table.to_pylist():
-        if row["status"] == DELETED and (deleted_by is None or row["snapshot_id"] != deleted_by):
+        own = deleted_by is not None and row["snapshot_id"] == deleted_by
+        if row["status"] == DELETED and not (with_deleted or own):
             continue
         seq = row["sequence_number"]
         file_seq = row["file_sequence_number"]

@@ -1,12 +1,13 @@
 """Metadata tables, as Arrow tables: ``tbl.inspect.partitions()``, ``files()`` (also ``data_files()``,
-``delete_files()``), ``manifests()``, ``snapshots()``, ``refs()``, ``history()``, ``metadata_log_entries()``,
-and over every snapshot ``all_manifests()``, ``all_files()`` (``all_data_files()``, ``all_delete_files()``),
-with the column names of Iceberg Java's metadata tables (``db.t.partitions``, ...; PyIceberg's ``inspect``
-uses them too).
+``delete_files()``), ``entries()``, ``manifests()``, ``snapshots()``, ``refs()``, ``history()``,
+``metadata_log_entries()``, and over every snapshot ``all_manifests()``, ``all_files()``
+(``all_data_files()``, ``all_delete_files()``), ``all_entries()``, with the column names of Iceberg
+Java's metadata tables (``db.t.partitions``, ...; PyIceberg's ``inspect`` uses them too).
 
 These are what a compaction user watches: per partition, how many data files and bytes there are and how
 many position, DV and equality delete records pile up (``partitions``); every live file with its metrics
-(``files``). ``files``, ``partitions`` and ``manifests`` read the current snapshot, or ``snapshot_id``.
+(``files``, with ``readable_metrics``: :mod:`.metrics`). ``files``, ``entries``, ``partitions`` and
+``manifests`` read the current snapshot, or ``snapshot_id``.
 An unpartitioned table's ``partitions`` has a single row and no ``partition`` / ``spec_id`` columns, as in
 Java. ``partition`` is the table-wide struct of every spec's fields (a file's fields of other specs null),
 the ``_partition`` metadata column's type.
@@ -27,6 +28,7 @@ from ..iceberg.manifest_list import ManifestFile
 from ..iceberg.manifest_write import ManifestEntry
 from ..iceberg.manifests import read_manifest
 from ..iceberg.snapshots import Snapshot
+from .metrics import readable_metrics
 from .rows import (
     DATA_ONLY,
     DELETES_ONLY,
@@ -34,6 +36,7 @@ from .rows import (
     Contents,
     Partitions,
     empty_partition,
+    entry_schema,
     file_row,
     file_schema,
     hashable,
@@ -201,16 +204,42 @@ class InspectTable:
     def all_delete_files(self) -> pa.Table:
         return self._files(self._all_entries(), DELETES_ONLY)
 
+    def entries(self, snapshot_id: int | None = None) -> pa.Table:
+        """Every entry of the snapshot's manifests, DELETED ones (status 2) included: ``status``,
+        ``snapshot_id``, ``sequence_number``, ``file_sequence_number``, the file as ``data_file`` and its
+        ``readable_metrics`` (Java's ``entries`` table)."""
+        snapshot = self._snapshot(snapshot_id)
+        manifests = [] if snapshot is None else snapshot_manifests(self._table.io, snapshot)
+        return self._entry_table(self._read(manifests, with_deleted=True))
+
+    def all_entries(self) -> pa.Table:
+        """:meth:`entries` of every distinct manifest of every snapshot."""
+        return self._entry_table(self._read(self._all_manifests(), with_deleted=True))
+
+    def _entry_table(self, entries: list[tuple[ManifestEntry, tuple[int, ...]]]) -> pa.Table:
+        partition = Partitions.of(self._table)
+        files = self._arrow(
+            [file_row(e, partition.row(ids, e.file.partition)) for e, ids in entries],
+            file_schema(partition.arrow),
+        )
+        entry_columns = ("status", "snapshot_id", "sequence_number", "file_sequence_number")
+        head = self._arrow([{c: getattr(e, c) for c in entry_columns} for e, _ in entries], entry_schema())
+        nested = files.drop_columns(["sequence_number", "file_sequence_number"])
+        data_file = pa.StructArray.from_arrays(
+            [c.combine_chunks() for c in nested.columns], fields=list(nested.schema)
+        )
+        metrics = readable_metrics(self._table.metadata.schema, [e.file for e, _ in entries])
+        return head.append_column("data_file", data_file).append_column("readable_metrics", metrics)
+
     def _files(
         self, entries: list[tuple[ManifestEntry, tuple[int, ...]]], contents: Contents = None
     ) -> pa.Table:
         partition = Partitions.of(self._table)
-        rows = [
-            file_row(entry, partition.row(ids, entry.file.partition))
-            for entry, ids in entries
-            if contents is None or entry.file.content in contents
-        ]
-        return self._arrow(rows, file_schema(partition.arrow))
+        picked = [(e, ids) for e, ids in entries if contents is None or e.file.content in contents]
+        rows = [file_row(entry, partition.row(ids, entry.file.partition)) for entry, ids in picked]
+        table = self._arrow(rows, file_schema(partition.arrow))
+        metrics = readable_metrics(self._table.metadata.schema, [e.file for e, _ in picked])
+        return table.append_column("readable_metrics", metrics)
 
     def partitions(self, snapshot_id: int | None = None) -> pa.Table:
         """Per partition (and spec): data records, files and bytes, position (and DV) and equality delete
@@ -296,13 +325,21 @@ class InspectTable:
 
     def _all_entries(self) -> list[tuple[ManifestEntry, tuple[int, ...]]]:
         """The live entries of every distinct manifest of every snapshot."""
+        return self._live(self._all_manifests())
+
+    def _all_manifests(self) -> list[ManifestFile]:
         io = self._table.io
         manifests = {
             m.manifest_path: m for s in self._table.metadata.snapshots for m in snapshot_manifests(io, s)
         }
-        return self._live(list(manifests.values()))
+        return list(manifests.values())
 
     def _live(self, manifests: Sequence[ManifestFile]) -> list[tuple[ManifestEntry, tuple[int, ...]]]:
+        return self._read(manifests, with_deleted=False)
+
+    def _read(
+        self, manifests: Sequence[ManifestFile], *, with_deleted: bool
+    ) -> list[tuple[ManifestEntry, tuple[int, ...]]]:
         md, io = self._table.metadata, self._table.io
         out = []
         for m in manifests:
@@ -311,5 +348,6 @@ class InspectTable:
             )
             spec = md.spec_by_id(manifest_spec_id(m, table))
             ids = tuple(f.field_id for f in spec.fields)
-            out += [(e, ids) for e in entries_of(table, with_spec(m, spec.spec_id), spec)]
+            entries = entries_of(table, with_spec(m, spec.spec_id), spec, with_deleted=with_deleted)
+            out += [(e, ids) for e in entries]
         return out

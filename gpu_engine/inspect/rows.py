@@ -112,6 +112,17 @@ def file_schema(partition: pa.DataType) -> pa.Schema:
     )
 
 
+def entry_schema() -> pa.Schema:
+    return pa.schema(
+        [
+            pa.field("status", pa.int32(), nullable=False),
+            pa.field("snapshot_id", pa.int64()),
+            pa.field("sequence_number", pa.int64()),
+            pa.field("file_sequence_number", pa.int64()),
+        ]
+    )
+
+
 def with_spec(m: ManifestFile, spec_id: int) -> ManifestFile:
     return m if m.partition_spec_id is not None else replace(m, partition_spec_id=spec_id)
 
