@@ -29,6 +29,7 @@ from ..iceberg.snapshots import Snapshot
 from ..io.fileio import FileIO
 from ..tasks import ScanTask
 from .scan import ScanOptions, bound_filter, plan_snapshot, select_snapshot
+from .snapshot_manifests import ManifestCache
 from .snapshot_range import SnapshotRange, snapshots_in_range
 
 INSERT, DELETE = "INSERT", "DELETE"
@@ -87,8 +88,10 @@ def plan_changelog(md: TableMetadata, io: FileIO, options: ScanOptions, rng: Sna
     if not chain:
         return ChangelogPlan(schema, row_filter, (), (), ())
 
+    cache = ManifestCache()  # consecutive snapshots share most manifests: each is read once
+
     def state(snapshot: Snapshot) -> _FileState:
-        plan = plan_snapshot(md, io, snapshot, schema, row_filter, options.max_workers)
+        plan = plan_snapshot(md, io, snapshot, schema, row_filter, options.max_workers, cache)
         out: dict[str, list[ScanTask]] = {}
         for task in plan.tasks:
             out.setdefault(task.file.path, []).append(task)

@@ -34,7 +34,7 @@ from . import pruning
 from .appends import appended_manifests
 from .deletes import DeleteIndex
 from .residuals import residuals
-from .snapshot_manifests import manifest_files
+from .snapshot_manifests import ManifestCache, manifest_files
 from .snapshot_range import SnapshotRange
 from .splits import split_ranges
 
@@ -111,10 +111,14 @@ def plan_snapshot(
     schema: Schema,
     row_filter: Expression,
     max_workers: int | None = None,
+    cache: ManifestCache | None = None,
 ) -> ScanPlan:
-    """The scan plan of ``snapshot``'s rows, read in ``schema``, for a filter bound to it."""
+    """The scan plan of ``snapshot``'s rows, read in ``schema``, for a filter bound to it (``cache``: the
+    manifests of a previous plan with the same filter, reused)."""
     manifests = manifest_files(md, io, snapshot)
-    return plan_files(md, io, snapshot.snapshot_id, schema, row_filter, manifests, max_workers)
+    if cache is not None:
+        cache.keep_only({m.manifest_path for m in manifests})
+    return plan_files(md, io, snapshot.snapshot_id, schema, row_filter, manifests, max_workers, cache=cache)
 
 
 def plan_files(
@@ -126,6 +130,8 @@ def plan_files(
     manifests: Sequence[ManifestFile],
     max_workers: int | None,
     entries: Callable[[pa.Table], pa.Table] | None = None,
+    *,
+    cache: ManifestCache | None = None,
 ) -> ScanPlan:
     """Tasks for the live files of ``manifests`` (only the data ``entries`` picks, when given)."""
     data_manifests = [m for m in manifests if not m.is_delete_manifest]
@@ -135,13 +141,15 @@ def plan_files(
     # manifests are read and pruned one at a time: memory follows the files kept, not the table
     filter_ids = {p.ref.field_id for p in predicates(row_filter) if isinstance(p, BoundPredicate)}
     files = pruning.PrunedEntries()
-    data_stream = _stream(io, kept_data, max_workers, stats=filter_ids, columns=_DATA_COLUMNS)
+    data_stream = _stream(io, kept_data, max_workers, stats=filter_ids, columns=_DATA_COLUMNS, cache=cache)
     if entries is not None:
         data_stream = map(entries, data_stream)
     for batch in _batches(data_stream):
         pruning.prune_entries(md, schema, row_filter, [batch], use_metrics=True, into=files)
     deletes = pruning.PrunedEntries()
-    delete_stream = _stream(io, kept_deletes, max_workers, stats=(PATH_FIELD_ID,), columns=_DELETE_COLUMNS)
+    delete_stream = _stream(
+        io, kept_deletes, max_workers, stats=(PATH_FIELD_ID,), columns=_DELETE_COLUMNS, cache=cache
+    )
     for batch in _batches(delete_stream):
         pruning.prune_entries(md, schema, row_filter, [batch], use_metrics=False, into=deletes)
     delete_files = [d for table in deletes.kept for d in _delete_files(table, io.path_map)]
@@ -239,15 +247,18 @@ def _stream(
     *,
     stats: Collection[int],
     columns: Collection[str],
+    cache: ManifestCache | None = None,
 ) -> Iterator[pa.Table]:
     """Manifest tables in order, read a few ahead on a thread pool (at most ``2 * workers`` in memory).
 
     Only the metrics of the filter's columns are decoded. The first failure is raised, never a partial
     stream presented as whole.
     """
-    read = partial(
+    read: Callable[[ManifestFile], pa.Table] = partial(
         mf.read_manifest, path_map=io.path_map, open_input=io.open_input, stats_columns=stats, columns=columns
     )
+    if cache is not None:
+        read = partial(cache.read, read=read)
     workers = max_workers or _default_workers(manifests)
     if workers <= 1 or len(manifests) <= 1:
         yield from (read(m) for m in manifests)

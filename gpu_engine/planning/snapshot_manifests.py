@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
+
+import pyarrow as pa
 
 from ..errors import PlanningError
 from ..iceberg.manifest_list import ManifestFile, manifest_files_from_paths, read_manifest_list
@@ -44,3 +46,28 @@ def _check_totals(path: str, snapshot: Snapshot, manifests: Sequence[ManifestFil
                 f"manifest list {path} lists {live} live {key[6:]} but snapshot {snapshot.snapshot_id}'s "
                 f"summary records {key}={expected}: the manifest list is truncated or inconsistent"
             )
+
+
+class ManifestCache:
+    """Manifest tables kept between the plans of successive snapshots of one table (a changelog plans
+    every snapshot of its range, and consecutive snapshots list mostly the same manifests), by path.
+    Only for plans with the same filter columns. :meth:`keep_only` drops what a snapshot no longer lists,
+    so memory follows one snapshot's manifests."""
+
+    def __init__(self) -> None:
+        self._tables: dict[str, pa.Table] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def read(self, manifest: ManifestFile, read: Callable[[ManifestFile], pa.Table]) -> pa.Table:
+        table = self._tables.get(manifest.manifest_path)
+        if table is None:
+            self.misses += 1
+            table = self._tables[manifest.manifest_path] = read(manifest)
+        else:
+            self.hits += 1
+        return table
+
+    def keep_only(self, paths: Collection[str]) -> None:
+        keep = set(paths)
+        self._tables = {p: t for p, t in self._tables.items() if p in keep}

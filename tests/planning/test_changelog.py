@@ -1,0 +1,50 @@
+"""Changelog planning: which files change per snapshot (added, removed, deletes changed), replace
+snapshots passed over, and each manifest read once however many snapshots list it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpu_engine.iceberg import manifests as mf
+from gpu_engine.iceberg.manifest_list import ManifestFile
+from gpu_engine.planning.changelog import change_counts, plan_changelog
+from gpu_engine.planning.scan import ScanOptions
+from gpu_engine.planning.snapshot_range import SnapshotRange
+
+from ..commit._support import listed, region_table, rows
+
+
+def test_files_per_snapshot_and_replace_passed_over(tmp_path: Path) -> None:
+    tbl = region_table(tmp_path, 2)
+    tbl.append(rows(0, 30))
+    tbl.append(rows(30, 30, seed=1))
+    tbl.delete("id < 3")
+    tbl.compact(options={"rewrite-all": "true"})
+    md = tbl.metadata
+    plan = plan_changelog(md, tbl.io, ScanOptions(), SnapshotRange())
+    ids = list(reversed(md.ancestor_ids(md.current_snapshot_id or 0)))
+    assert plan.snapshot_ids == tuple(ids[:3]) and plan.skipped == (ids[3],)
+    by = {sid: change_counts([t for t in plan.tasks if t.snapshot_id == sid]) for sid in plan.snapshot_ids}
+    regions = len({t.path for t in plan.tasks if t.snapshot_id == ids[0]})
+    assert by[ids[0]] == {"added": regions, "removed": 0, "changed": 0}
+    assert by[ids[2]]["added"] == by[ids[2]]["removed"] == 0 and by[ids[2]]["changed"] >= 1
+    assert [t.ordinal for t in plan.tasks] == sorted(t.ordinal for t in plan.tasks)
+
+
+def test_each_manifest_is_read_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tbl = region_table(tmp_path, 2, **{"commit.manifest-merge.enabled": "false"})
+    for i in range(6):
+        tbl.append(rows(i * 10, 10, seed=i))
+    reads: list[str] = []
+    real = mf.read_manifest
+
+    def counting(manifest: ManifestFile, **kwargs: object) -> object:
+        reads.append(manifest.manifest_path)
+        return real(manifest, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(mf, "read_manifest", counting)
+    plan = plan_changelog(tbl.metadata, tbl.io, ScanOptions(), SnapshotRange())
+    assert len(plan.snapshot_ids) == 6
+    assert sorted(reads) == sorted({m.manifest_path for m in listed(tbl)})  # 6 manifests, not 1 + 2 + ... + 6
