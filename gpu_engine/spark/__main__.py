@@ -34,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--filter", default="true", help='row filter, e.g. "id < 10"')
     p.add_argument("--columns", help="comma-separated columns (metadata columns such as _file allowed)")
     p.add_argument("--backend", default="auto", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--from-snapshot", type=int, help="only the rows appended after this snapshot")
     p.add_argument("--master", help="Spark master URL (default: the session's, e.g. from spark-submit)")
     p.add_argument("-o", "--output", metavar="DIR", help="write the rows as Parquet files into DIR")
     p.set_defaults(run=cmd_scan)
@@ -45,7 +46,14 @@ def cmd_scan(args: argparse.Namespace, console: Console) -> int:
 
     table = open_table(args)
     columns = [c.strip() for c in args.columns.split(",") if c.strip()] if args.columns else None
-    frame: Any = scan(session(args.master), table, filter=args.filter, columns=columns, backend=args.backend)
+    frame: Any = scan(
+        session(args.master),
+        table,
+        filter=args.filter,
+        columns=columns,
+        backend=args.backend,
+        from_snapshot_id=args.from_snapshot,
+    )
     if args.output:
         frame.write.mode("errorifexists").parquet(args.output)
         console.print(f"wrote {args.output}")

@@ -31,11 +31,26 @@ def scan(
     snapshot_id: int | None = None,
     ref: str | None = None,
     backend: str = "auto",
+    from_snapshot_id: int | None = None,
+    from_inclusive: bool = False,
 ) -> Any:
-    """The rows of ``table`` matching ``filter`` as a Spark DataFrame (see the module doc)."""
+    """The rows of ``table`` matching ``filter`` as a Spark DataFrame (see the module doc). With
+    ``from_snapshot_id``: only the rows appended after it up to ``snapshot_id`` / ``ref`` / the current
+    snapshot (:meth:`Table.incremental_append_scan`, as Spark's ``start-snapshot-id`` read option)."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    scan_ = table.scan(filter=filter, columns=columns, snapshot_id=snapshot_id, ref=ref, backend=backend)
+    if from_snapshot_id is not None:
+        scan_ = table.incremental_append_scan(
+            from_snapshot_id,
+            from_inclusive=from_inclusive,
+            to_snapshot_id=snapshot_id,
+            branch=ref,
+            filter=filter,
+            columns=columns,
+            backend=backend,
+        )
+    else:
+        scan_ = table.scan(filter=filter, columns=columns, snapshot_id=snapshot_id, ref=ref, backend=backend)
     plan = scan_.plan()
     projection = scan_.projection(plan)
     target = spark_arrow_schema(projection.arrow_schema)

@@ -46,6 +46,9 @@ def test_scan_equals_the_local_scan(spark: Any, tmp_path: Path) -> None:
     assert_same_rows(distributed, local.cast(spark_arrow_schema(local.schema)), context="spark scan")
     filtered = _to_arrow(scan(spark, tbl, filter="id >= 50", columns=["id"], backend="cpu"))
     assert sorted(filtered["id"].to_pylist()) == [i for i in range(50, 100) if i != 99]
+    second = list(reversed(tbl.metadata.ancestor_ids(tbl.metadata.current_snapshot_id or 0)))[1]
+    appended = _to_arrow(scan(spark, tbl, columns=["id"], backend="cpu", from_snapshot_id=second))
+    assert sorted(appended["id"].to_pylist()) == list(range(50, 100))  # as appended: deletes not applied
 
 
 def test_fixture_with_equality_deletes(spark: Any) -> None:
