@@ -188,54 +188,68 @@ def _deleted_rows(
     chunk: list[ChangeTask], reads: _Reads
 ) -> tuple[Iterator[pa.RecordBatch], Callable[[], dict[str, np.ndarray]]]:
     """Rows alive before but not after, as a stream; and a function giving (once the stream is consumed)
-    the positions alive after but not before, per file."""
-    alive_after = _positions(reads.read((t for c in chunk for t in c.after), reads.keys))
-    alive_before: dict[str, list[np.ndarray]] = {}
+    the positions alive after but not before, per file (as bitmaps: ``bitmap[pos]``)."""
+    alive_after = _bitmaps(_by_file(b) for b in reads.read((t for c in chunk for t in c.after), reads.keys))
+    seen_before: list[list[tuple[str, np.ndarray]]] = []
 
     def deleted() -> Iterator[pa.RecordBatch]:
         for batch in reads.read((t for c in chunk for t in c.before), reads.keyed):
-            for path, pos in _by_file(batch):
-                alive_before.setdefault(path, []).append(pos)
+            seen_before.append(list(_by_file(batch)))
             yield from _at(iter([batch]), alive_after, keep=False)
 
     def alive_again() -> dict[str, np.ndarray]:
+        before = _bitmaps(seen_before)
         out = {}
         for path, after in alive_after.items():
-            before = np.concatenate(alive_before.get(path, [np.empty(0, np.int64)]))
-            extra = np.setdiff1d(after, before, assume_unique=False)
-            if extra.size:
+            old = before.get(path, np.zeros(0, bool))
+            extra = after.copy()
+            extra[: min(len(old), len(extra))] &= ~old[: len(extra)]
+            if extra.any():
                 out[path] = extra
         return out
 
     return deleted(), alive_again
 
 
-def _positions(batches: Iterable[pa.RecordBatch]) -> dict[str, np.ndarray]:
-    parts: dict[str, list[np.ndarray]] = {}
-    for batch in batches:
-        for path, pos in _by_file(batch):
-            parts.setdefault(path, []).append(pos)
-    return {path: np.unique(np.concatenate(p)) for path, p in parts.items()}
+def _bitmaps(parts: Iterable[Iterable[tuple[str, np.ndarray]]]) -> dict[str, np.ndarray]:
+    """Per file, a boolean array set at the given row positions (sized by the largest)."""
+    by_file: dict[str, list[np.ndarray]] = {}
+    for batch_parts in parts:
+        for path, pos in batch_parts:
+            by_file.setdefault(path, []).append(pos)
+    out = {}
+    for path, arrays in by_file.items():
+        pos = np.concatenate(arrays)
+        bitmap = np.zeros(int(pos.max()) + 1 if pos.size else 0, bool)
+        bitmap[pos] = True
+        out[path] = bitmap
+    return out
 
 
-def _by_file(batch: pa.RecordBatch) -> Iterator[tuple[str, np.ndarray]]:
+def _by_file(batch: pa.RecordBatch) -> list[tuple[str, np.ndarray]]:
+    """The batch's row positions per data file (a batch is usually of one file)."""
     files = batch.column(batch.schema.get_field_index("_file"))
     pos = batch.column(batch.schema.get_field_index("_pos")).to_numpy(zero_copy_only=False)
-    for path in pc.unique(files).to_pylist():
-        yield path, pos[pc.equal(files, path).to_numpy(zero_copy_only=False)]
+    paths = pc.unique(files).to_pylist()
+    if len(paths) == 1:
+        return [(paths[0], pos)]
+    return [(path, pos[pc.equal(files, path).to_numpy(zero_copy_only=False)]) for path in paths]
 
 
 def _at(
-    batches: Iterator[pa.RecordBatch], positions: dict[str, np.ndarray], *, keep: bool
+    batches: Iterator[pa.RecordBatch], bitmaps: dict[str, np.ndarray], *, keep: bool
 ) -> Iterator[pa.RecordBatch]:
-    """Rows of keyed batches whose position in their file is (``keep``) or is not in ``positions``."""
+    """Rows of keyed batches whose position is (``keep``) or is not set in their file's bitmap."""
     for batch in batches:
         files = batch.column(batch.schema.get_field_index("_file"))
         pos = batch.column(batch.schema.get_field_index("_pos")).to_numpy(zero_copy_only=False)
         hit = np.zeros(batch.num_rows, dtype=bool)
         for path in pc.unique(files).to_pylist():
             mine = pc.equal(files, path).to_numpy(zero_copy_only=False)
-            hit[mine] = np.isin(pos[mine], positions.get(path, np.empty(0, np.int64)))
+            bitmap = bitmaps.get(path, np.zeros(0, bool))
+            at = pos[mine]
+            inside = at < len(bitmap)
+            hit[mine] = inside & bitmap[np.where(inside, at, 0)] if len(bitmap) else False
         yield batch.filter(pa.array(hit if keep else ~hit))
 
 
