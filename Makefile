@@ -73,6 +73,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/scan.py
 	$(BIN)/python bench/write.py
 	$(BIN)/python bench/row_updates.py
+	$(BIN)/python bench/changes.py
 
 clean:
 	rm -rf build dist *.egg-info .mypy_cache .ruff_cache .pytest_cache .hypothesis bench/results/*.tmp
