@@ -14,15 +14,17 @@ planner prunes (partition values and column metrics, inclusively: a file that ma
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
+
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..errors import InvalidOption, InvalidProperty, ValidationError
 from ..expressions import Expression
-from ..iceberg.manifests import ADDED, read_manifest
+from ..iceberg.manifests import ADDED
 from ..iceberg.metadata import TableMetadata
+from ..iceberg.snapshots import Snapshot
 from ..io.fileio import FileIO
-from ..planning.scan import ScanOptions, plan_scan
-from .delete_plan import branch_ref
+from ..planning.scan import ScanOptions, bound_filter, plan_files
 from .entries import snapshot_manifests
 from .table_update import parent_of
 
@@ -66,34 +68,47 @@ def validate_no_conflicting_data(
     case_sensitive: bool = True,
 ) -> None:
     """:class:`ValidationError` when a snapshot of ``branch`` after ``planned`` (None: the branch's whole
-    history) appended data files that may hold rows matching ``row_filter`` (see the module doc)."""
-    added: dict[str, int] = {}  # data file path -> the snapshot that added it
+    history) appended data files that may hold rows matching ``row_filter`` (see the module doc).
+
+    As Iceberg Java's ``validateAddedDataFiles``, the files are taken from the manifests those snapshots
+    wrote, whether or not they are still live: rows appended and then compacted away meanwhile live on in
+    the compaction's output."""
+    adding: dict[int, Snapshot] = {}
     snap = parent_of(base, branch)
     while snap is not None and snap.snapshot_id != planned:
         if snap.operation in _ADDING:
-            for m in snapshot_manifests(io, snap):
-                if (m.content or 0) != 0 or m.added_snapshot_id != snap.snapshot_id:
-                    continue
-                resolved = replace(m, manifest_path=io.resolve(m.manifest_path))
-                entries = read_manifest(resolved, open_input=io.open_input, columns=())
-                for status, sid, path in zip(
-                    entries.column("status").to_pylist(),
-                    entries.column("snapshot_id").to_pylist(),
-                    entries.column("file_path").to_pylist(),
-                    strict=True,
-                ):
-                    if status == ADDED and sid == snap.snapshot_id:
-                        added[path] = snap.snapshot_id
+            adding[snap.snapshot_id] = snap
         parent = snap.parent_snapshot_id
         snap = None if parent is None else base.snapshots_by_id.get(parent)
-    if not added:
+    written = {
+        m.manifest_path: m
+        for s in adding.values()
+        for m in snapshot_manifests(io, s)
+        if (m.content or 0) == 0 and m.added_snapshot_id == s.snapshot_id
+    }
+    if not written:
         return
-    options = ScanOptions(row_filter, ref=branch_ref(base, branch), case_sensitive=case_sensitive)
-    for task in plan_scan(base, io, options).tasks:
-        if task.file.path in added:
-            raise ValidationError(
-                f"table {base.location}: snapshot {added[task.file.path]} added data file {task.file.path}, "
-                f"which may hold rows matching {action}'s filter, after {action} was planned"
-                + ("" if planned is None else f" on snapshot {planned}")
-                + f" (isolation level {SERIALIZABLE}; {SNAPSHOT} would keep those rows)"
-            )
+    options = ScanOptions(row_filter, case_sensitive=case_sensitive)
+    bound = bound_filter(base, base.schema, options)
+    head = parent_of(base, branch)
+    assert head is not None  # it has adding ancestors
+    ids = pa.array(sorted(adding), pa.int64())
+    added_in: dict[str, int] = {}  # file path -> the snapshot that added it
+
+    def added_by_them(entries: pa.Table) -> pa.Table:
+        mine = pc.is_in(entries.column("snapshot_id"), value_set=ids)
+        kept = entries.filter(pc.and_(pc.equal(entries.column("status"), ADDED), mine))
+        added_in.update(zip(kept["file_path"].to_pylist(), kept["snapshot_id"].to_pylist(), strict=True))
+        return kept
+
+    plan = plan_files(
+        base, io, head.snapshot_id, base.schema, bound, list(written.values()), None, added_by_them
+    )
+    if plan.tasks:
+        path = plan.tasks[0].file.path
+        raise ValidationError(
+            f"table {base.location}: snapshot {added_in.get(path)} added data file {path}, which may hold "
+            f"rows matching {action}'s filter, after {action} was planned"
+            + ("" if planned is None else f" on snapshot {planned}")
+            + f" (isolation level {SERIALIZABLE}; {SNAPSHOT} would keep those rows)"
+        )
