@@ -1,6 +1,8 @@
 """``Table.incremental_changelog_scan(...)``: the rows each snapshot of a range inserted and deleted,
 merge-on-read deletes of every kind included (:mod:`gpu_engine.planning.changelog` says how), as Arrow
-with Spark's changelog columns ``_change_type``, ``_change_ordinal`` and ``_commit_snapshot_id``."""
+with Spark's changelog columns ``_change_type``, ``_change_ordinal`` and ``_commit_snapshot_id``.
+
+:func:`update_keys` resolves the identifier columns updates are paired on (``compute_updates``)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from .errors import PlanningError
 from .execute.changelog import ChangelogRun, changelog_schema, execute_changelog
 from .execute.projection import project
 from .planning.changelog import ChangelogPlan, plan_changelog
@@ -17,7 +20,32 @@ from .planning.scan import ScanOptions
 from .planning.snapshot_range import SnapshotRange
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from .iceberg.schema import Schema
     from .table import Table
+
+
+def update_keys(schema: Schema, identifier_columns: Sequence[str] | None) -> tuple[str, ...]:
+    """The columns updates are paired on: ``identifier_columns``, else the schema's identifier fields
+    (top-level ones; a PlanningError when there are none, or one is nested)."""
+    if identifier_columns is not None:
+        if not identifier_columns:
+            raise PlanningError("compute_updates: identifier_columns is empty")
+        return tuple(identifier_columns)
+    names = [schema.names_by_id[i] for i in schema.identifier_field_ids]
+    if not names:
+        raise PlanningError(
+            "compute_updates needs identifier columns: pass identifier_columns, or set the table's "
+            "identifier fields (update_schema().set_identifier_fields(...))"
+        )
+    nested = [n for n in names if len(schema.paths_by_id[schema.ids_by_name[n]]) > 1]
+    if nested:
+        raise PlanningError(
+            f"compute_updates: identifier fields {nested} are nested in structs; pass top-level "
+            "identifier_columns instead"
+        )
+    return tuple(names)
 
 
 @dataclass(frozen=True)
@@ -28,6 +56,7 @@ class ChangelogScan:
     columns: tuple[str, ...] | None = None
     backend: str = "auto"
     remove_carry_overs: bool = True
+    update_keys: tuple[str, ...] = ()
     workers: int | None = None
     runs: list[ChangelogRun] = field(default_factory=list, compare=False, repr=False)
 
@@ -57,6 +86,7 @@ class ChangelogScan:
             case_sensitive=self.options.case_sensitive,
             workers=self.workers,
             remove_carry_overs=self.remove_carry_overs,
+            update_keys=self.update_keys,
         )
         self.runs.append(run)
         return batches

@@ -189,6 +189,8 @@ class Table:
         case_sensitive: bool = True,
         backend: str = "auto",
         remove_carry_overs: bool = True,
+        compute_updates: bool = False,
+        identifier_columns: Sequence[str] | None = None,
     ) -> ChangelogScan:
         """The rows each snapshot after ``from_snapshot_id`` (range as :meth:`incremental_append_scan`)
         inserted and deleted, with ``_change_type``, ``_change_ordinal`` and ``_commit_snapshot_id``.
@@ -196,8 +198,11 @@ class Table:
         equality, deletion vectors) are supported; ``replace`` snapshots change nothing and are passed
         over. Rows read in the current schema; ``filter`` keeps the changed rows matching it.
         ``remove_carry_overs``: rows a copy-on-write rewrite deleted and inserted unchanged cancel out
-        (compared on the requested data columns), as in Spark's ``create_changelog_view``."""
-        from .changelog import ChangelogScan
+        (compared on the requested data columns), as in Spark's ``create_changelog_view``.
+        ``compute_updates``: a key (``identifier_columns``, else the table's identifier fields) that a
+        snapshot both deleted and inserted becomes an ``UPDATE_BEFORE`` row followed by its
+        ``UPDATE_AFTER``."""
+        from .changelog import ChangelogScan, update_keys
         from .planning.scan import ScanOptions
 
         if backend not in BACKENDS:
@@ -205,7 +210,8 @@ class Table:
         options = ScanOptions(filter, to_snapshot_id, None, branch, case_sensitive)
         since = SnapshotRange(from_snapshot_id, from_inclusive)
         picked = tuple(columns) if columns is not None else None
-        return ChangelogScan(self, options, since, picked, backend, remove_carry_overs)
+        keys = update_keys(self.schema(), identifier_columns) if compute_updates else ()
+        return ChangelogScan(self, options, since, picked, backend, remove_carry_overs, keys)
 
     def refresh(self) -> Table:
         """Reload the current metadata (from the catalog, or re-read a static metadata file); returns self."""

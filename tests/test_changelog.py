@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 import pytest
 
 from gpu_engine.commit.update import SnapshotUpdate
-from gpu_engine.errors import MetadataError, PlanningError, UnsupportedFeature
+from gpu_engine.errors import InvalidData, MetadataError, PlanningError, UnsupportedFeature
 from gpu_engine.execute.changelog import CHANGE_FIELDS
 from gpu_engine.planning.changelog import DELETE, INSERT
 from gpu_engine.table import Table
@@ -41,12 +41,28 @@ def _counter(table: pa.Table, names: list[str], other: pa.Table) -> Counter[tupl
     return Counter(_rows(table.select(names), names, other.select(names)))
 
 
-def assert_changes_match_duckdb(tbl: Table, first: int | None = None) -> int:
+def _as_plain(changes: pa.Table) -> pa.Table:
+    """Update pairs checked (each UPDATE_BEFORE directly followed by its key's UPDATE_AFTER), then read as
+    the DELETE and INSERT they stand for."""
+    kinds, ids = changes["_change_type"].to_pylist(), changes["id"].to_pylist()
+    for i, kind in enumerate(kinds):
+        if kind == "UPDATE_BEFORE":
+            assert kinds[i + 1] == "UPDATE_AFTER" and ids[i + 1] == ids[i], (i, kinds[i : i + 2])
+    plain = [{"UPDATE_BEFORE": DELETE, "UPDATE_AFTER": INSERT}.get(k, k) for k in kinds]
+    position = changes.schema.get_field_index("_change_type")
+    return changes.set_column(position, changes.schema.field(position), pa.array(plain, pa.string()))
+
+
+def assert_changes_match_duckdb(tbl: Table, first: int | None = None, *, updates: bool = False) -> int:
     """Every non-replace snapshot after ``first``: its changes are exactly DuckDB's rows before minus
     after (DELETE) and after minus before (INSERT), the rows a copy-on-write rewrite carried over
     removed; replace snapshots change no rows. Returns how many."""
     md = tbl.metadata
-    changes = tbl.incremental_changelog_scan(first).to_arrow()
+    if updates:
+        paired = tbl.incremental_changelog_scan(first, compute_updates=True, identifier_columns=["id"])
+        changes = _as_plain(paired.to_arrow())
+    else:
+        changes = tbl.incremental_changelog_scan(first).to_arrow()
     names = [f.name for f in md.schema.fields]
     assert changes.column_names == [*names, *CHANGE_NAMES]
     head = md.current_snapshot_id
@@ -65,7 +81,7 @@ def assert_changes_match_duckdb(tbl: Table, first: int | None = None) -> int:
             continue
         assert set(mine["_change_ordinal"].to_pylist()) <= {ordinal}
         kinds = mine["_change_type"].to_pylist()
-        assert kinds == sorted(kinds), "DELETEs before INSERTs within a snapshot"
+        assert updates or kinds == sorted(kinds), "DELETEs before INSERTs within a snapshot"
         deleted = mine.filter(pc.equal(mine["_change_type"], DELETE))
         inserted = mine.filter(pc.equal(mine["_change_type"], INSERT))
         context = f"snapshot {snapshot_id} ({snapshot.operation})"
@@ -95,13 +111,22 @@ def test_every_operation_changes_what_duckdb_sees_change(
         keys = tbl.scan(filter="id in (7, 8, 41)", columns=["id", "region"]).to_arrow()
         tbl.delete_rows(keys, on=["id", "region"])  # equality deletes
         changed = keyed_rows(60, 5, seed=3)
-        tbl.upsert(changed.set_column(0, "id", pc.add(changed["id"], 0)), on=["id", "region"])
+        live = tbl.scan(columns=["id", "region"]).to_arrow().to_pylist()
+        updated = sum(
+            {"id": i, "region": r} in live
+            for i, r in zip(changed["id"].to_pylist(), changed["region"].to_pylist(), strict=True)
+        )
+        tbl.upsert(changed, on=["id", "region"])
     tbl.dynamic_partition_overwrite(
         keyed_rows(300, 6, seed=4).filter(pc.equal(keyed_rows(300, 6, seed=4)["region"], "eu"))
     )
     tbl.compact(options={"rewrite-all": "true"})  # replace: no change
     tbl.delete("id = 70")
     assert assert_changes_match_duckdb(tbl) >= 6
+    assert assert_changes_match_duckdb(tbl, updates=True) >= 6
+    if version >= 2:  # the upsert's existing keys became update pairs
+        paired = tbl.incremental_changelog_scan(compute_updates=True, identifier_columns=["id"]).to_arrow()
+        assert paired["_change_type"].to_pylist().count("UPDATE_AFTER") == updated > 0
 
 
 def test_copy_on_write_carry_overs_are_removed_unless_kept(tmp_path: Path) -> None:
@@ -236,3 +261,63 @@ def test_each_fixture_snapshot_changes_what_duckdb_sees_change(rel: str) -> None
         checked += 1
     if not checked:
         pytest.skip(f"{rel}: no snapshot with a readable parent")
+
+
+def _typed(changes: pa.Table, *value: str) -> list[tuple[Any, ...]]:
+    return list(
+        zip(changes["_change_type"].to_pylist(), *(changes[v].to_pylist() for v in value), strict=True)
+    )
+
+
+@pytest.mark.parametrize("mode", ["merge-on-read", "copy-on-write"])
+def test_compute_updates_pairs_a_keys_delete_and_insert(tmp_path: Path, mode: str) -> None:
+    tbl = region_table(tmp_path, 2, **{"write.delete.mode": mode})
+    with tbl.update_schema() as u:
+        u.set_identifier_fields("id")
+    tbl.append(keyed_rows(0, 20))
+    start = tbl.metadata.current_snapshot_id
+    old = tbl.scan(filter="id in (3, 4)").to_arrow().sort_by("id")
+    new = old.set_column(old.schema.get_field_index("score"), "score", pa.array([10.0, 11.0]))
+    tbl.overwrite(pa.concat_tables([new, keyed_rows(100, 1).cast(new.schema)]), "id in (3, 4, 5)")
+    changes = tbl.incremental_changelog_scan(start, compute_updates=True).to_arrow()
+    assert _typed(changes, "id") == [
+        ("DELETE", 5),
+        ("UPDATE_BEFORE", 3),
+        ("UPDATE_AFTER", 3),
+        ("UPDATE_BEFORE", 4),
+        ("UPDATE_AFTER", 4),
+        ("INSERT", 100),
+    ]
+    scores = dict(zip(_typed(changes, "id"), changes["score"].to_pylist(), strict=True))
+    assert scores[("UPDATE_AFTER", 3)] == 10.0 and scores[("UPDATE_BEFORE", 3)] == old["score"][0].as_py()
+    plain = tbl.incremental_changelog_scan(start).to_arrow()
+    assert sorted(_typed(plain, "id")) == [
+        ("DELETE", 3),
+        ("DELETE", 4),
+        ("DELETE", 5),
+        ("INSERT", 3),
+        ("INSERT", 4),
+        ("INSERT", 100),
+    ]
+    run = tbl.incremental_changelog_scan(
+        start, compute_updates=True, identifier_columns=["id"], columns=["id", "score"]
+    )
+    assert (
+        run.to_arrow().num_rows == 6 and run.last_run is not None and run.last_run.rows["UPDATE_AFTER"] == 2
+    )
+
+
+def test_compute_updates_errors(tmp_path: Path) -> None:
+    tbl = region_table(tmp_path, 2)
+    tbl.append(keyed_rows(0, 10))
+    start = tbl.metadata.current_snapshot_id
+    with pytest.raises(PlanningError, match="compute_updates needs identifier columns"):
+        tbl.incremental_changelog_scan(start, compute_updates=True)
+    with pytest.raises(UnsupportedFeature, match=r"identifier columns \['id'\] are not among"):
+        tbl.incremental_changelog_scan(
+            start, compute_updates=True, identifier_columns=["id"], columns=["score"]
+        ).to_arrow()
+    twice = tbl.scan(filter="id = 3").to_arrow()
+    tbl.overwrite(pa.concat_tables([twice, twice]), "id = 3")  # one key deleted, inserted twice
+    with pytest.raises(InvalidData, match=r"more than one row with identifier \{'id': 3\}"):
+        tbl.incremental_changelog_scan(start, compute_updates=True, identifier_columns=["id"]).to_arrow()

@@ -366,3 +366,23 @@ def test_changes_lists_inserted_and_deleted_rows(
     assert "--from-inclusive needs --from-snapshot" in capsys.readouterr().err
     assert main(["changes", IDENT, "--catalog", NAME, "--from-snapshot", "7"]) == 2
     assert "from snapshot 7 is not an ancestor" in capsys.readouterr().err
+    assert main([*argv, "--compute-updates"]) == 2
+    assert "compute_updates needs identifier columns" in capsys.readouterr().err
+    assert main([*argv, "--identifier-columns", "id"]) == 2
+    assert "--identifier-columns needs --compute-updates" in capsys.readouterr().err
+    _json(
+        capsys,
+        "upsert",
+        IDENT,
+        "--catalog",
+        NAME,
+        _write(catalog_env, "up.parquet", _rows(20, 21)),
+        "--on",
+        "id",
+    )
+    updated = _json(capsys, *argv, "--compute-updates", "--identifier-columns", "id")
+    assert (updated["updated_rows"], updated["inserted_rows"], updated["deleted_rows"]) == (
+        1,
+        2,
+        2,
+    )  # 20 upserted

@@ -42,6 +42,15 @@ def add_parser(sub: Any) -> None:
         action="store_true",
         help="keep the rows a copy-on-write rewrite deleted and inserted unchanged (removed by default)",
     )
+    p.add_argument(
+        "--compute-updates",
+        action="store_true",
+        help="pair a key's DELETE and INSERT in one snapshot into UPDATE_BEFORE / UPDATE_AFTER rows",
+    )
+    p.add_argument(
+        "--identifier-columns",
+        help="comma-separated key columns for --compute-updates (default: the table's)",
+    )
     p.add_argument("--backend", default="auto", choices=["auto", "cpu", "cuda"], help="where kernels run")
     p.add_argument("-o", "--output", help="write Parquet to this file, or '-' for stdout")
     p.set_defaults(run=cmd_changes)
@@ -51,7 +60,9 @@ def cmd_changes(args: argparse.Namespace, console: Console) -> int:
     if args.from_inclusive and args.from_snapshot is None:
         raise PlanningError("--from-inclusive needs --from-snapshot")
     table = open_table(args)
-    columns = [c.strip() for c in args.columns.split(",") if c.strip()] if args.columns else None
+    if args.identifier_columns and not args.compute_updates:
+        raise PlanningError("--identifier-columns needs --compute-updates")
+    columns = _names(args.columns)
     scan = table.incremental_changelog_scan(
         args.from_snapshot,
         from_inclusive=args.from_inclusive,
@@ -61,6 +72,8 @@ def cmd_changes(args: argparse.Namespace, console: Console) -> int:
         columns=columns,
         backend=args.backend,
         remove_carry_overs=not args.keep_carry_overs,
+        compute_updates=args.compute_updates,
+        identifier_columns=_names(args.identifier_columns),
     )
     started = time.perf_counter()
     plan = scan.plan()
@@ -88,6 +101,7 @@ def cmd_changes(args: argparse.Namespace, console: Console) -> int:
         **{f"files_{k}": v for k, v in change_counts(plan.tasks).items()},
         "inserted_rows": run.rows["INSERT"] if run else 0,
         "deleted_rows": run.rows["DELETE"] if run else 0,
+        "updated_rows": run.rows.get("UPDATE_AFTER", 0) if run else 0,
         "seconds": round(time.perf_counter() - started, 3),
         "backend": run.backend.name if run and run.backend else None,
         "output": args.output,
@@ -104,3 +118,7 @@ def cmd_changes(args: argparse.Namespace, console: Console) -> int:
         out.add_row(key.replace("_", " "), f"{value:,}" if isinstance(value, int) else str(value))
     shown.print(out)
     return 0
+
+
+def _names(text: str | None) -> list[str] | None:
+    return [c.strip() for c in text.split(",") if c.strip()] if text else None

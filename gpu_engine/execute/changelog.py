@@ -14,7 +14,8 @@ backend choice are the scan's. Per snapshot, DELETEs come before INSERTs:
 
 A snapshot that removed and added data files (a copy-on-write rewrite) lists the rows it carried over
 unchanged as a DELETE and an INSERT; with ``remove_carry_overs`` (the default, as Spark's
-``create_changelog_view``) those pairs cancel, compared on the requested data columns.
+``create_changelog_view``) those pairs cancel, compared on the requested data columns. With
+``update_keys``, a key a snapshot both deleted and inserted becomes an UPDATE_BEFORE / UPDATE_AFTER pair.
 
 Memory: the alive positions of one chunk of changed files (8 bytes a row), plus the scan's own; a
 rewriting snapshot's changes are held whole while carry-overs are removed.
@@ -31,6 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..backend.select import BackendChoice
+from ..errors import UnsupportedFeature
 from ..iceberg.metadata import TableMetadata
 from ..io.fileio import FileIO
 from ..planning.changelog import DELETE, INSERT, ChangelogPlan, ChangeTask
@@ -38,6 +40,7 @@ from ..tasks import PlanSummary, ScanPlan, ScanTask
 from .carry_over import cancel_carry_overs
 from .projection import Projection, project
 from .scan import execute
+from .updates import pair_updates
 
 CHUNK_FILES = 64
 CHANGE_FIELDS = (
@@ -55,7 +58,7 @@ class ChangelogRun:
     plan: ChangelogPlan
     projection: Projection
     backend: BackendChoice | None = None
-    rows: dict[str, int] = field(default_factory=lambda: {INSERT: 0, DELETE: 0})
+    rows: dict[str, int] = field(default_factory=lambda: {INSERT: 0, DELETE: 0})  # by _change_type
 
     @property
     def arrow_schema(self) -> pa.Schema:
@@ -76,10 +79,20 @@ def execute_changelog(
     case_sensitive: bool = True,
     workers: int | None = None,
     remove_carry_overs: bool = True,
+    update_keys: Sequence[str] = (),
 ) -> tuple[ChangelogRun, Iterator[pa.RecordBatch]]:
     """The run record and the stream of change batches (see the module doc); ``remove_carry_overs``:
-    cancel the rows a rewriting snapshot deleted and inserted unchanged (:mod:`.carry_over`)."""
+    cancel the rows a rewriting snapshot deleted and inserted unchanged (:mod:`.carry_over`);
+    ``update_keys``: pair each snapshot's DELETE and INSERT of a key into an update (:mod:`.updates`)."""
     out = project(md, plan.schema, columns, case_sensitive=case_sensitive)
+    data_columns = tuple(n for n in out.names if n not in out.metadata_names)
+    missing = [k for k in update_keys if k not in data_columns]
+    if missing:
+        raise UnsupportedFeature(
+            f"identifier columns {missing} are not among the changelog's data columns {list(data_columns)}: "
+            "updates are paired on top-level columns the changelog returns"
+        )
+    post = _Post(data_columns if remove_carry_overs else (), tuple(update_keys))
     run = ChangelogRun(plan, out)
 
     def read(tasks: Iterable[ScanTask], projection: Projection) -> Iterator[pa.RecordBatch]:
@@ -92,7 +105,7 @@ def execute_changelog(
 
     keyed = project(md, plan.schema, _with_keys(out), case_sensitive=case_sensitive)
     keys = project(md, plan.schema, list(_KEYS), case_sensitive=case_sensitive)
-    return run, _stream(plan, run, out, _Reads(read, keyed, keys), remove_carry_overs)
+    return run, _stream(plan, run, out, _Reads(read, keyed, keys), post)
 
 
 @dataclass(frozen=True)
@@ -107,21 +120,32 @@ def _with_keys(out: Projection) -> list[str]:
 
 
 def _stream(
-    plan: ChangelogPlan, run: ChangelogRun, out: Projection, reads: _Reads, remove_carry_overs: bool
+    plan: ChangelogPlan, run: ChangelogRun, out: Projection, reads: _Reads, post: _Post
 ) -> Iterator[pa.RecordBatch]:
     schema = changelog_schema(out)
     tag = _Tagger(out, schema)
-    compared = [n for n in out.names if n not in out.metadata_names]
     for _, group in itertools.groupby(plan.tasks, key=lambda t: t.ordinal):
         changes = list(group)
         batches = _snapshot_changes(changes, reads, tag)
         rewrote = any(c.removed for c in changes) and any(c.added for c in changes)
-        if remove_carry_overs and rewrote and compared:
-            batches = _without_carry_overs(batches, schema, compared)
+        carry = post.carry_over_columns if rewrote else ()
+        if carry or post.update_keys:
+            batches = _finished(batches, schema, carry, post.update_keys, changes[0].snapshot_id)
         for batch in batches:
             if batch.num_rows:
-                run.rows[batch.column(len(out.names))[0].as_py()] += batch.num_rows
+                for kind_count in pc.value_counts(batch.column(len(out.names))).to_pylist():
+                    kind, n = kind_count["values"], kind_count["counts"]
+                    run.rows[kind] = run.rows.get(kind, 0) + n
                 yield batch
+
+
+@dataclass(frozen=True)
+class _Post:
+    """What happens to a snapshot's changes once read: carry-over removal on these columns (for rewriting
+    snapshots), update pairing on these identifier columns."""
+
+    carry_over_columns: tuple[str, ...]
+    update_keys: tuple[str, ...]
 
 
 def _snapshot_changes(changes: list[ChangeTask], reads: _Reads, tag: _Tagger) -> Iterator[pa.RecordBatch]:
@@ -144,20 +168,27 @@ def _snapshot_changes(changes: list[ChangeTask], reads: _Reads, tag: _Tagger) ->
         yield from tag(reads.read(added, tag.out), INSERT, first)
 
 
-def _without_carry_overs(
-    batches: Iterator[pa.RecordBatch], schema: pa.Schema, compared: list[str]
+def _finished(
+    batches: Iterator[pa.RecordBatch],
+    schema: pa.Schema,
+    carry_over_columns: tuple[str, ...],
+    update_keys: tuple[str, ...],
+    snapshot_id: int,
 ) -> Iterator[pa.RecordBatch]:
-    """A rewriting snapshot's changes, held in memory, without the rows it carried over unchanged."""
+    """One snapshot's changes, held in memory: carried-over rows cancelled, updates paired."""
     sides: dict[str, list[pa.RecordBatch]] = {DELETE: [], INSERT: []}
     for batch in batches:
         if batch.num_rows:
             sides[batch.column(schema.get_field_index("_change_type"))[0].as_py()].append(batch)
-    deleted, inserted = cancel_carry_overs(
-        pa.Table.from_batches(sides[DELETE], schema=schema),
-        pa.Table.from_batches(sides[INSERT], schema=schema),
-        compared,
-    )
+    deleted = pa.Table.from_batches(sides[DELETE], schema=schema)
+    inserted = pa.Table.from_batches(sides[INSERT], schema=schema)
+    deleted, inserted = cancel_carry_overs(deleted, inserted, carry_over_columns)
+    updates = None
+    if update_keys:
+        deleted, updates, inserted = pair_updates(deleted, inserted, update_keys, snapshot_id=snapshot_id)
     yield from deleted.to_batches()
+    if updates is not None:
+        yield from updates.to_batches()
     yield from inserted.to_batches()
 
 

@@ -1,0 +1,100 @@
+"""Rows of two tables (a snapshot's DELETEs and INSERTs) grouped by equal values of some columns, for
+carry-over removal (:mod:`.carry_over`) and update pairing (:mod:`.updates`).
+
+Values compare exactly: floats by their bits (so ``-0.0`` differs from ``0.0`` and equal NaNs match),
+nulls equal to nulls, structs field by field. List and map columns cannot be compared this way:
+:class:`~gpu_engine.errors.UnsupportedFeature` names the column.
+
+Vectorised: both sides are stacked and sorted on the columns (then the side), so equal rows are adjacent;
+group boundaries, each row's rank within its group and side, and per-group counts come from numpy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import UnsupportedFeature
+
+
+@dataclass(frozen=True)
+class Matching:
+    """The stacked rows (``left`` then ``right``) in sorted order: ``order[i]`` is the stacked index of
+    the i-th sorted row, ``group[i]`` its group of equal values, ``right[i]`` its side, ``rank[i]`` its
+    rank among its group's rows of the same side; per group, how many rows each side has."""
+
+    order: np.ndarray
+    group: np.ndarray
+    right: np.ndarray
+    rank: np.ndarray
+    left_count: np.ndarray
+    right_count: np.ndarray
+    n_left: int
+
+
+def match_rows(left: pa.Table, right: pa.Table, names: Sequence[str]) -> Matching:
+    """Group the rows of ``left`` and ``right`` (both non-empty) by their values of ``names``."""
+    keys: list[pa.Array] = []
+    for name in names:
+        both = pa.concat_arrays([left.column(name).combine_chunks(), right.column(name).combine_chunks()])
+        keys.extend(_comparable(both, name))
+    side = np.concatenate([np.zeros(left.num_rows, np.int8), np.ones(right.num_rows, np.int8)])
+    table = pa.table({f"k{i}": k for i, k in enumerate(keys)} | {"side": side})
+    order = pc.sort_indices(table, sort_keys=[(c, "ascending") for c in table.column_names]).to_numpy()
+    starts = _group_starts([k.take(pa.array(order)) for k in keys])
+    group = np.cumsum(starts) - 1
+    sorted_side = side[order]
+    # the (group, side) runs are contiguous: a row's rank is its distance from its run's start
+    run_start = starts | np.concatenate([[True], sorted_side[1:] != sorted_side[:-1]])
+    index = np.arange(len(order))
+    rank = index - np.maximum.accumulate(np.where(run_start, index, 0))
+    groups = int(group[-1]) + 1
+    return Matching(
+        order=order,
+        group=group,
+        right=sorted_side == 1,
+        rank=rank,
+        left_count=np.bincount(group, weights=(sorted_side == 0), minlength=groups).astype(np.int64),
+        right_count=np.bincount(group, weights=(sorted_side == 1), minlength=groups).astype(np.int64),
+        n_left=left.num_rows,
+    )
+
+
+def _comparable(arr: pa.Array, name: str) -> list[pa.Array]:
+    """Sortable arrays standing for ``arr``'s values: equal rows give equal tuples and only they do."""
+    t = arr.type
+    if pa.types.is_struct(t):
+        out = [pc.is_valid(arr)]
+        for i in range(t.num_fields):
+            out.extend(_comparable(pc.struct_field(arr, [i]), f"{name}.{t.field(i).name}"))
+        return out
+    if pa.types.is_floating(t):
+        width = {16: pa.int16(), 32: pa.int32(), 64: pa.int64()}[t.bit_width]
+        return [arr.view(width)]
+    if pa.types.is_dictionary(t):
+        return _comparable(arr.dictionary_decode(), name)
+    if isinstance(t, pa.BaseExtensionType):
+        return _comparable(arr.storage, name)
+    if pa.types.is_nested(t):
+        raise UnsupportedFeature(
+            f"column {name!r} ({t}): list and map values cannot be compared to remove carried-over rows; "
+            "leave the column out, or keep carry-overs (remove_carry_overs=False)"
+        )
+    return [arr]
+
+
+def _group_starts(sorted_keys: list[pa.Array]) -> np.ndarray:
+    """Where a new group of equal key tuples starts in the sorted rows (nulls equal to nulls)."""
+    n = len(sorted_keys[0])
+    starts = np.zeros(n, bool)
+    starts[0] = True
+    for k in sorted_keys:
+        a, b = k.slice(1), k.slice(0, n - 1)
+        differ = pc.fill_null(pc.not_equal(a, b), False)
+        null_differs = pc.not_equal(pc.is_null(a), pc.is_null(b))
+        starts[1:] |= pc.or_(differ, null_differs).to_numpy(zero_copy_only=False)
+    return starts
