@@ -5,19 +5,16 @@ summary of the changes per type."""
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 import time
 from typing import Any
 
 import pyarrow as pa
 from rich.console import Console
-from rich.table import Table as RichTable
 
 from ..errors import PlanningError
 from ..planning.changelog import change_counts
 from .common import open_table, table_options
-from .output import PREVIEW_ROWS, discard, open_sink, print_preview
+from .output import PREVIEW_ROWS, discard, open_sink, report
 
 
 def add_parser(sub: Any) -> None:
@@ -106,17 +103,8 @@ def cmd_changes(args: argparse.Namespace, console: Console) -> int:
         "backend": run.backend.name if run and run.backend else None,
         "output": args.output,
     }
-    if args.json:
-        print(json.dumps(summary, indent=2), file=sys.stderr if to_stdout else sys.stdout)
-        return 0
-    if sink is None:
-        print_preview(shown, preview, schema)
-    out = RichTable(title="changes summary")
-    out.add_column("what")
-    out.add_column("value", justify="right")
-    for key, value in summary.items():
-        out.add_row(key.replace("_", " "), f"{value:,}" if isinstance(value, int) else str(value))
-    shown.print(out)
+    report(shown, summary, title="changes summary", as_json=args.json, to_stdout=to_stdout,
+           preview=preview if sink is None else None, schema=schema)  # fmt: skip
     return 0
 
 

@@ -3,6 +3,7 @@ file behind, and a preview table of the first rows."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -42,3 +43,28 @@ def print_preview(console: Console, batches: list[pa.RecordBatch], schema: pa.Sc
     for row in rows:
         out.add_row(*(str(row[n]) for n in schema.names))
     console.print(out)
+
+
+def report(
+    shown: Console,
+    summary: dict[str, Any],
+    *,
+    title: str,
+    as_json: bool,
+    to_stdout: bool,
+    preview: list[pa.RecordBatch] | None,
+    schema: pa.Schema,
+) -> None:
+    """The run's summary: JSON (to stderr when the rows went to stdout), else the preview of the first
+    rows (when they went nowhere else) and a table."""
+    if as_json:
+        print(json.dumps(summary, indent=2), file=sys.stderr if to_stdout else sys.stdout)
+        return
+    if preview is not None:
+        print_preview(shown, preview, schema)
+    out = RichTable(title=title)
+    out.add_column("what")
+    out.add_column("value", justify="right")
+    for key, value in summary.items():
+        out.add_row(key.replace("_", " "), f"{value:,}" if isinstance(value, int) else str(value))
+    shown.print(out)
