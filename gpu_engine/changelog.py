@@ -57,6 +57,7 @@ class ChangelogScan:
     backend: str = "auto"
     remove_carry_overs: bool = True
     update_keys: tuple[str, ...] = ()
+    net_changes: bool = False
     workers: int | None = None
     runs: list[ChangelogRun] = field(default_factory=list, compare=False, repr=False)
 
@@ -87,6 +88,7 @@ class ChangelogScan:
             workers=self.workers,
             remove_carry_overs=self.remove_carry_overs,
             update_keys=self.update_keys,
+            net_changes=self.net_changes,
         )
         self.runs.append(run)
         return batches

@@ -191,6 +191,7 @@ class Table:
         remove_carry_overs: bool = True,
         compute_updates: bool = False,
         identifier_columns: Sequence[str] | None = None,
+        net_changes: bool = False,
     ) -> ChangelogScan:
         """The rows each snapshot after ``from_snapshot_id`` (range as :meth:`incremental_append_scan`)
         inserted and deleted, with ``_change_type``, ``_change_ordinal`` and ``_commit_snapshot_id``.
@@ -201,7 +202,8 @@ class Table:
         (compared on the requested data columns), as in Spark's ``create_changelog_view``.
         ``compute_updates``: a key (``identifier_columns``, else the table's identifier fields) that a
         snapshot both deleted and inserted becomes an ``UPDATE_BEFORE`` row followed by its
-        ``UPDATE_AFTER``."""
+        ``UPDATE_AFTER``. ``net_changes``: equal DELETEs and INSERTs cancel across the whole range, leaving
+        the difference between its first parent and its last snapshot (not with ``compute_updates``)."""
         from .changelog import ChangelogScan, update_keys
         from .planning.scan import ScanOptions
 
@@ -211,7 +213,9 @@ class Table:
         since = SnapshotRange(from_snapshot_id, from_inclusive)
         picked = tuple(columns) if columns is not None else None
         keys = update_keys(self.schema(), identifier_columns) if compute_updates else ()
-        return ChangelogScan(self, options, since, picked, backend, remove_carry_overs, keys)
+        if net_changes and compute_updates:
+            raise UnsupportedFeature("net_changes cannot be combined with compute_updates: choose one")
+        return ChangelogScan(self, options, since, picked, backend, remove_carry_overs, keys, net_changes)
 
     def refresh(self) -> Table:
         """Reload the current metadata (from the catalog, or re-read a static metadata file); returns self."""

@@ -124,6 +124,11 @@ def test_every_operation_changes_what_duckdb_sees_change(
     tbl.delete("id = 70")
     assert assert_changes_match_duckdb(tbl) >= 6
     assert assert_changes_match_duckdb(tbl, updates=True) >= 6
+    net = tbl.incremental_changelog_scan(net_changes=True).to_arrow()  # from the empty table: its rows
+    names = [f.name for f in tbl.schema().fields]
+    head = duckdb_at(tbl, tbl.metadata.current_snapshot_id)
+    assert set(net["_change_type"].to_pylist()) == {INSERT}
+    assert _counter(net, names, head) == _counter(head, names, net)
     if version >= 2:  # the upsert's existing keys became update pairs
         paired = tbl.incremental_changelog_scan(compute_updates=True, identifier_columns=["id"]).to_arrow()
         assert paired["_change_type"].to_pylist().count("UPDATE_AFTER") == updated > 0
@@ -144,6 +149,33 @@ def test_copy_on_write_carry_overs_are_removed_unless_kept(tmp_path: Path) -> No
     only_id = tbl.incremental_changelog_scan(start, columns=["region"]).to_arrow()  # compared on region only
     assert only_id.num_rows == 1 and only_id["_change_type"].to_pylist() == [DELETE]
     assert tbl.incremental_changelog_scan(start, columns=["_pos"]).to_arrow().num_rows == 2 * file_rows - 1
+
+
+@pytest.mark.parametrize("mode", ["merge-on-read", "copy-on-write"])
+def test_net_changes_are_the_difference_of_the_range_ends(tmp_path: Path, mode: str) -> None:
+    tbl = region_table(tmp_path, 2, **{"write.delete.mode": mode})
+    tbl.append(keyed_rows(0, 30))
+    start = tbl.metadata.current_snapshot_id
+    tbl.append(keyed_rows(30, 10, seed=1))
+    tbl.delete("id >= 35")  # five of the rows just appended: no net change for them
+    back = tbl.scan(filter="id < 3").to_arrow()
+    tbl.delete("id < 3")
+    tbl.append(back)  # deleted and inserted back: no net change
+    tbl.delete("id = 10")
+    net = tbl.incremental_changelog_scan(start, net_changes=True).to_arrow()
+    assert sorted(_typed(net, "id")) == [("DELETE", 10), *(("INSERT", i) for i in range(30, 35))]
+    names = [f.name for f in tbl.schema().fields]
+    before, after = duckdb_at(tbl, start), duckdb_at(tbl, tbl.metadata.current_snapshot_id)
+    deleted = net.filter(pc.equal(net["_change_type"], DELETE))
+    inserted = net.filter(pc.equal(net["_change_type"], INSERT))
+    assert _counter(deleted, names, before) == _counter(before, names, after) - _counter(after, names, before)
+    assert _counter(inserted, names, after) == _counter(after, names, before) - _counter(before, names, after)
+    ordinals = net["_change_ordinal"].to_pylist()
+    assert ordinals == sorted(ordinals) and set(ordinals) == {0, 4}  # each keeps its own snapshot's ordinal
+    with pytest.raises(UnsupportedFeature, match="net_changes cannot be combined with compute_updates"):
+        tbl.incremental_changelog_scan(
+            start, net_changes=True, compute_updates=True, identifier_columns=["id"]
+        )
 
 
 def test_rows_come_back_when_a_delete_file_is_removed(tmp_path: Path) -> None:

@@ -381,8 +381,7 @@ def test_changes_lists_inserted_and_deleted_rows(
         "id",
     )
     updated = _json(capsys, *argv, "--compute-updates", "--identifier-columns", "id")
-    assert (updated["updated_rows"], updated["inserted_rows"], updated["deleted_rows"]) == (
-        1,
-        2,
-        2,
-    )  # 20 upserted
+    counts = (updated["updated_rows"], updated["inserted_rows"], updated["deleted_rows"])
+    assert counts == (1, 2, 2)  # 20 upserted
+    net = _json(capsys, *argv, "--net-changes")  # 20 and 21 appended in the range; 3 and 15 deleted
+    assert (net["inserted_rows"], net["deleted_rows"]) == (2, 2)

@@ -45,6 +45,11 @@ def add_parser(sub: Any) -> None:
         help="pair a key's DELETE and INSERT in one snapshot into UPDATE_BEFORE / UPDATE_AFTER rows",
     )
     p.add_argument(
+        "--net-changes",
+        action="store_true",
+        help="only the range's net changes: a row inserted and later deleted (or the reverse) is left out",
+    )
+    p.add_argument(
         "--identifier-columns",
         help="comma-separated key columns for --compute-updates (default: the table's)",
     )
@@ -71,6 +76,7 @@ def cmd_changes(args: argparse.Namespace, console: Console) -> int:
         remove_carry_overs=not args.keep_carry_overs,
         compute_updates=args.compute_updates,
         identifier_columns=_names(args.identifier_columns),
+        net_changes=args.net_changes,
     )
     started = time.perf_counter()
     plan = scan.plan()

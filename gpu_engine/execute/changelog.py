@@ -16,9 +16,12 @@ A snapshot that removed and added data files (a copy-on-write rewrite) lists the
 unchanged as a DELETE and an INSERT; with ``remove_carry_overs`` (the default, as Spark's
 ``create_changelog_view``) those pairs cancel, compared on the requested data columns. With
 ``update_keys``, a key a snapshot both deleted and inserted becomes an UPDATE_BEFORE / UPDATE_AFTER pair.
+With ``net_changes``, equal DELETEs and INSERTs cancel across the whole range (Spark's ``net_changes``):
+what is left is exactly the difference between the range's first parent and its last snapshot.
 
 Memory: the alive positions of one chunk of changed files (8 bytes a row), plus the scan's own; a
-rewriting snapshot's changes are held whole while carry-overs are removed.
+rewriting snapshot's changes are held whole while carry-overs are removed (with update pairing, every
+snapshot's), and the whole range's for net changes.
 """
 
 from __future__ import annotations
@@ -80,10 +83,12 @@ def execute_changelog(
     workers: int | None = None,
     remove_carry_overs: bool = True,
     update_keys: Sequence[str] = (),
+    net_changes: bool = False,
 ) -> tuple[ChangelogRun, Iterator[pa.RecordBatch]]:
     """The run record and the stream of change batches (see the module doc); ``remove_carry_overs``:
     cancel the rows a rewriting snapshot deleted and inserted unchanged (:mod:`.carry_over`);
-    ``update_keys``: pair each snapshot's DELETE and INSERT of a key into an update (:mod:`.updates`)."""
+    ``update_keys``: pair each snapshot's DELETE and INSERT of a key into an update (:mod:`.updates`);
+    ``net_changes``: only the range's net changes (not with ``update_keys``)."""
     out = project(md, plan.schema, columns, case_sensitive=case_sensitive)
     data_columns = tuple(n for n in out.names if n not in out.metadata_names)
     missing = [k for k in update_keys if k not in data_columns]
@@ -92,7 +97,11 @@ def execute_changelog(
             f"identifier columns {missing} are not among the changelog's data columns {list(data_columns)}: "
             "updates are paired on top-level columns the changelog returns"
         )
-    post = _Post(data_columns if remove_carry_overs else (), tuple(update_keys))
+    if net_changes and update_keys:
+        raise UnsupportedFeature("net changes cannot be paired into updates: choose one of the two")
+    post = _Post(
+        data_columns if remove_carry_overs else (), tuple(update_keys), data_columns if net_changes else ()
+    )
     run = ChangelogRun(plan, out)
 
     def read(tasks: Iterable[ScanTask], projection: Projection) -> Iterator[pa.RecordBatch]:
@@ -123,6 +132,20 @@ def _stream(
     plan: ChangelogPlan, run: ChangelogRun, out: Projection, reads: _Reads, post: _Post
 ) -> Iterator[pa.RecordBatch]:
     schema = changelog_schema(out)
+    batches = _by_snapshot(plan, out, reads, post, schema)
+    if post.net_columns:
+        batches = _net(batches, schema, post.net_columns)
+    for batch in batches:
+        if batch.num_rows:
+            for kind_count in pc.value_counts(batch.column(len(out.names))).to_pylist():
+                kind, n = kind_count["values"], kind_count["counts"]
+                run.rows[kind] = run.rows.get(kind, 0) + n
+            yield batch
+
+
+def _by_snapshot(
+    plan: ChangelogPlan, out: Projection, reads: _Reads, post: _Post, schema: pa.Schema
+) -> Iterator[pa.RecordBatch]:
     tag = _Tagger(out, schema)
     for _, group in itertools.groupby(plan.tasks, key=lambda t: t.ordinal):
         changes = list(group)
@@ -131,21 +154,41 @@ def _stream(
         carry = post.carry_over_columns if rewrote else ()
         if carry or post.update_keys:
             batches = _finished(batches, schema, carry, post.update_keys, changes[0].snapshot_id)
-        for batch in batches:
-            if batch.num_rows:
-                for kind_count in pc.value_counts(batch.column(len(out.names))).to_pylist():
-                    kind, n = kind_count["values"], kind_count["counts"]
-                    run.rows[kind] = run.rows.get(kind, 0) + n
-                yield batch
+        yield from batches
+
+
+def _net(
+    batches: Iterator[pa.RecordBatch], schema: pa.Schema, columns: tuple[str, ...]
+) -> Iterator[pa.RecordBatch]:
+    """The range's changes held in memory, equal DELETEs and INSERTs cancelled across snapshots (a row
+    inserted and later deleted, or deleted and later inserted back, is no net change); the rest in
+    snapshot order, each keeping its own ordinal and snapshot id."""
+    deleted, inserted = _sides(batches, schema)
+    deleted, inserted = cancel_carry_overs(deleted, inserted, columns)
+    both = pa.concat_tables([deleted, inserted])
+    order = pc.sort_indices(both, sort_keys=[("_change_ordinal", "ascending")])  # stable: DELETEs first
+    yield from both.take(order).to_batches()
+
+
+def _sides(batches: Iterable[pa.RecordBatch], schema: pa.Schema) -> tuple[pa.Table, pa.Table]:
+    sides: dict[str, list[pa.RecordBatch]] = {DELETE: [], INSERT: []}
+    for batch in batches:
+        if batch.num_rows:
+            sides[batch.column(schema.get_field_index("_change_type"))[0].as_py()].append(batch)
+    return pa.Table.from_batches(sides[DELETE], schema=schema), pa.Table.from_batches(
+        sides[INSERT], schema=schema
+    )
 
 
 @dataclass(frozen=True)
 class _Post:
-    """What happens to a snapshot's changes once read: carry-over removal on these columns (for rewriting
-    snapshots), update pairing on these identifier columns."""
+    """What happens to the changes once read: per snapshot, carry-over removal on these columns (for
+    rewriting snapshots) and update pairing on these identifier columns; over the range, cancellation of
+    equal DELETEs and INSERTs on these columns (net changes)."""
 
     carry_over_columns: tuple[str, ...]
     update_keys: tuple[str, ...]
+    net_columns: tuple[str, ...] = ()
 
 
 def _snapshot_changes(changes: list[ChangeTask], reads: _Reads, tag: _Tagger) -> Iterator[pa.RecordBatch]:
@@ -176,12 +219,7 @@ def _finished(
     snapshot_id: int,
 ) -> Iterator[pa.RecordBatch]:
     """One snapshot's changes, held in memory: carried-over rows cancelled, updates paired."""
-    sides: dict[str, list[pa.RecordBatch]] = {DELETE: [], INSERT: []}
-    for batch in batches:
-        if batch.num_rows:
-            sides[batch.column(schema.get_field_index("_change_type"))[0].as_py()].append(batch)
-    deleted = pa.Table.from_batches(sides[DELETE], schema=schema)
-    inserted = pa.Table.from_batches(sides[INSERT], schema=schema)
+    deleted, inserted = _sides(batches, schema)
     deleted, inserted = cancel_carry_overs(deleted, inserted, carry_over_columns)
     updates = None
     if update_keys:
