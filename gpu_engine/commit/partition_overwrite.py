@@ -7,6 +7,9 @@ A partition is a (spec id, partition tuple) pair, compared as the spec compares 
 transform works (no filter is derived from the values). Files written with another spec are not replaced,
 as in Java; an unpartitioned default spec replaces the whole table (every file of every spec).
 
+Only the manifests that may list a file of a replaced partition are read: those of the default spec whose
+partition summaries admit one of the new rows' partitions (Java's ``ManifestEvaluator`` rules).
+
 Concurrency (:mod:`.isolation`, Java's rules): under ``serializable`` (the default) a data file appended
 since the plan in a replaced partition fails the commit (those rows would have been replaced had the
 overwrite run after them); under ``snapshot`` it is kept. At both levels a delete file added meanwhile in a
@@ -16,14 +19,18 @@ replaced partition fails it, as does a file to remove that another commit remove
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from ..errors import ValidationError
+from ..errors import GpuEngineError, ValidationError
+from ..iceberg import serde
+from ..iceberg import types as it
 from ..iceberg.content_file import DATA, ContentFile
+from ..iceberg.manifest_list import FieldSummary, ManifestFile
 from ..iceberg.manifests import ADDED
 from ..iceberg.metadata import TableMetadata
+from ..iceberg.partitioning import PartitionSpec
 from ..iceberg.snapshots import Snapshot
 from ..io.fileio import FileIO
 from ..io.parquet_write import Data, write_data_files
@@ -81,7 +88,7 @@ def dynamic_partition_overwrite(
     replaced = {partition_key(f.spec_id, f.partition) for f in files}
     head = parent_of(md, branch)
     try:
-        live = [] if head is None else _live_files(io, md, head)
+        live = [] if head is None else _live_files(io, md, head, None if everything else files)
     except BaseException:
         delete_files(io, [f.path for f in files], fault=None)
         raise
@@ -109,13 +116,55 @@ def dynamic_partition_overwrite(
     )
 
 
-def _live_files(io: FileIO, md: TableMetadata, snapshot: Snapshot) -> list[ContentFile]:
-    """Every live data and delete file of ``snapshot`` (recorded paths)."""
+def _live_files(
+    io: FileIO, md: TableMetadata, snapshot: Snapshot, written: Sequence[ContentFile] | None
+) -> list[ContentFile]:
+    """The live data and delete files of ``snapshot`` (recorded paths) that may share a partition with
+    the ``written`` files (None: every file). Manifests of other specs, and those whose partition summaries
+    rule out every written partition, are not read."""
     out: list[ContentFile] = []
     for m in snapshot_manifests(io, snapshot):
         spec_id = m.partition_spec_id if m.partition_spec_id is not None else 0
-        out.extend(e.file for e in live_entries(io, m, md.spec_by_id(spec_id)))
+        spec = md.spec_by_id(spec_id)
+        if written is not None and not _may_hold(md, m, spec, written):
+            continue
+        out.extend(e.file for e in live_entries(io, m, spec))
     return out
+
+
+def _may_hold(
+    md: TableMetadata, m: ManifestFile, spec: PartitionSpec, written: Sequence[ContentFile]
+) -> bool:
+    """Whether manifest ``m`` (of ``spec``) may list a file in the partition of one of ``written`` (all of
+    the default spec), by its partition field summaries as Iceberg Java's ``ManifestEvaluator`` reads them
+    (no lower bound: only nulls). Conservative: anything undecidable keeps the manifest."""
+    if m.partition_spec_id is None:
+        return True  # a v1 manifest named by path: its spec is known only once read
+    if spec.spec_id != written[0].spec_id:
+        return False  # files of other specs are never replaced
+    summaries = m.partitions
+    types = [f.type for f in spec.partition_type(md.schema_for_spec(spec)).fields]
+    if summaries is None or len(summaries) != len(types):
+        return True
+    tuples = {tuple(f.partition) for f in written}
+    return any(
+        all(_within(s, t, v) for s, t, v in zip(summaries, types, values, strict=True)) for values in tuples
+    )
+
+
+def _within(summary: FieldSummary, t: it.IcebergType, value: Any) -> bool:
+    if value is None:
+        return summary.contains_null
+    if isinstance(value, float) and value != value:
+        return summary.contains_nan is not False
+    if summary.lower_bound is None or summary.upper_bound is None:
+        return False  # only nulls (and NaNs) in this field
+    try:
+        assert isinstance(t, it.PrimitiveType)
+        lower, upper = serde.from_bytes(t, summary.lower_bound), serde.from_bytes(t, summary.upper_bound)
+        return bool(lower <= value <= upper)
+    except (TypeError, ValueError, AssertionError, GpuEngineError):
+        return True
 
 
 def _no_files_added_in(

@@ -180,3 +180,38 @@ def test_files_written_before_a_planning_failure_are_deleted(
     with pytest.raises(OSError, match="manifest unreadable"):
         tbl.dynamic_partition_overwrite(keyed_rows(100, 5))
     assert table_files(tbl) == files
+
+
+def test_only_manifests_that_may_hold_the_partitions_are_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One manifest per day (merging off): replacing one day reads that day's manifest only (partition
+    summaries rule out the others, and the manifests of an older spec); the result is unchanged."""
+    from gpu_engine.commit import partition_overwrite as po
+    from gpu_engine.commit.entries import live_entries
+
+    tbl = make(tmp_path, 2, ["region"])
+    tbl.update_properties().set("commit.manifest-merge.enabled", "false").commit()
+    tbl.append(keyed_rows(0, 20))  # spec 0 (region): never replaced by spec-1 rows
+    with tbl.update_spec() as u:
+        u.remove_field("region")
+        u.add_field("day(ts)")
+    days = [keyed_rows(100 * (i + 1), 10, seed=i) for i in range(5)]
+    for i, day in enumerate(days):  # each append on its own day
+        ts = pa.array([1_709_251_200_000_000 + i * 86_400_000_000] * day.num_rows, pa.timestamp("us"))
+        days[i] = day.set_column(day.schema.get_field_index("ts"), "ts", ts)
+        tbl.append(days[i])
+    read: list[str] = []
+    real = live_entries
+
+    def counting(io: Any, manifest: Any, spec: Any) -> Any:
+        read.append(manifest.manifest_path)
+        return real(io, manifest, spec)
+
+    monkeypatch.setattr(po, "live_entries", counting)
+    new = days[2].slice(0, 3)
+    result = tbl.dynamic_partition_overwrite(new)
+    assert result is not None and len(read) == 1 and result.partitions == 1
+    assert len(result.removed_data_files) == 1
+    expected = pa.concat_tables([keyed_rows(0, 20), days[0], days[1], new, days[3], days[4]])
+    assert_all_readers(tbl, expected)
