@@ -349,7 +349,8 @@ def test_compute_updates_errors(tmp_path: Path) -> None:
         tbl.incremental_changelog_scan(
             start, compute_updates=True, identifier_columns=["id"], columns=["score"]
         ).to_arrow()
-    twice = tbl.scan(filter="id = 3").to_arrow()
-    tbl.overwrite(pa.concat_tables([twice, twice]), "id = 3")  # one key deleted, inserted twice
+    row = tbl.scan(filter="id = 3").to_arrow()
+    other = row.set_column(row.schema.get_field_index("score"), "score", pa.array([99.0]))
+    tbl.overwrite(pa.concat_tables([other, other]), "id = 3")  # one key deleted, inserted twice
     with pytest.raises(InvalidData, match=r"more than one row with identifier \{'id': 3\}"):
         tbl.incremental_changelog_scan(start, compute_updates=True, identifier_columns=["id"]).to_arrow()

@@ -2,9 +2,10 @@
 
 A copy-on-write rewrite (an ``overwrite`` or ``delete`` that rewrote data files) removes whole files and
 adds new ones holding most of the same rows; the changelog then lists each untouched row as a DELETE and
-an INSERT. As Spark's ``create_changelog_view`` does, equal rows are cancelled in pairs (a multiset
-difference: ``k`` equal DELETEs and ``m`` equal INSERTs leave ``|k - m|`` of the more frequent kind).
-Rows compare on the given columns as :mod:`.row_matching` compares them.
+an INSERT (so does an upsert that wrote a row unchanged). As Spark's ``create_changelog_view`` does,
+equal rows are cancelled in pairs (a multiset difference: ``k`` equal DELETEs and ``m`` equal INSERTs
+leave ``|k - m|`` of the more frequent kind). Rows compare on the given columns as :mod:`.row_matching`
+compares them.
 """
 
 from __future__ import annotations

@@ -12,16 +12,17 @@ backend choice are the scan's. Per snapshot, DELETEs come before INSERTs:
 3. rows at remembered positions (alive again, e.g. after a DV was replaced by a smaller one), then rows
    of added files, are INSERTs.
 
-A snapshot that removed and added data files (a copy-on-write rewrite) lists the rows it carried over
-unchanged as a DELETE and an INSERT; with ``remove_carry_overs`` (the default, as Spark's
-``create_changelog_view``) those pairs cancel, compared on the requested data columns. With
+A snapshot that both deleted rows and added data files (a copy-on-write rewrite, an overwrite, an upsert)
+may list rows it left as they were as a DELETE and an equal INSERT (carried over); with
+``remove_carry_overs`` (the default, as Spark's ``create_changelog_view``) those pairs cancel, compared
+on the requested data columns. With
 ``update_keys``, a key a snapshot both deleted and inserted becomes an UPDATE_BEFORE / UPDATE_AFTER pair.
 With ``net_changes``, equal DELETEs and INSERTs cancel across the whole range (Spark's ``net_changes``):
 what is left is exactly the difference between the range's first parent and its last snapshot.
 
-Memory: the alive positions of one chunk of changed files (8 bytes a row), plus the scan's own; a
-rewriting snapshot's changes are held whole while carry-overs are removed (with update pairing, every
-snapshot's), and the whole range's for net changes.
+Memory: the alive positions of one chunk of changed files (8 bytes a row), plus the scan's own; the
+changes of a snapshot that both deleted and added are held whole while carry-overs are removed (with
+update pairing, every snapshot's), and the whole range's for net changes.
 """
 
 from __future__ import annotations
@@ -150,8 +151,8 @@ def _by_snapshot(
     for _, group in itertools.groupby(plan.tasks, key=lambda t: t.ordinal):
         changes = list(group)
         batches = _snapshot_changes(changes, reads, tag)
-        rewrote = any(c.removed for c in changes) and any(c.added for c in changes)
-        carry = post.carry_over_columns if rewrote else ()
+        mixed = any(not c.added for c in changes) and any(c.added for c in changes)
+        carry = post.carry_over_columns if mixed else ()
         if carry or post.update_keys:
             batches = _finished(batches, schema, carry, post.update_keys, changes[0].snapshot_id)
         yield from batches
@@ -183,8 +184,8 @@ def _sides(batches: Iterable[pa.RecordBatch], schema: pa.Schema) -> tuple[pa.Tab
 @dataclass(frozen=True)
 class _Post:
     """What happens to the changes once read: per snapshot, carry-over removal on these columns (for
-    rewriting snapshots) and update pairing on these identifier columns; over the range, cancellation of
-    equal DELETEs and INSERTs on these columns (net changes)."""
+    snapshots that both deleted and added) and update pairing on these identifier columns; over the
+    range, cancellation of equal DELETEs and INSERTs on these columns (net changes)."""
 
     carry_over_columns: tuple[str, ...]
     update_keys: tuple[str, ...]

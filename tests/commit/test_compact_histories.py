@@ -691,7 +691,8 @@ class History:
 
     def check_changelog(self, last: int = 4) -> None:
         """The changes the last ``last`` snapshots of main made, by the changelog scan, are the model's rows
-        after minus before (DELETE) and the reverse (INSERT), besides rows a rewrite carried over."""
+        before minus after (DELETE) and the reverse (INSERT); with ``net_changes`` over those snapshots,
+        exactly the model's rows at the start minus now, and the reverse."""
         md = self.tbl.metadata
         head = md.current_snapshot_id
         chain = list(reversed(md.ancestor_ids(head))) if head is not None else []
@@ -717,6 +718,18 @@ class History:
             after = Counter(_key(r, self.live) for r in self.states[snapshot_id])
             context = (self.seed, snapshot_id, self.log)
             assert (deleted - inserted, inserted - deleted) == (before - after, after - before), context
+            assert not deleted & inserted, ("carry-overs left", *context)
+        if start is None or start not in self.states:
+            return
+        net = self.tbl.incremental_changelog_scan(
+            start, columns=[self.names[c] for c in self.live], backend=self.backend, net_changes=True
+        )
+        rows = [{logical.get(k, k): v for k, v in r.items()} for r in net.to_arrow().to_pylist()]
+        deleted = Counter(_key(r, self.live) for r in rows if r["_change_type"] == "DELETE")
+        inserted = Counter(_key(r, self.live) for r in rows if r["_change_type"] == "INSERT")
+        at_start = Counter(_key(r, self.live) for r in self.states[start])
+        now = Counter(_key(r, self.live) for r in self.model.rows)
+        assert (deleted, inserted) == (at_start - now, now - at_start), (self.seed, "net changes", self.log)
 
 
 def run_history(
