@@ -1,8 +1,9 @@
 """What runs inside Spark tasks: nothing but calls into :mod:`gpu_engine.execute`, plus the device choice.
 
 Payloads travel as pickled, frozen values in a binary column: a :class:`GroupPayload` (a compaction file
-group) or a :class:`ScanPayload` (a scan task). Executors read the table metadata from its file once per
-Python worker (cached by location) and run the same pure functions a single process runs. On a GPU
+group), a :class:`ScanPayload` (a scan task) or a :class:`ChangesPayload` (one snapshot's changes).
+Executors read the table metadata from its file once per Python worker (cached by location) and run the
+same pure functions a single process runs. On a GPU
 cluster the task's GPU is the one Spark assigned to it (``TaskContext.resources()["gpu"]``): the task
 binds numba and CuPy to that device before running.
 """
@@ -17,11 +18,13 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from ..execute.changelog import execute_changelog
 from ..execute.projection import Projection
 from ..execute.rewrite import rewrite_group
 from ..execute.scan import execute
 from ..iceberg.metadata import TableMetadata
 from ..io.fileio import FileIO
+from ..planning.changelog import ChangelogPlan
 from ..tasks import FileGroup, PlanSummary, RewriteStrategy, ScanPlan, ScanTask
 
 RESULT_SCHEMA = pa.schema([("group_index", pa.int64()), ("result", pa.binary())])
@@ -47,6 +50,17 @@ class ScanPayload:
     task: ScanTask
     projection: Projection
     backend: str
+
+
+@dataclass(frozen=True)
+class ChangesPayload:
+    metadata_location: str
+    io: FileIO
+    plan: ChangelogPlan  # one snapshot's change tasks
+    columns: tuple[str, ...] | None
+    backend: str
+    remove_carry_overs: bool
+    update_keys: tuple[str, ...]
 
 
 _METADATA: dict[str, TableMetadata] = {}  # per Python worker: metadata files never change once written
@@ -124,4 +138,25 @@ def scan_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             schema = md.schema_by_id(payload.schema_id)
             plan = ScanPlan(schema, payload.task.residual, (payload.task,), PlanSummary(None, tasks=1))
             _, out = execute(md, payload.io, plan, payload.projection, backend=payload.backend, workers=1)
+            yield from out
+
+
+def changes_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body of a distributed changelog: each row's :class:`ChangesPayload` -> its snapshot's
+    change rows (carry-overs removed and updates paired there, as a single process does per snapshot)."""
+    for batch in batches:
+        for raw in batch.column("payload").to_pylist():
+            payload: ChangesPayload = pickle.loads(raw)
+            bind_device(payload.backend)
+            md = _metadata(payload.metadata_location, payload.io)
+            _, out = execute_changelog(
+                md,
+                payload.io,
+                payload.plan,
+                payload.columns,
+                backend=payload.backend,
+                workers=1,
+                remove_carry_overs=payload.remove_carry_overs,
+                update_keys=payload.update_keys,
+            )
             yield from out
