@@ -370,18 +370,12 @@ def test_changes_lists_inserted_and_deleted_rows(
     assert "compute_updates needs identifier columns" in capsys.readouterr().err
     assert main([*argv, "--identifier-columns", "id"]) == 2
     assert "--identifier-columns needs --compute-updates" in capsys.readouterr().err
-    _json(
-        capsys,
-        "upsert",
-        IDENT,
-        "--catalog",
-        NAME,
-        _write(catalog_env, "up.parquet", _rows(20, 21)),
-        "--on",
-        "id",
-    )
+    same, changed = _rows(20, 21), _rows(21, 22)
+    changed = changed.set_column(2, "value", pa.array([-1.0]))
+    up = _write(catalog_env, "up.parquet", pa.concat_tables([same, changed]))
+    _json(capsys, "upsert", IDENT, "--catalog", NAME, up, "--on", "id")
     updated = _json(capsys, *argv, "--compute-updates", "--identifier-columns", "id")
     counts = (updated["updated_rows"], updated["inserted_rows"], updated["deleted_rows"])
-    assert counts == (1, 2, 2)  # 20 upserted
+    assert counts == (1, 2, 2)  # 21 updated; 20 written back unchanged: a carry-over, no change
     net = _json(capsys, *argv, "--net-changes")  # 20 and 21 appended in the range; 3 and 15 deleted
     assert (net["inserted_rows"], net["deleted_rows"]) == (2, 2)
