@@ -41,7 +41,7 @@ def match_rows(left: pa.Table, right: pa.Table, names: Sequence[str]) -> Matchin
     keys: list[pa.Array] = []
     for name in names:
         both = pa.concat_arrays([left.column(name).combine_chunks(), right.column(name).combine_chunks()])
-        keys.extend(_comparable(both, name))
+        keys.extend(comparable(both, name))
     side = np.concatenate([np.zeros(left.num_rows, np.int8), np.ones(right.num_rows, np.int8)])
     table = pa.table({f"k{i}": k for i, k in enumerate(keys)} | {"side": side})
     order = pc.sort_indices(table, sort_keys=[(c, "ascending") for c in table.column_names]).to_numpy()
@@ -64,21 +64,21 @@ def match_rows(left: pa.Table, right: pa.Table, names: Sequence[str]) -> Matchin
     )
 
 
-def _comparable(arr: pa.Array, name: str) -> list[pa.Array]:
+def comparable(arr: pa.Array, name: str) -> list[pa.Array]:
     """Sortable arrays standing for ``arr``'s values: equal rows give equal tuples and only they do."""
     t = arr.type
     if pa.types.is_struct(t):
         out = [pc.is_valid(arr)]
         for i in range(t.num_fields):
-            out.extend(_comparable(pc.struct_field(arr, [i]), f"{name}.{t.field(i).name}"))
+            out.extend(comparable(pc.struct_field(arr, [i]), f"{name}.{t.field(i).name}"))
         return out
     if pa.types.is_floating(t):
         width = {16: pa.int16(), 32: pa.int32(), 64: pa.int64()}[t.bit_width]
         return [arr.view(width)]
     if pa.types.is_dictionary(t):
-        return _comparable(arr.dictionary_decode(), name)
+        return comparable(arr.dictionary_decode(), name)
     if isinstance(t, pa.BaseExtensionType):
-        return _comparable(arr.storage, name)
+        return comparable(arr.storage, name)
     if pa.types.is_nested(t):
         raise UnsupportedFeature(
             f"column {name!r} ({t}): list and map values cannot be compared to remove carried-over rows; "

@@ -1,5 +1,6 @@
-"""Carry-over removal against a pure-Python multiset reference on random rows with duplicates, nulls,
-NaNs of both signs, -0.0 and 0.0, strings, decimals and structs; list columns are refused by name."""
+"""Carry-over removal against a pure-Python multiset reference on random rows with duplicates (the sort
+path) and without (the group-by path), nulls, NaNs of both signs, -0.0 and 0.0, strings, decimals and
+structs; list columns are refused by name."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 from gpu_engine.errors import UnsupportedFeature
-from gpu_engine.execute.carry_over import cancel_carry_overs
+from gpu_engine.execute.carry_over import _matched_by_join, cancel_carry_overs
 
 FLOATS = (0.0, -0.0, 1.5, math.nan, -math.nan, math.inf, None)
 SCHEMA = pa.schema(
@@ -99,3 +100,30 @@ def test_list_columns_are_refused_by_name() -> None:
     with pytest.raises(UnsupportedFeature, match="column 'xs'"):
         cancel_carry_overs(t, t, ["xs"])
     assert cancel_carry_overs(t, t.slice(0, 0), ["xs"]) == (t, t.slice(0, 0))  # nothing to compare
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_rows_without_repeats_match_by_hash_like_the_reference(seed: int) -> None:
+    """The common case (no side repeats a row: a rewritten file's rows) takes the group-by path; it must
+    agree with the reference too, large strings, nulls, NaNs and -0.0 included."""
+    rng = random.Random(seed)
+    base = _random_rows(rng, 80, "b")
+    base = base.append_column(
+        "u", pa.array([None if i % 7 == 0 else f"u{i}" for i in range(80)], pa.large_string())
+    )
+    base = base.append_column("n", pa.array(range(80), pa.int64()))  # unique: no side repeats a row
+    deleted = base.take(sorted(rng.sample(range(80), 40)))
+    inserted = base.take(sorted(rng.sample(range(80), 30)))
+    names = ["n", *rng.sample(["i", "f", "s", "d", "st", "u"], rng.randrange(1, 7))]
+    assert _matched_by_join(deleted, inserted, names) is not None
+    kept_d, kept_i = cancel_carry_overs(deleted, inserted, names)
+    want_d, want_i = _reference(deleted, inserted, names)
+    assert _reference(kept_d, kept_d.slice(0, 0), names)[0] == want_d
+    assert _reference(kept_i, kept_i.slice(0, 0), names)[0] == want_i
+
+
+def test_repeated_rows_fall_back_to_the_sort() -> None:
+    t = pa.table({"x": pa.array([1, 1, 2], pa.int64())})
+    assert _matched_by_join(t, t.slice(0, 1), ["x"]) is None
+    d, i = cancel_carry_overs(t, t.slice(0, 1), ["x"])
+    assert d["x"].to_pylist() == [1, 2] and i.num_rows == 0
