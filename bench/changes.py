@@ -15,6 +15,9 @@ One v2 table (SQL catalog on SQLite, local warehouse), written untimed by gpu-en
   both snapshots, ``EXCEPT ALL`` each way.
 * ``append``: the rows ``deleted`` -> ``appended`` added. gpu-engine: ``tbl.incremental_append_scan``;
   the peers as above.
+* ``cow-delete``: the same delete on a second table deleting copy-on-write (every data file rewritten
+  without the rows). gpu-engine's changelog reads the removed and the added files and cancels the rows
+  carried over unchanged, comparing whole rows (the peers' anti-join compares ``id`` only).
 
 Each result is checked: the deleted (or added) ids exactly, nothing else changed. Writes
 ``changes-<device-slug>.json`` and ``.png`` under ``--out``.
@@ -42,12 +45,14 @@ LABELS = {
     DUCKDB: "DuckDB (2 scans + EXCEPT ALL)",
 }
 COLORS = {OURS: "#2a7ab9", PYICEBERG: "#999999", DUCKDB: "#e0a030"}
-CHANGES = ("delete", "append")
+CHANGES = ("delete", "append", "cow-delete")
 DEFAULT_SEED = 20_261_125
 
 
-def build(root: Path, data: Any, files: int, changes: int, seed: int) -> tuple[Any, dict[str, int]]:
-    """The table, and its snapshots ``base``, ``deleted`` and ``appended``."""
+def build(
+    root: Path, data: Any, files: int, changes: int, seed: int, mode: str = "merge-on-read"
+) -> tuple[Any, dict[str, int]]:
+    """The table (deleting with ``mode``), and its snapshots ``base``, ``deleted`` and ``appended``."""
     import pyarrow.compute as pc
 
     import gpu_engine as ge
@@ -57,7 +62,8 @@ def build(root: Path, data: Any, files: int, changes: int, seed: int) -> tuple[A
         "bench", uri=f"sqlite:///{root / 'catalog.db'}", warehouse=f"file://{root / 'warehouse'}"
     )
     cat.create_namespace("db")
-    tbl = cat.create_table("db.t", schema=data.schema, properties={"format-version": "2"})
+    properties = {"format-version": "2", "write.delete.mode": mode}
+    tbl = cat.create_table("db.t", schema=data.schema, properties=properties)
     step = -(-data.num_rows // files)
     for start in range(0, data.num_rows, step):
         tbl.append(data.slice(start, step))
@@ -116,22 +122,29 @@ def expected(data: Any, changes: int) -> dict[str, tuple[list[int], list[int]]]:
     return {
         "delete": (list(range(changes)), []),
         "append": ([], list(range(data.num_rows, data.num_rows + changes))),
+        "cow-delete": (list(range(changes)), []),
     }
 
 
-def run_peer(peer: str, tbl: Any, snaps: dict[str, int], want: dict[str, Any], repeat: int) -> dict[str, Any]:
-    ranges = {"delete": (snaps["base"], snaps["deleted"]), "append": (snaps["deleted"], snaps["appended"])}
+def run_peer(
+    peer: str, cases: dict[str, tuple[Any, int, int]], want: dict[str, Any], repeat: int
+) -> dict[str, Any]:
+    """Per change: (table, before, after) read ``repeat`` times after an untimed warm-up per table."""
     out: dict[str, Any] = {}
-    try:
-        read = reader(peer, tbl)
-        read(*ranges["append"], "append")  # warm-up: imports, connections, JIT
-    except Exception as exc:
-        return {c: {"status": "unsupported", "reason": rep.first_line(exc)} for c in CHANGES}
-    for change in CHANGES:
+    readers: dict[int, Any] = {}
+    for change, (tbl, before, after) in cases.items():
+        load = list(os.getloadavg())
+        try:
+            if id(tbl) not in readers:
+                readers[id(tbl)] = reader(peer, tbl)
+                readers[id(tbl)](before, after, change)  # warm-up: imports, connections, JIT
+            read = readers[id(tbl)]
+        except Exception as exc:
+            out[change] = {"status": "unsupported", "reason": rep.first_line(exc), "loadavg_at_start": load}
+            continue
         runs: list[float] = []
         got: list[Any] = []
-        load = list(os.getloadavg())
-        call = _call(read, ranges[change], change, got)
+        call = _call(read, (before, after), change, got)
         try:
             for _ in range(repeat):
                 runs.append(timed(call))
@@ -154,6 +167,7 @@ def chart(path: Path, payload: dict[str, Any], slug: str) -> Path:
     categories = [
         f"rows a delete of {params['changes']:,} (of {params['rows']:,}) removed",
         f"rows an append of {params['changes']:,} added",
+        f"rows a copy-on-write delete of {params['changes']:,} removed (every file rewritten)",
     ]
     notes = [f"best of {params['repeat']}; the same table for every peer; {params['files']} data files"]
     for change, ratios in payload["speedups"].items():
@@ -197,12 +211,18 @@ def main() -> int:
     want = expected(data, args.changes)
     with rep.work_dir("changes-bench-", args.work_dir) as work:
         tbl, snaps = build(work / "table", data, args.files, args.changes, args.seed)
+        cow, cow_snaps = build(work / "cow", data, args.files, args.changes, args.seed, "copy-on-write")
+        cases = {
+            "delete": (tbl, snaps["base"], snaps["deleted"]),
+            "append": (tbl, snaps["deleted"], snaps["appended"]),
+            "cow-delete": (cow, cow_snaps["base"], cow_snaps["deleted"]),
+        }
         quiet = wait_quiet(args.quiet_wait)
-        results = {peer: run_peer(peer, tbl, snaps, want, args.repeat) for peer in PEERS}
+        results = {peer: run_peer(peer, cases, want, args.repeat) for peer in PEERS}
     for peer, per in results.items():
         for change, r in per.items():
             shown = f"best {r['best_s']:.3f} s" if "best_s" in r else r.get("reason")
-            print(f"  {change:7} {peer:15} {r['status']}: {shown}", flush=True)
+            print(f"  {change:10} {peer:15} {r['status']}: {shown}", flush=True)
     ours = results[OURS]
     speedups = {
         change: {
@@ -228,6 +248,7 @@ def main() -> int:
             "seed": args.seed,
             "format_version": 2,
             "snapshots": snaps,
+            "copy_on_write_snapshots": cow_snaps,
         },
         "quiet": quiet,
         "method": {
