@@ -239,10 +239,32 @@ def test_errors(tmp_path: Path) -> None:
         tbl.incremental_changelog_scan(12345).plan()
     assert first is not None and second is not None
     tbl.expire_snapshots(snapshot_ids=[first])
-    with pytest.raises(PlanningError, match=f"relative to its parent {first}, which has expired"):
-        tbl.incremental_changelog_scan().plan()
     later = tbl.incremental_changelog_scan(second).to_arrow()
     assert sorted(later["id"].to_pylist()) == list(range(20, 30))
+    # the oldest retained snapshot is an append: its own added files, without its expired parent
+    everything = tbl.incremental_changelog_scan().to_arrow()
+    assert set(everything["_change_type"].to_pylist()) == {INSERT}
+    assert sorted(everything["id"].to_pylist()) == list(range(10, 30))
+
+
+@pytest.mark.parametrize(("version", "ops"), [(1, ["append"]), (2, ["delete"])])
+def test_an_expired_parent_is_an_error_unless_an_append_follows_it(
+    tmp_path: Path, version: int, ops: list[str]
+) -> None:
+    tbl = region_table(tmp_path, version)
+    tbl.append(rows(0, 10))
+    first = tbl.metadata.current_snapshot_id
+    tbl.append(rows(10, 10)) if ops == ["append"] else tbl.delete("id < 3")
+    tbl.append(rows(20, 10))
+    assert first is not None
+    tbl.expire_snapshots(snapshot_ids=[first])
+    oldest = tbl.metadata.ancestor_ids(tbl.metadata.current_snapshot_id or 0)[-1]
+    with pytest.raises(
+        PlanningError,
+        match=f"snapshot {oldest} \\({ops[0]}\\) are relative to its parent {first}, which has expired",
+    ):
+        tbl.incremental_changelog_scan().plan()
+    assert sorted(tbl.incremental_changelog_scan(oldest).to_arrow()["id"].to_pylist()) == list(range(20, 30))
 
 
 def _history_tables() -> list[str]:

@@ -13,7 +13,9 @@ deletes:
 
 So the changes of ``S`` are exactly the difference of the two snapshots' rows, whatever wrote them
 (merge-on-read, copy-on-write, Flink upserts). Rows are read in the current schema. ``_change_ordinal``
-counts the range's non-``replace`` snapshots from 0.
+counts the range's non-``replace`` snapshots from 0. When the first snapshot's parent has expired, a v2+
+``append`` is still listed (its added files, which carry its sequence number); anything else is an error
+naming the snapshot to start after.
 """
 
 from __future__ import annotations
@@ -122,15 +124,22 @@ def _check_long(md: TableMetadata, snapshot_id: int) -> None:
 
 
 def _parent_state(md: TableMetadata, first: Snapshot, state: _StateOf) -> _FileState:
+    """The file state before ``first``: its parent's; for an expired parent, when ``first`` is a v2+
+    ``append`` (it only added data files), ``first``'s own state without the files it added (those
+    carry its sequence number), as Java's changelog lists an append's added files alone."""
     parent = first.parent_snapshot_id
     if parent is None:
         return {}
-    if parent not in md.snapshots_by_id:
-        raise PlanningError(
-            f"table {md.location}: the changes of snapshot {first.snapshot_id} are relative to its parent "
-            f"{parent}, which has expired: start the changelog after snapshot {first.snapshot_id}"
-        )
-    return state(md.snapshots_by_id[parent])
+    if parent in md.snapshots_by_id:
+        return state(md.snapshots_by_id[parent])
+    if md.format_version >= 2 and first.operation == "append":
+        own = first.sequence_number
+        return {p: v for p, v in state(first).items() if v[0][0].file.data_sequence_number != own}
+    raise PlanningError(
+        f"table {md.location}: the changes of snapshot {first.snapshot_id} ({first.operation}) are "
+        f"relative to its parent {parent}, which has expired: start the changelog after snapshot "
+        f"{first.snapshot_id}"
+    )
 
 
 def _changes(ordinal: int, snapshot_id: int, before: _FileState, after: _FileState) -> list[ChangeTask]:
