@@ -376,3 +376,18 @@ def test_compute_updates_errors(tmp_path: Path) -> None:
     tbl.overwrite(pa.concat_tables([other, other]), "id = 3")  # one key deleted, inserted twice
     with pytest.raises(InvalidData, match=r"more than one row with identifier \{'id': 3\}"):
         tbl.incremental_changelog_scan(start, compute_updates=True, identifier_columns=["id"]).to_arrow()
+
+
+def test_an_append_from_before_an_upgrade_to_v2_needs_its_parent(tmp_path: Path) -> None:
+    """Files written while the table was v1 all carry sequence number 0: an append of that era cannot be
+    told apart from what was there before it, so its expired parent is an error, as on v1."""
+    tbl = region_table(tmp_path, 1)
+    tbl.append(rows(0, 10))
+    first = tbl.metadata.current_snapshot_id
+    tbl.append(rows(10, 10))
+    tbl.update_properties().set("format-version", "2").commit()
+    tbl.append(rows(20, 10))
+    assert first is not None
+    tbl.expire_snapshots(snapshot_ids=[first])
+    with pytest.raises(PlanningError, match=f"relative to its parent {first}, which has expired"):
+        tbl.incremental_changelog_scan().plan()

@@ -126,13 +126,14 @@ def _check_long(md: TableMetadata, snapshot_id: int) -> None:
 def _parent_state(md: TableMetadata, first: Snapshot, state: _StateOf) -> _FileState:
     """The file state before ``first``: its parent's; for an expired parent, when ``first`` is a v2+
     ``append`` (it only added data files), ``first``'s own state without the files it added (those
-    carry its sequence number), as Java's changelog lists an append's added files alone."""
+    carry its sequence number, unique from v2 on: not 0, which files written before an upgrade from
+    v1 share), as Java's changelog lists an append's added files alone."""
     parent = first.parent_snapshot_id
     if parent is None:
         return {}
     if parent in md.snapshots_by_id:
         return state(md.snapshots_by_id[parent])
-    if md.format_version >= 2 and first.operation == "append":
+    if md.format_version >= 2 and first.operation == "append" and first.sequence_number > 0:
         own = first.sequence_number
         return {p: v for p, v in state(first).items() if v[0][0].file.data_sequence_number != own}
     raise PlanningError(
