@@ -51,8 +51,8 @@ class Between:
 
 Fit = Exact | Between
 
-INT32 = (-(2**31), 2**31 - 1)
-INT64 = (-(2**63), 2**63 - 1)
+INT32 = it.INT_RANGE
+INT64 = it.LONG_RANGE
 NANOS_PER = {"day": 86_400_000_000_000, "micro": 1_000}
 _MICROS_PER_DAY = 86_400_000_000
 _FLOAT32_MAX = float(np.finfo(np.float32).max)

@@ -24,7 +24,7 @@ from . import types as it
 _EPOCH = dt.date(1970, 1, 1)
 _US_PER_DAY = 86_400_000_000
 _NULL_ONLY = frozenset({"unknown", "variant", "geometry", "geography"})
-_INT_LIMITS = {"int": (-(2**31), 2**31 - 1), "long": (-(2**63), 2**63 - 1)}
+_INT_LIMITS = {"int": it.INT_RANGE, "long": it.LONG_RANGE}
 _WIDE = Context(prec=100)  # exact decimal arithmetic for up to 38 digits
 _FLOAT_WORDS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 _TIME = r"(?P<h>\d{2}):(?P<mi>\d{2})(?::(?P<s>\d{2})(?:\.(?P<f>\d{1,9}))?)?"

@@ -58,6 +58,8 @@ class GeographyType(PrimitiveType):
 
 
 UNKNOWN = PrimitiveType("unknown")
+INT_RANGE = (-(2**31), 2**31 - 1)  # the values of ``int`` (32-bit signed), inclusive
+LONG_RANGE = (-(2**63), 2**63 - 1)  # the values of ``long`` (64-bit signed): also ids and counts
 VARIANT = PrimitiveType("variant")
 BOOLEAN = PrimitiveType("boolean")
 INT = PrimitiveType("int")

@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from ..commit.entries import entries_of, manifest_spec_id, snapshot_manifests
 from ..errors import MetadataError
+from ..iceberg import types as it
 from ..iceberg.content_file import DATA, EQUALITY_DELETES, POSITION_DELETES
 from ..iceberg.manifest_list import ManifestFile
 from ..iceberg.manifest_write import ManifestEntry
@@ -50,7 +51,7 @@ from .rows import (
 if TYPE_CHECKING:
     from ..table import Table
 
-_LONG = (-(2**63), 2**63 - 1)
+_LONG = it.LONG_RANGE
 
 
 class InspectTable:

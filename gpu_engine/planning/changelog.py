@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from ..errors import MetadataError, PlanningError
 from ..expressions import Expression
+from ..iceberg import types as it
 from ..iceberg.metadata import TableMetadata
 from ..iceberg.schema import Schema
 from ..iceberg.snapshots import Snapshot
@@ -116,7 +117,7 @@ def plan_changelog(md: TableMetadata, io: FileIO, options: ScanOptions, rng: Sna
 
 
 def _check_long(md: TableMetadata, snapshot_id: int) -> None:
-    if not -(2**63) <= snapshot_id < 2**63:
+    if not it.LONG_RANGE[0] <= snapshot_id <= it.LONG_RANGE[1]:
         raise MetadataError(
             f"table {md.location}: snapshot id {snapshot_id} does not fit a long (Iceberg's ids are 64-bit "
             "signed integers), so it cannot be a _commit_snapshot_id"
