@@ -212,7 +212,10 @@ _BATCH_ROWS = 1 << 16
 
 def _batches(tables: Iterator[pa.Table]) -> Iterator[pa.Table]:
     """Consecutive manifest tables of one spec (same Arrow schema) joined into batches of up to
-    ``_BATCH_ROWS`` entries, so pruning runs a few vectorised calls per batch instead of per manifest."""
+    ``_BATCH_ROWS`` entries, so pruning runs a few vectorised calls per batch instead of per manifest.
+
+    Each batch is one chunk: filtering a table of many small chunks with map columns costs per chunk
+    (measured: 150 one-entry manifests filter in 23 ms as chunks, in 1.4 ms combined first)."""
     pending: list[pa.Table] = []
     rows = 0
     for table in tables:
@@ -221,12 +224,12 @@ def _batches(tables: Iterator[pa.Table]) -> Iterator[pa.Table]:
         table = table.replace_schema_metadata(None)
         same = pending and table.schema.equals(pending[0].schema, check_metadata=True)
         if pending and (rows + table.num_rows > _BATCH_ROWS or not same or _spec(table) != _spec(pending[0])):
-            yield pa.concat_tables(pending)
+            yield pa.concat_tables(pending).combine_chunks()
             pending, rows = [], 0
         pending.append(table)
         rows += table.num_rows
     if pending:
-        yield pa.concat_tables(pending)
+        yield pa.concat_tables(pending).combine_chunks()
 
 
 def _spec(table: pa.Table) -> int:
