@@ -8,13 +8,14 @@ STAMP  := $(VENV)/.installed
 SRC    := gpu_engine kernels tests bench
 
 .DEFAULT_GOAL := help
-.PHONY: help .venv lint typecheck imports test test-main test-cudasim test-gpu demo bench clean distclean
+.PHONY: help .venv lint typecheck imports test test-main test-cudasim test-gpu demo bench device-kit clean distclean
 
 help:
 	@echo "make demo        run the demo (bootstraps .venv from PyPI on first use)"
 	@echo "make test        lint, typecheck, imports, pytest (CPU pass + CUDA-simulator pass)"
 	@echo "make test-gpu    pytest -m gpu (needs a real CUDA device)"
 	@echo "make bench       kernel benchmarks -> bench/results/ (JSON + PNG)"
+	@echo "make device-kit  wheels + fixtures in parts for a lent GPU machine; calls in .device/CALLS.md"
 	@echo "make lint | typecheck | imports | test-main | test-cudasim"
 	@echo "make .venv       create/refresh the virtual environment only"
 	@echo "make clean       remove caches and build output; make distclean also removes .venv"
@@ -75,9 +76,12 @@ bench: $(STAMP)
 	$(BIN)/python bench/row_updates.py
 	$(BIN)/python bench/changes.py
 
+device-kit: $(STAMP)
+	$(BIN)/python bench/device_kit.py pack
+
 clean:
 	rm -rf build dist *.egg-info .mypy_cache .ruff_cache .pytest_cache .hypothesis bench/results/*.tmp
 	find . -path ./$(VENV) -prune -o -type d -name __pycache__ -prune -exec rm -rf {} +
 
 distclean: clean
-	rm -rf $(VENV)
+	rm -rf $(VENV) .device
