@@ -4,6 +4,10 @@ As Iceberg Java's ``IncrementalAppendScan``: only snapshots whose operation is `
 ``overwrite``, ``delete`` or ``replace`` is passed over), their files are taken from the manifests those
 snapshots wrote (so later manifest merges or rewrites do not hide them), and no delete file applies: the
 rows are the rows as appended.
+
+A snapshot without an operation (the summary is optional in v1) counts as an append when the manifests
+it wrote only add data files: no delete manifest, no entry it deleted. Java passes such snapshots over,
+which drops what they appended.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import pyarrow.compute as pc
 
 from ..errors import PlanningError
 from ..iceberg.manifest_list import ManifestFile
-from ..iceberg.manifests import ADDED
+from ..iceberg.manifests import ADDED, DELETED, read_manifest
 from ..iceberg.metadata import TableMetadata
 from ..iceberg.snapshots import Snapshot
 from ..io.fileio import FileIO
@@ -23,19 +27,33 @@ from .snapshot_manifests import manifest_files
 from .snapshot_range import SnapshotRange, snapshots_in_range
 
 
-def append_snapshots(md: TableMetadata, to: Snapshot, rng: SnapshotRange) -> tuple[Snapshot, ...]:
-    """The ``append`` snapshots of the range, oldest first; a snapshot without an operation is an error
-    (it cannot be told apart from one that also deleted rows)."""
+def append_snapshots(md: TableMetadata, io: FileIO, to: Snapshot, rng: SnapshotRange) -> tuple[Snapshot, ...]:
+    """The ``append`` snapshots of the range, oldest first (one without an operation when its manifests
+    show that it only added data files)."""
     chosen = []
     for snapshot in snapshots_in_range(md, to, rng):
-        if snapshot.operation is None:
-            raise PlanningError(
-                f"table {md.location}: snapshot {snapshot.snapshot_id} records no operation in its summary: "
-                "an incremental append scan cannot tell whether it only appended"
-            )
-        if snapshot.operation == "append":
+        if snapshot.operation == "append" or (snapshot.operation is None and _only_added(md, io, snapshot)):
             chosen.append(snapshot)
     return tuple(chosen)
+
+
+def _only_added(md: TableMetadata, io: FileIO, snapshot: Snapshot) -> bool:
+    """Whether the manifests ``snapshot`` wrote hold no delete file and no entry it deleted (their counts,
+    or their entries where a v1 manifest list leaves the counts out)."""
+    own = [m for m in manifest_files(md, io, snapshot) if _written_by(md, m, snapshot, deletes=True)]
+    if any(m.is_delete_manifest for m in own):
+        return False
+    for m in own:
+        if m.deleted_files_count is None:
+            entries = read_manifest(m, open_input=io.open_input, path_map=io.path_map, columns=())
+            deleted = pc.equal(entries.column("status"), DELETED)
+            if pc.any(
+                pc.and_(deleted, pc.equal(entries.column("snapshot_id"), snapshot.snapshot_id))
+            ).as_py():
+                return False
+        elif m.deleted_files_count:
+            return False
+    return True
 
 
 def appended_manifests(
@@ -48,20 +66,13 @@ def appended_manifests(
     ``...600`` for the ``...552`` the manifests record). An append whose summary counts more added data
     files than its manifests hold is an error, never a silently shorter result.
     """
-    appends = append_snapshots(md, to, rng)
+    appends = append_snapshots(md, io, to, rng)
     ids = {s.snapshot_id for s in appends}
-    seqs = {s.sequence_number for s in appends} if md.format_version >= 2 else set()
+    # sequence number 0 is every v1-era snapshot's (written before an upgrade to v2): it identifies none
+    seqs = {s.sequence_number for s in appends if s.sequence_number > 0} if md.format_version >= 2 else set()
     manifests: dict[str, ManifestFile] = {}
     for snapshot in appends:
-        own = [
-            m
-            for m in manifest_files(md, io, snapshot)
-            if not m.is_delete_manifest
-            and (
-                m.added_snapshot_id == snapshot.snapshot_id
-                or m.sequence_number in seqs & {snapshot.sequence_number}
-            )
-        ]
+        own = [m for m in manifest_files(md, io, snapshot) if _written_by(md, m, snapshot)]
         _check_added(md, snapshot, own)
         for m in own:
             if m.has_added_files():
@@ -79,10 +90,15 @@ def appended_manifests(
     return list(manifests.values()), added_in_range
 
 
-def _written_by(md: TableMetadata, m: ManifestFile, snapshot: Snapshot) -> bool:
-    if m.is_delete_manifest:
+def _written_by(md: TableMetadata, m: ManifestFile, snapshot: Snapshot, *, deletes: bool = False) -> bool:
+    """Whether ``snapshot`` wrote data manifest ``m`` (and delete manifests, with ``deletes``)."""
+    if m.is_delete_manifest and not deletes:
         return False
-    by_seq = md.format_version >= 2 and m.sequence_number == snapshot.sequence_number
+    by_seq = (
+        md.format_version >= 2
+        and snapshot.sequence_number > 0
+        and m.sequence_number == snapshot.sequence_number
+    )
     return by_seq or m.added_snapshot_id == snapshot.snapshot_id
 
 

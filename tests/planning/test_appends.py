@@ -13,6 +13,12 @@ import pyarrow as pa
 import pytest
 
 from gpu_engine.errors import PlanningError, SnapshotNotFound
+from gpu_engine.iceberg.manifest_list import ManifestFile
+from gpu_engine.iceberg.metadata import TableMetadata
+from gpu_engine.iceberg.snapshots import Snapshot
+from gpu_engine.io.fileio import FileIO
+from gpu_engine.planning import appends as appends_module
+from gpu_engine.planning import snapshot_manifests
 from gpu_engine.planning.appends import append_snapshots, appended_manifests
 from gpu_engine.planning.snapshot_range import SnapshotRange
 from gpu_engine.table import Table
@@ -101,19 +107,35 @@ def test_current_schema_and_rewritten_manifests(tmp_path: Path) -> None:
     assert_same_rows(got.drop_columns(["note"]), expected, context="after manifest rewrite and schema change")
 
 
-def test_a_snapshot_without_an_operation_is_refused(tmp_path: Path) -> None:
+@pytest.mark.parametrize("counts", ["listed", "left out"])
+def test_a_snapshot_without_an_operation_counts_when_it_only_added(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, counts: str
+) -> None:
+    """The summary is optional in v1: such a snapshot is an append when the manifests it wrote add data
+    files and delete none (read from the entries where the manifest list leaves the counts out)."""
     tbl = region_table(tmp_path, 1)
     tbl.append(rows(0, 5))
-    tbl.append(rows(5, 5))
+    tbl.append(rows(5, 5, seed=1))
+    tbl.delete("id < 7")  # copy-on-write on v1: deletes entries and adds a rewritten file
+    tbl.append(rows(10, 5, seed=2))
     md = tbl.metadata
     bare = replace(md, snapshots=tuple(replace(s, summary=None) for s in md.snapshots))
     head = bare.snapshot_by_id(_head(tbl))
-    oldest = bare.ancestor_ids(head.snapshot_id)[-1]
-    with pytest.raises(PlanningError, match=f"snapshot {oldest} records no operation"):
-        append_snapshots(bare, head, SnapshotRange())
-    assert [
-        s.snapshot_id for s in append_snapshots(md, md.snapshot_by_id(_head(tbl)), SnapshotRange())
-    ] == list(reversed(md.ancestor_ids(_head(tbl))))
+    chain = list(reversed(bare.ancestor_ids(head.snapshot_id)))  # oldest first
+    assert len(chain) == 4
+    if counts == "left out":
+        listed = snapshot_manifests.manifest_files
+
+        def without_counts(md: TableMetadata, io: FileIO, snapshot: Snapshot) -> list[ManifestFile]:
+            return [replace(m, deleted_files_count=None) for m in listed(md, io, snapshot)]
+
+        monkeypatch.setattr(appends_module, "manifest_files", without_counts)
+    chosen = [s.snapshot_id for s in append_snapshots(bare, tbl.io, head, SnapshotRange())]
+    assert chosen == [chain[0], chain[1], chain[3]]  # the delete is passed over, as an overwrite is
+    bare_table = Table(identifier=tbl.identifier, metadata=bare, metadata_location="", io=tbl.io)
+    got = bare_table.incremental_append_scan(chain[0]).to_arrow()
+    assert_same_rows(got, pa.concat_tables([rows(5, 5, seed=1), rows(10, 5, seed=2)]), context="no summaries")
+    assert [s.snapshot_id for s in append_snapshots(md, tbl.io, head, SnapshotRange())] == chosen
 
 
 def test_an_append_whose_manifests_disagree_with_its_summary_is_refused(tmp_path: Path) -> None:
