@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import struct
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,8 +72,11 @@ class DeleteIndex:
                 index.positions_by_partition[key].append(d)
         return index
 
-    def for_data_file(self, data: DataFile) -> tuple[DeleteFile, ...]:
-        """Every delete file that applies to ``data``: DVs or position deletes, then equality deletes."""
+    def for_data_file(
+        self, data: DataFile, may_match: Callable[[DeleteFile], bool] | None = None
+    ) -> tuple[DeleteFile, ...]:
+        """Every delete file that applies to ``data``: DVs or position deletes, then equality deletes (those
+        ``may_match`` keeps, when given: see :mod:`.equality_pruning`)."""
         seq = data.data_sequence_number if data.data_sequence_number is not None else 0
         key = partition_key(data.spec_id, data.partition)
         path = normalize(data.path)
@@ -86,7 +89,7 @@ class DeleteIndex:
         equality = [
             d
             for d in (*self.equality_by_partition.get(key, ()), *self.global_equality)
-            if seq < d.data_sequence_number
+            if seq < d.data_sequence_number and (may_match is None or may_match(d))
         ]
         return tuple(positional) + tuple(equality)
 

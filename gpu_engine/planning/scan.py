@@ -30,6 +30,7 @@ from ..io.paths import PathMap
 from ..io.position_deletes import PATH_FIELD_ID
 from ..properties import int_property
 from ..tasks import POSITION_DELETES, DataFile, DeleteFile, PlanSummary, ScanPlan, ScanTask
+from . import equality_pruning as eqp
 from . import pruning
 from .appends import appended_manifests
 from .deletes import DeleteIndex
@@ -138,31 +139,33 @@ def plan_files(
     delete_manifests = [m for m in manifests if m.is_delete_manifest]
     kept_data = pruning.prune_manifests(md, schema, row_filter, data_manifests)
     kept_deletes = pruning.prune_manifests(md, schema, row_filter, delete_manifests)
-    # manifests are read and pruned one at a time: memory follows the files kept, not the table
+    # manifests are read and pruned one at a time: memory follows the files kept, not the table.
+    # Delete manifests first: the data files' metrics of their equality fields are then decoded too.
+    deletes = pruning.PrunedEntries()
+    delete_stream = _stream(io, kept_deletes, max_workers, stats=None, columns=_DELETE_COLUMNS, cache=cache)
+    for batch in _batches(delete_stream):
+        pruning.prune_entries(md, schema, row_filter, [batch], use_metrics=False, into=deletes)
+    delete_tables = [(table, _delete_files(table, io.path_map)) for table in deletes.kept]
+    equality = eqp.EqualityPruner(schema, delete_tables)
     filter_ids = {p.ref.field_id for p in predicates(row_filter) if isinstance(p, BoundPredicate)}
     files = pruning.PrunedEntries()
-    data_stream = _stream(io, kept_data, max_workers, stats=filter_ids, columns=_DATA_COLUMNS, cache=cache)
+    data_stats = filter_ids | equality.field_ids
+    data_stream = _stream(io, kept_data, max_workers, stats=data_stats, columns=_DATA_COLUMNS, cache=cache)
     if entries is not None:
         data_stream = map(entries, data_stream)
     for batch in _batches(data_stream):
         pruning.prune_entries(md, schema, row_filter, [batch], use_metrics=True, into=files)
-    deletes = pruning.PrunedEntries()
-    delete_stream = _stream(
-        io, kept_deletes, max_workers, stats=(PATH_FIELD_ID,), columns=_DELETE_COLUMNS, cache=cache
-    )
-    for batch in _batches(delete_stream):
-        pruning.prune_entries(md, schema, row_filter, [batch], use_metrics=False, into=deletes)
-    delete_files = [d for table in deletes.kept for d in _delete_files(table, io.path_map)]
     unpartitioned = frozenset(sid for sid, spec in md.specs.items() if spec.is_unpartitioned)
-    index = DeleteIndex.build(delete_files, unpartitioned)
+    index = DeleteIndex.build((d for _, found in delete_tables for d in found), unpartitioned)
 
     tasks: list[ScanTask] = []
     applied: set[str] = set()
     target = _split_target(md)
     for table in files.kept:
         data_files = _data_files(table, md.format_version)
-        for data, residual in zip(data_files, residuals(md, row_filter, table), strict=True):
-            applies = index.for_data_file(data)
+        per_file = zip(data_files, residuals(md, row_filter, table), equality.for_entries(table), strict=True)
+        for data, residual, may_match in per_file:
+            applies = index.for_data_file(data, may_match)
             applied.update(d.path + f"#{d.content_offset}" for d in applies)
             for start, length in split_ranges(data, target):
                 rows = data.record_count if length >= data.file_size_in_bytes else _estimate(data, length)
@@ -204,7 +207,7 @@ def _split_target(md: TableMetadata) -> int:
 
 _METRICS = ("value_counts", "null_value_counts", "nan_value_counts", "lower_bounds", "upper_bounds")
 _DATA_COLUMNS = (*_METRICS, "split_offsets", "sort_order_id")
-_DELETE_COLUMNS = ("equality_ids", "lower_bounds", "upper_bounds")
+_DELETE_COLUMNS = ("equality_ids", *_METRICS)
 
 
 _BATCH_ROWS = 1 << 16
@@ -248,7 +251,7 @@ def _stream(
     manifests: Sequence[ManifestFile],
     max_workers: int | None,
     *,
-    stats: Collection[int],
+    stats: Collection[int] | None,
     columns: Collection[str],
     cache: ManifestCache | None = None,
 ) -> Iterator[pa.Table]:
@@ -261,7 +264,7 @@ def _stream(
         mf.read_manifest, path_map=io.path_map, open_input=io.open_input, stats_columns=stats, columns=columns
     )
     if cache is not None:
-        read = partial(cache.read, read=read)
+        read = partial(cache.read, read=read, variant=None if stats is None else frozenset(stats))
     workers = max_workers or _default_workers(manifests)
     if workers <= 1 or len(manifests) <= 1:
         yield from (read(m) for m in manifests)

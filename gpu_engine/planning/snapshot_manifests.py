@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Hashable, Sequence
 
 import pyarrow as pa
 
@@ -51,23 +51,26 @@ def _check_totals(path: str, snapshot: Snapshot, manifests: Sequence[ManifestFil
 class ManifestCache:
     """Manifest tables kept between the plans of successive snapshots of one table (a changelog plans
     every snapshot of its range, and consecutive snapshots list mostly the same manifests), by path.
-    Only for plans with the same filter columns. :meth:`keep_only` drops what a snapshot no longer lists,
-    so memory follows one snapshot's manifests."""
+    by path and ``variant`` (which metrics ``read`` decodes). :meth:`keep_only` drops what a snapshot no
+    longer lists, so memory follows one snapshot's manifests."""
 
     def __init__(self) -> None:
-        self._tables: dict[str, pa.Table] = {}
+        self._tables: dict[tuple[str, Hashable], pa.Table] = {}
         self.hits = 0
         self.misses = 0
 
-    def read(self, manifest: ManifestFile, read: Callable[[ManifestFile], pa.Table]) -> pa.Table:
-        table = self._tables.get(manifest.manifest_path)
+    def read(
+        self, manifest: ManifestFile, read: Callable[[ManifestFile], pa.Table], variant: Hashable = None
+    ) -> pa.Table:
+        key = (manifest.manifest_path, variant)
+        table = self._tables.get(key)
         if table is None:
             self.misses += 1
-            table = self._tables[manifest.manifest_path] = read(manifest)
+            table = self._tables[key] = read(manifest)
         else:
             self.hits += 1
         return table
 
     def keep_only(self, paths: Collection[str]) -> None:
         keep = set(paths)
-        self._tables = {p: t for p, t in self._tables.items() if p in keep}
+        self._tables = {k: t for k, t in self._tables.items() if k[0] in keep}

@@ -104,6 +104,7 @@ class Entry:
     path_lower: bytes | None  # position deletes: bounds of the file_path column
     path_upper: bytes | None
     named: str | None = None  # normalised: the one data file equal file_path bounds name
+    equality_ids: tuple[int, ...] = ()
 
     @property
     def is_dv(self) -> bool:
@@ -138,6 +139,7 @@ def live_entries(tbl: Table, snapshot: Snapshot) -> list[Entry]:
                     path_lower=lower.get(PATH_FIELD_ID),
                     path_upper=upper.get(PATH_FIELD_ID),
                     named=_named(lower.get(PATH_FIELD_ID), upper.get(PATH_FIELD_ID), tbl.io.path_map),
+                    equality_ids=tuple(row["equality_ids"] or ()),
                 )
             )
     return out

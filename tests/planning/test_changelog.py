@@ -48,3 +48,22 @@ def test_each_manifest_is_read_once(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     plan = plan_changelog(tbl.metadata, tbl.io, ScanOptions(), SnapshotRange())
     assert len(plan.snapshot_ids) == 6
     assert sorted(reads) == sorted({m.manifest_path for m in listed(tbl)})  # 6 manifests, not 1 + 2 + ... + 6
+
+
+def test_an_equality_delete_changes_only_files_its_keys_may_match(tmp_path: Path) -> None:
+    """Without the equality-delete pruning every older file of the delete's partition would count as
+    changed (and be read twice); with it, only files whose id range holds a deleted key."""
+    tbl = region_table(tmp_path, 2)
+    for i in range(4):
+        tbl.append(rows(i * 100, 100, seed=i))
+    tbl.delete_rows(rows(100, 100, seed=1).slice(50, 2).select(["id", "region"]), on=["id", "region"])
+    md = tbl.metadata
+    plan = plan_changelog(md, tbl.io, ScanOptions(), SnapshotRange())
+    second, last = plan.snapshot_ids[1], plan.snapshot_ids[-1]
+    files_of_second = {t.path for t in plan.tasks if t.snapshot_id == second}
+    changed = [t for t in plan.tasks if t.snapshot_id == last]
+    assert all(t.changed for t in changed)
+    assert 1 <= len(changed) <= 2 and {t.path for t in changed} <= files_of_second
+    got = tbl.incremental_changelog_scan(plan.snapshot_ids[-2]).to_arrow()
+    assert sorted(got.column("id").to_pylist()) == [150, 151]
+    assert set(got.column("_change_type").to_pylist()) == {"DELETE"}
