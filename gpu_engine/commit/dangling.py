@@ -5,9 +5,10 @@ head: a DV or file-scoped position delete whose data file is gone; a position de
 partition holds only data written after it (data sequence number greater than the delete's); an
 equality delete whose partition (or table, for global ones) holds only data of its sequence number or
 later, or whose key columns' metrics rule out every older data file there
-(:mod:`gpu_engine.planning.equality_pruning`). They are removed in one ``replace`` snapshot: no row changes. The commit is validated against
-concurrent writers: any snapshot since the head it was computed on other than an ``append`` (whose new
-files carry new, higher sequence numbers that no existing delete can reach) fails it.
+(:mod:`gpu_engine.planning.equality_pruning`). They are removed in one ``replace`` snapshot: no row
+changes. The commit is validated against concurrent writers: any snapshot since the head it was computed
+on other than an ``append`` (whose new files carry new, higher sequence numbers that no existing delete
+can reach) fails it.
 """
 
 from __future__ import annotations
