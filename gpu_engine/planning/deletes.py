@@ -3,7 +3,9 @@
 - A deletion vector applies to the data file named by its ``referenced_data_file`` when the data file's
   data sequence number is <= the vector's and both have the same partition (spec id and values).
 - A position delete file applies when its ``referenced_data_file`` (if set) names the data file, the data
-  sequence number is <= the delete's, partitions are equal, and no deletion vector applies to the file.
+  sequence number is <= the delete's, partitions are equal, and no deletion vector applies to the file;
+  one without a referenced file only when its ``file_path`` bounds allow the data file's path
+  (:mod:`.position_scope`).
 - An equality delete file applies when the data sequence number is strictly < the delete's, and the
   partitions are equal or the delete's spec is unpartitioned (a global delete).
 
@@ -16,12 +18,13 @@ from __future__ import annotations
 import math
 import struct
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..io.paths import normalize
 from ..tasks import EQUALITY_DELETES, DataFile, DeleteFile
+from .position_scope import PathScope
 
 PartitionKey = tuple[int, tuple[Any, ...]]
 
@@ -53,10 +56,16 @@ class DeleteIndex:
         default_factory=lambda: defaultdict(list)
     )
     global_equality: list[DeleteFile] = field(default_factory=list)
+    # partition-scoped position delete files' file_path ranges, by id() of the DeleteFile
+    path_ranges: Mapping[int, PathScope] = field(default_factory=dict)
 
     @staticmethod
-    def build(deletes: Iterable[DeleteFile], unpartitioned_specs: frozenset[int]) -> DeleteIndex:
-        index = DeleteIndex(unpartitioned_specs)
+    def build(
+        deletes: Iterable[DeleteFile],
+        unpartitioned_specs: frozenset[int],
+        path_ranges: Mapping[int, PathScope] | None = None,
+    ) -> DeleteIndex:
+        index = DeleteIndex(unpartitioned_specs, path_ranges=path_ranges or {})
         for d in deletes:
             key = partition_key(d.spec_id, d.partition)
             if d.content == EQUALITY_DELETES:
@@ -84,7 +93,8 @@ class DeleteIndex:
         if dvs:
             positional = dvs
         else:
-            candidates = [*self.positions_by_file.get(path, ()), *self.positions_by_partition.get(key, ())]
+            in_range = [d for d in self.positions_by_partition.get(key, ()) if self._may_hold(d, path)]
+            candidates = [*self.positions_by_file.get(path, ()), *in_range]
             positional = [d for d in candidates if seq <= d.data_sequence_number and _same(key, d)]
         equality = [
             d
@@ -92,6 +102,10 @@ class DeleteIndex:
             if seq < d.data_sequence_number and (may_match is None or may_match(d))
         ]
         return tuple(positional) + tuple(equality)
+
+    def _may_hold(self, d: DeleteFile, normalized_path: str) -> bool:
+        scope = self.path_ranges.get(id(d))
+        return scope is None or scope.may_hold(normalized_path)
 
 
 def _same(key: PartitionKey, d: DeleteFile) -> bool:

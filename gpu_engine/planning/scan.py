@@ -26,14 +26,13 @@ from ..iceberg.metadata import TableMetadata
 from ..iceberg.schema import Schema
 from ..iceberg.snapshots import Snapshot
 from ..io.fileio import FileIO, scheme_of
-from ..io.paths import PathMap
-from ..io.position_deletes import PATH_FIELD_ID
 from ..properties import int_property
-from ..tasks import POSITION_DELETES, DataFile, DeleteFile, PlanSummary, ScanPlan, ScanTask
+from ..tasks import DataFile, DeleteFile, PlanSummary, ScanPlan, ScanTask
 from . import equality_pruning as eqp
 from . import pruning
 from .appends import appended_manifests
 from .deletes import DeleteIndex
+from .position_scope import PathScope, path_scopes
 from .residuals import residuals
 from .snapshot_manifests import ManifestCache, manifest_files
 from .snapshot_range import SnapshotRange
@@ -145,7 +144,13 @@ def plan_files(
     delete_stream = _stream(io, kept_deletes, max_workers, stats=None, columns=_DELETE_COLUMNS, cache=cache)
     for batch in _batches(delete_stream):
         pruning.prune_entries(md, schema, row_filter, [batch], use_metrics=False, into=deletes)
-    delete_tables = [(table, _delete_files(table, io.path_map)) for table in deletes.kept]
+    delete_tables: list[tuple[pa.Table, list[DeleteFile]]] = []
+    ranges: dict[int, PathScope] = {}  # partition-scoped position deletes' path ranges, by id()
+    for table in deletes.kept:
+        scopes = path_scopes(table, io.path_map)
+        found = _delete_files(table, scopes)
+        delete_tables.append((table, found))
+        ranges.update((id(d), sc) for d, sc in zip(found, scopes, strict=True) if sc.lower or sc.upper)
     equality = eqp.EqualityPruner(schema, delete_tables)
     filter_ids = {p.ref.field_id for p in predicates(row_filter) if isinstance(p, BoundPredicate)}
     files = pruning.PrunedEntries()
@@ -156,7 +161,7 @@ def plan_files(
     for batch in _batches(data_stream):
         pruning.prune_entries(md, schema, row_filter, [batch], use_metrics=True, into=files)
     unpartitioned = frozenset(sid for sid, spec in md.specs.items() if spec.is_unpartitioned)
-    index = DeleteIndex.build((d for _, found in delete_tables for d in found), unpartitioned)
+    index = DeleteIndex.build((d for _, found in delete_tables for d in found), unpartitioned, ranges)
 
     tasks: list[ScanTask] = []
     applied: set[str] = set()
@@ -286,20 +291,6 @@ def _stream(
                 f.cancel()
 
 
-def _file_scoped_targets(table: pa.Table, path_map: PathMap) -> list[str | None]:
-    """Per entry, the one data file a position delete file names when its ``file_path`` lower and upper
-    bounds are equal (as Iceberg Java's ``ContentFileUtil.referencedDataFile``), mapped like recorded
-    paths; None otherwise (then it applies to its whole partition)."""
-    lower = pruning.lookup(table, "lower_bounds", PATH_FIELD_ID).to_pylist()
-    upper = pruning.lookup(table, "upper_bounds", PATH_FIELD_ID).to_pylist()
-    content = table.column("content").to_pylist()
-    out: list[str | None] = []
-    for kind, lo, hi in zip(content, lower, upper, strict=True):
-        one = kind == POSITION_DELETES and lo is not None and lo == hi
-        out.append(path_map.apply(lo.decode("utf-8", "replace")) if one else None)
-    return out
-
-
 def _estimate(data: DataFile, length: int) -> int:
     return max(1, data.record_count * length // max(1, data.file_size_in_bytes))
 
@@ -351,9 +342,8 @@ def _data_files(table: pa.Table, format_version: int) -> list[DataFile]:
     return out
 
 
-def _delete_files(table: pa.Table, path_map: PathMap) -> list[DeleteFile]:
+def _delete_files(table: pa.Table, scopes: Sequence[PathScope]) -> list[DeleteFile]:
     cols, partitions = _columns(table, _DELETE_FIELDS)
-    targets = _file_scoped_targets(table, path_map)
     out = []
     for i, path in enumerate(cols["file_path"]):
         seq = cols["sequence_number"][i]
@@ -372,7 +362,7 @@ def _delete_files(table: pa.Table, path_map: PathMap) -> list[DeleteFile]:
                 file_size_in_bytes=cols["file_size_in_bytes"][i],
                 data_sequence_number=seq,
                 equality_ids=tuple(cols["equality_ids"][i] or ()),
-                referenced_data_file=cols["referenced_data_file"][i] or targets[i],
+                referenced_data_file=cols["referenced_data_file"][i] or scopes[i].target,
                 content_offset=cols["content_offset"][i],
                 content_size_in_bytes=cols["content_size_in_bytes"][i],
             )

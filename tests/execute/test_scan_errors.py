@@ -28,6 +28,7 @@ from gpu_engine.errors import (
     UnsupportedFeature,
 )
 from gpu_engine.planning import scan as planning_scan
+from gpu_engine.planning.position_scope import UNSCOPED
 from gpu_engine.table import Table
 from gpu_engine.tasks import ScanTask
 
@@ -317,7 +318,7 @@ def test_dangling_position_delete_is_ignored(monkeypatch: pytest.MonkeyPatch) ->
     assert not any(t.deletes for t in tbl.scan().plan().tasks)
     expected = duckdb_rows(DANGLING)
     assert_same_rows(tbl.scan(backend="cpu").to_arrow(), expected, context=f"{DANGLING}: ours vs DuckDB")
-    monkeypatch.setattr(planning_scan, "_file_scoped_targets", lambda table, path_map: [None] * len(table))
+    monkeypatch.setattr(planning_scan, "path_scopes", lambda table, path_map: [UNSCOPED] * len(table))
     plan = tbl.scan().plan()
     data_files = {t.file.path for t in plan.tasks}
     assert any(t.deletes for t in plan.tasks), "the fixture's dangling delete is no longer planned"

@@ -114,14 +114,22 @@ def check_against_spec(
     for path in expected:
         for key in expected[path] - got[path]:
             left_out = by_key[key]
-            assert left_out.content == 2, (
-                f"snapshot {snapshot_id}: {path}: the spec's {key} is missing (only equality deletes that "
-                "cannot match may be left out)"
+            assert left_out.content in (1, 2) and not left_out.is_dv, (
+                f"snapshot {snapshot_id}: {path}: the spec's {key} is missing (only equality deletes and "
+                "partition-scoped position deletes that cannot match may be left out)"
             )
-            assert _matches(tbl, path, left_out) == 0, (
-                f"snapshot {snapshot_id}: equality delete {key} was left out of {path} but deletes rows of it"
+            found = _matches(path, left_out) if left_out.content == 2 else _positions_for(tbl, path, left_out)
+            assert found == 0, (
+                f"snapshot {snapshot_id}: delete file {key} was left out of {path} but deletes rows of it"
             )
     return {p: set(keys) for p, keys in got.items()}
+
+
+def _positions_for(tbl: Table, data_path: str, delete: Entry) -> int:
+    """How many rows of the position delete file name the data file (read independently)."""
+    assert delete.file_format.upper() == "PARQUET", f"{delete.path}: reading {delete.file_format} not wired"
+    paths = pq.read_table(delete.path, columns=["file_path"]).column("file_path").to_pylist()
+    return sum(normalize(tbl.io.path_map.apply(p)) == data_path for p in paths)
 
 
 def _by_field_id(path: str, ids: Sequence[int]) -> list[tuple[object, ...]] | None:
@@ -137,7 +145,7 @@ def _by_field_id(path: str, ids: Sequence[int]) -> list[tuple[object, ...]] | No
     return list(zip(*(table.column(names[i]).to_pylist() for i in ids), strict=True))
 
 
-def _matches(tbl: Table, data_path: str, delete: Entry) -> int:
+def _matches(data_path: str, delete: Entry) -> int:
     """How many rows of the data file equal a key of the equality delete (null equal to null), read
     independently of the planner; a data file without one of the key columns cannot be ruled out (-1)."""
     ids = delete.equality_ids

@@ -1,0 +1,89 @@
+"""A position delete file without a referenced data file is attached only to the data files of its
+partition whose paths lie within its ``file_path`` bounds (:mod:`gpu_engine.planning.position_scope`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from gpu_engine.io.fileio import local_path
+from gpu_engine.io.paths import PathMap
+from gpu_engine.io.position_deletes import PATH_FIELD_ID
+from gpu_engine.planning.position_scope import UNSCOPED, PathScope, path_scopes
+from gpu_engine.planning.scan import ScanOptions, plan_scan
+from gpu_engine.tasks import EQUALITY_DELETES, POSITION_DELETES
+
+from ..commit._support import sql_catalog
+
+
+def _entries(rows: list[tuple[int, bytes | None, bytes | None]]) -> pa.Table:
+    maps = pa.map_(pa.int32(), pa.binary())
+
+    def bounds(values: list[bytes | None]) -> pa.Array:
+        return pa.array([[] if v is None else [(PATH_FIELD_ID, v)] for v in values], maps)
+
+    return pa.table(
+        {
+            "content": pa.array([c for c, _, _ in rows], pa.int32()),
+            "lower_bounds": bounds([lo for _, lo, _ in rows]),
+            "upper_bounds": bounds([hi for _, _, hi in rows]),
+        }
+    )
+
+
+def test_scopes_from_file_path_bounds() -> None:
+    entries = _entries(
+        [
+            (POSITION_DELETES, b"s3://b/t/data/a.parquet", b"s3://b/t/data/a.parquet"),  # one file
+            (POSITION_DELETES, b"s3://b/t/data/b", b"s3://b/t/data/d"),  # a range
+            (POSITION_DELETES, None, b"s3://b/t/data/d"),  # half known
+            (POSITION_DELETES, b"s3://b/t/d\xff", b"s3://b/t/data/e"),  # a lower bound that is not UTF-8
+            (EQUALITY_DELETES, b"x", b"y"),
+        ]
+    )
+    scopes = path_scopes(entries, PathMap())
+    assert scopes[0] == PathScope(target="s3://b/t/data/a.parquet")
+    assert scopes[1] == PathScope(lower="/t/data/b", upper="/t/data/d")
+    assert scopes[2] == PathScope(upper="/t/data/d")
+    assert scopes[3] == PathScope(upper="/t/data/e")
+    assert scopes[4] == UNSCOPED
+    assert scopes[1].may_hold("/t/data/c.parquet") and not scopes[1].may_hold("/t/data/e.parquet")
+    assert not scopes[1].may_hold("/t/data/a.parquet") and scopes[1].may_hold("/t/data/b")
+    assert scopes[2].may_hold("/a") and UNSCOPED.may_hold("/anything")
+
+
+def test_bounds_outside_a_relocated_prefix_rule_nothing_out() -> None:
+    relocated = PathMap.of({"s3://b/t": "/local/t"})
+    scopes = path_scopes(
+        _entries(
+            [
+                (POSITION_DELETES, b"s3://b/t/data/b", b"s3://b/t/data/d"),
+                (POSITION_DELETES, b"s3://b/", b"s3://c"),
+            ]
+        ),
+        relocated,
+    )
+    assert scopes[0] == PathScope(lower="/local/t/data/b", upper="/local/t/data/d")
+    assert scopes[1] == UNSCOPED  # truncated inside the recorded prefix: not comparable
+
+
+def test_a_partition_delete_file_skips_data_files_outside_its_path_range(tmp_path: Path) -> None:
+    schema = pa.schema([("id", pa.int64())])
+    tbl = sql_catalog(tmp_path).create_table("db.t", schema, properties={"format-version": "2"})
+    for start in (0, 100, 200):
+        tbl.append(pa.table({"id": pa.array(range(start, start + 100), pa.int64())}))
+    plan = plan_scan(tbl.metadata, tbl.io, ScanOptions())
+    by_path = sorted(t.file.path for t in plan.tasks)
+    low = {p: min(pq.read_table(local_path(p)).column("id").to_pylist()) for p in by_path}
+    outer = by_path[-1]  # the greatest path: outside the range of the other two
+    wanted = [low[p] + 1 for p in by_path[:2]]
+    tbl.delete(f"id in ({wanted[0]}, {wanted[1]})")
+    attached = {
+        t.file.path: [d.kind for d in t.deletes] for t in plan_scan(tbl.metadata, tbl.io, ScanOptions()).tasks
+    }
+    assert attached[outer] == []
+    assert all(attached[p] == ["position"] for p in by_path[:2])
+    got = sorted(tbl.scan().to_arrow().column("id").to_pylist())
+    assert got == [i for i in range(300) if i not in wanted]
