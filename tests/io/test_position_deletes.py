@@ -19,6 +19,7 @@ from gpu_engine.io.fileio import LocalFileIO
 from gpu_engine.io.paths import PathMap, normalize
 from gpu_engine.io.position_deletes import PATH_FIELD_ID, POS_FIELD_ID, load_position_deletes
 from gpu_engine.planning import scan as planning_scan
+from gpu_engine.planning.position_scope import UNSCOPED
 from gpu_engine.planning.scan import ScanOptions, plan_scan
 from gpu_engine.tasks import DeleteFile
 from tests.planning._support import MISSING, inventory, inventory_paths, load
@@ -49,7 +50,7 @@ def reference(path: str, path_map: PathMap) -> dict[str, list[int]]:
 def test_fixture_tables(rel: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # every position delete file planned for its whole partition (as without file_path bounds), so that
     # each reaches a task, the dangling ones too
-    monkeypatch.setattr(planning_scan, "_file_scoped_targets", lambda table, path_map: [None] * len(table))
+    monkeypatch.setattr(planning_scan, "path_scopes", lambda table, path_map: [UNSCOPED] * len(table))
     tbl = load(rel)
     plan = plan_scan(tbl.metadata, tbl.io, ScanOptions())
     data = {normalize(t.file.path) for t in plan.tasks}
