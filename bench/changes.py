@@ -18,6 +18,11 @@ One v2 table (SQL catalog on SQLite, local warehouse), written untimed by gpu-en
 * ``cow-delete``: the same delete on a second table deleting copy-on-write (every data file rewritten
   without the rows). gpu-engine's changelog reads the removed and the added files and cancels the rows
   carried over unchanged, comparing whole rows (the peers' anti-join compares ``id`` only).
+* ``upsert``: a third table written in id order (keys arriving in time, as auto-increment keys of a CDC
+  stream), then ``tbl.upsert`` of the ``--changes`` most recent keys with a new ``value``: an equality
+  delete and a data file, as Flink's upsert mode writes them. Each key is deleted and inserted.
+  gpu-engine reads only the files the delete's key range can reach; PyIceberg cannot read equality
+  deletes (``unsupported``).
 
 Each result is checked: the deleted (or added) ids exactly, nothing else changed. Writes
 ``changes-<device-slug>.json`` and ``.png`` under ``--out``.
@@ -45,7 +50,8 @@ LABELS = {
     DUCKDB: "DuckDB (2 scans + EXCEPT ALL)",
 }
 COLORS = {OURS: "#2a7ab9", PYICEBERG: "#999999", DUCKDB: "#e0a030"}
-CHANGES = ("delete", "append", "cow-delete")
+CHANGES = ("delete", "append", "cow-delete", "upsert")
+EXPECTED_UNSUPPORTED = {(PYICEBERG, "upsert")}  # PyIceberg refuses equality deletes
 DEFAULT_SEED = 20_261_125
 
 
@@ -73,6 +79,30 @@ def build(
     fresh = make_data(changes, 3, seed + 1)
     tbl.append(fresh.set_column(0, "id", pc.add(fresh["id"], data.num_rows)))
     snaps["appended"] = tbl.metadata.current_snapshot_id
+    return tbl, {k: int(v) for k, v in snaps.items() if v is not None}
+
+
+def build_upsert(root: Path, data: Any, files: int, changes: int) -> tuple[Any, dict[str, int]]:
+    """The table written in id order, and its snapshots ``base`` and ``upserted`` (the ``changes`` greatest
+    ids given a new ``value``)."""
+    import pyarrow.compute as pc
+
+    import gpu_engine as ge
+
+    ordered = data.sort_by("id")
+    (root / "warehouse").mkdir(parents=True)
+    cat = ge.load_catalog(
+        "bench", uri=f"sqlite:///{root / 'catalog.db'}", warehouse=f"file://{root / 'warehouse'}"
+    )
+    cat.create_namespace("db")
+    tbl = cat.create_table("db.t", schema=data.schema, properties={"format-version": "2"})
+    step = -(-data.num_rows // files)
+    for start in range(0, data.num_rows, step):
+        tbl.append(ordered.slice(start, step))
+    snaps = {"base": tbl.metadata.current_snapshot_id}
+    recent = ordered.slice(data.num_rows - changes, changes)
+    tbl.upsert(recent.set_column(2, "value", pc.add(recent["value"], 1.0)), on=["id"], backend="cpu")
+    snaps["upserted"] = tbl.metadata.current_snapshot_id
     return tbl, {k: int(v) for k, v in snaps.items() if v is not None}
 
 
@@ -123,6 +153,7 @@ def expected(data: Any, changes: int) -> dict[str, tuple[list[int], list[int]]]:
         "delete": (list(range(changes)), []),
         "append": ([], list(range(data.num_rows, data.num_rows + changes))),
         "cow-delete": (list(range(changes)), []),
+        "upsert": (list(range(data.num_rows - changes, data.num_rows)),) * 2,
     }
 
 
@@ -168,6 +199,7 @@ def chart(path: Path, payload: dict[str, Any], slug: str) -> Path:
         f"rows a delete of {params['changes']:,} (of {params['rows']:,}) removed",
         f"rows an append of {params['changes']:,} added",
         f"rows a copy-on-write delete of {params['changes']:,} removed (every file rewritten)",
+        f"rows an upsert of {params['changes']:,} recent keys changed (equality deletes)",
     ]
     notes = [f"best of {params['repeat']}; the same table for every peer; {params['files']} data files"]
     for change, ratios in payload["speedups"].items():
@@ -212,10 +244,12 @@ def main() -> int:
     with rep.work_dir("changes-bench-", args.work_dir) as work:
         tbl, snaps = build(work / "table", data, args.files, args.changes, args.seed)
         cow, cow_snaps = build(work / "cow", data, args.files, args.changes, args.seed, "copy-on-write")
+        ups, ups_snaps = build_upsert(work / "upsert", data, args.files, args.changes)
         cases = {
             "delete": (tbl, snaps["base"], snaps["deleted"]),
             "append": (tbl, snaps["deleted"], snaps["appended"]),
             "cow-delete": (cow, cow_snaps["base"], cow_snaps["deleted"]),
+            "upsert": (ups, ups_snaps["base"], ups_snaps["upserted"]),
         }
         quiet = wait_quiet(args.quiet_wait)
         results = {peer: run_peer(peer, cases, want, args.repeat) for peer in PEERS}
@@ -237,6 +271,7 @@ def main() -> int:
         for peer, per in results.items()
         for change, r in per.items()
         if r["status"] != "ok"
+        and not (r["status"] == "unsupported" and (peer, change) in EXPECTED_UNSUPPORTED)
     ]
     payload: dict[str, Any] = {
         **rep.header("changes", PEER_PACKAGES, device, slug),
@@ -249,11 +284,12 @@ def main() -> int:
             "format_version": 2,
             "snapshots": snaps,
             "copy_on_write_snapshots": cow_snaps,
+            "upsert_snapshots": ups_snaps,
         },
         "quiet": quiet,
         "method": {
             "call": {
-                OURS: "tbl.incremental_changelog_scan(before, to_snapshot_id=after) (delete); "
+                OURS: "tbl.incremental_changelog_scan(before, to_snapshot_id=after) (delete, upsert); "
                 "tbl.incremental_append_scan(before, to_snapshot_id=after) (append); backend='cpu'",
                 PYICEBERG: "StaticTable scans of both snapshots to Arrow, left-anti joins on id each way",
                 DUCKDB: "iceberg_scan(snapshot_from_id=...) of both snapshots, EXCEPT ALL each way",
@@ -267,7 +303,8 @@ def main() -> int:
         "failures": failures,
         "notes": [
             "the peers' way reads every row of both snapshots; ours reads the files a snapshot touched (the "
-            "delete: every data file, as its rows were spread over all of them; the append: the new file)",
+            "delete: every data file, as its rows were spread over all of them; the append: the new file; "
+            "the upsert: the files its equality delete's key range reaches, by their column metrics)",
         ],
     }
     return rep.finish(
