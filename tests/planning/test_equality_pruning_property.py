@@ -1,14 +1,13 @@
-"""Soundness of the equality-delete pruning on tables written by the engine itself, for every prunable
-type the engine writes equality deletes on (not float/double, which the spec excludes): with random
-keys (nulls, strings and binaries past the 16-character truncation of bounds, non-ASCII text), a scan that prunes returns exactly the rows of a scan that attaches every
-equality delete by the spec rules alone."""
+"""Soundness of the equality-delete pruning on tables written by the engine itself, for every type it
+writes equality deletes on (not float/double, which the spec excludes): with random keys (nulls, strings
+and binaries past the 16-character truncation of bounds, non-ASCII text), a scan that prunes returns
+exactly the rows of a scan that attaches every equality delete by the spec rules alone."""
 
 from __future__ import annotations
 
 import datetime as dt
 import itertools
 import tempfile
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
