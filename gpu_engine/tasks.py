@@ -98,6 +98,9 @@ class PlanSummary:
     data_files_pruned_by_metrics: int = 0
     delete_files_total: int = 0
     delete_files_applied: int = 0
+    # (data file, delete file) pairs the spec's rules attach that column metrics ruled out: equality
+    # deletes whose keys cannot occur in the file, position deletes whose file_path range excludes it
+    delete_attachments_skipped: int = 0
     bytes_total: int = 0
     bytes_kept: int = 0
     tasks: int = 0

@@ -58,6 +58,8 @@ class DeleteIndex:
     global_equality: list[DeleteFile] = field(default_factory=list)
     # partition-scoped position delete files' file_path ranges, by id() of the DeleteFile
     path_ranges: Mapping[int, PathScope] = field(default_factory=dict)
+    # (data file, delete file) pairs the spec rules attach but metrics ruled out, over all lookups
+    skipped_by_metrics: int = 0
 
     @staticmethod
     def build(
@@ -93,15 +95,26 @@ class DeleteIndex:
         if dvs:
             positional = dvs
         else:
-            in_range = [d for d in self.positions_by_partition.get(key, ()) if self._may_hold(d, path)]
-            candidates = [*self.positions_by_file.get(path, ()), *in_range]
-            positional = [d for d in candidates if seq <= d.data_sequence_number and _same(key, d)]
+            by_file = self.positions_by_file.get(path, ())
+            by_partition = self.positions_by_partition.get(key, ())
+            positional = [d for d in by_file if seq <= d.data_sequence_number and _same(key, d)]
+            positional += self._kept(
+                [d for d in by_partition if seq <= d.data_sequence_number and _same(key, d)],
+                lambda d: self._may_hold(d, path),
+            )
         equality = [
             d
             for d in (*self.equality_by_partition.get(key, ()), *self.global_equality)
-            if seq < d.data_sequence_number and (may_match is None or may_match(d))
+            if seq < d.data_sequence_number
         ]
+        if may_match is not None:
+            equality = self._kept(equality, may_match)
         return tuple(positional) + tuple(equality)
+
+    def _kept(self, applicable: list[DeleteFile], keep: Callable[[DeleteFile], bool]) -> list[DeleteFile]:
+        kept = [d for d in applicable if keep(d)]
+        self.skipped_by_metrics += len(applicable) - len(kept)
+        return kept
 
     def _may_hold(self, d: DeleteFile, normalized_path: str) -> bool:
         scope = self.path_ranges.get(id(d))

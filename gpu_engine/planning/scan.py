@@ -189,6 +189,7 @@ def plan_files(
         data_files_pruned_by_metrics=files.pruned_by_metrics,
         delete_files_total=deletes.total,
         delete_files_applied=len(applied),
+        delete_attachments_skipped=index.skipped_by_metrics,
         bytes_total=files.bytes_total,
         bytes_kept=kept_bytes,
         tasks=len(tasks),

@@ -107,8 +107,10 @@ def test_a_scan_attaches_equality_deletes_only_where_keys_may_match(tmp_path: Pa
     tbl.delete_rows(pa.table({"id": pa.array([150, 160], pa.int64())}), on=["id"])
     applied = sorted(_applied(tbl).values())
     assert applied == [0, 0, 0, 1]  # only the file holding 100..199
+    assert plan_scan(tbl.metadata, tbl.io, ScanOptions()).summary.delete_attachments_skipped == 3
     tbl.delete_rows(pa.table({"id": pa.array([None], pa.int64())}), on=["id"])
     assert sorted(_applied(tbl).values()) == [0, 0, 1, 1]  # the null key: only the file with a null id
+    assert plan_scan(tbl.metadata, tbl.io, ScanOptions()).summary.delete_attachments_skipped == 6
     got = tbl.scan().to_arrow()
     expected = [i for i in [*range(300), 7] if i not in (150, 160)]  # 7 twice; the null row deleted
     assert sorted(got.column("id").to_pylist()) == sorted(expected)

@@ -111,6 +111,11 @@ def check_against_spec(
     wrong = {p: (sorted(expected[p]), sorted(got[p])) for p in expected if not got[p] <= expected[p]}
     assert not wrong, f"snapshot {snapshot_id}: deletes beyond the spec rules (expected, got): {wrong}"
     by_key = {e.key: e for e in entries}
+    skipped = sum(len(expected[p] - got[p]) for p in expected)
+    assert plan.summary.delete_attachments_skipped == skipped, (
+        f"snapshot {snapshot_id}: the summary counts {plan.summary.delete_attachments_skipped} skipped "
+        f"delete attachments, the spec rules less the plan {skipped}"
+    )
     for path in expected:
         for key in expected[path] - got[path]:
             left_out = by_key[key]
