@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import struct
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,7 +58,7 @@ class DeleteIndex:
     global_equality: list[DeleteFile] = field(default_factory=list)
     # partition-scoped position delete files' file_path ranges, by id() of the DeleteFile
     path_ranges: Mapping[int, PathScope] = field(default_factory=dict)
-    # (data file, delete file) pairs the spec rules attach but metrics ruled out, over all lookups
+    # (data file, position delete file) pairs the spec rules attach but file_path ranges ruled out
     skipped_by_metrics: int = 0
 
     @staticmethod
@@ -83,11 +83,9 @@ class DeleteIndex:
                 index.positions_by_partition[key].append(d)
         return index
 
-    def for_data_file(
-        self, data: DataFile, may_match: Callable[[DeleteFile], bool] | None = None
-    ) -> tuple[DeleteFile, ...]:
-        """Every delete file that applies to ``data``: DVs or position deletes, then equality deletes (those
-        ``may_match`` keeps, when given: see :mod:`.equality_pruning`)."""
+    def for_data_file(self, data: DataFile) -> tuple[DeleteFile, ...]:
+        """Every delete file that applies to ``data``: DVs or position deletes, then equality deletes (the
+        caller may prune those further by column metrics: see :mod:`.equality_pruning`)."""
         seq = data.data_sequence_number if data.data_sequence_number is not None else 0
         key = partition_key(data.spec_id, data.partition)
         path = normalize(data.path)
@@ -98,23 +96,17 @@ class DeleteIndex:
             by_file = self.positions_by_file.get(path, ())
             by_partition = self.positions_by_partition.get(key, ())
             positional = [d for d in by_file if seq <= d.data_sequence_number and _same(key, d)]
-            positional += self._kept(
-                [d for d in by_partition if seq <= d.data_sequence_number and _same(key, d)],
-                lambda d: self._may_hold(d, path),
-            )
+            if by_partition:
+                scoped = [d for d in by_partition if seq <= d.data_sequence_number and _same(key, d)]
+                kept = [d for d in scoped if self._may_hold(d, path)]
+                self.skipped_by_metrics += len(scoped) - len(kept)
+                positional += kept
         equality = [
             d
             for d in (*self.equality_by_partition.get(key, ()), *self.global_equality)
             if seq < d.data_sequence_number
         ]
-        if may_match is not None:
-            equality = self._kept(equality, may_match)
         return tuple(positional) + tuple(equality)
-
-    def _kept(self, applicable: list[DeleteFile], keep: Callable[[DeleteFile], bool]) -> list[DeleteFile]:
-        kept = [d for d in applicable if keep(d)]
-        self.skipped_by_metrics += len(applicable) - len(kept)
-        return kept
 
     def _may_hold(self, d: DeleteFile, normalized_path: str) -> bool:
         scope = self.path_ranges.get(id(d))

@@ -17,7 +17,7 @@ never bounds).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +27,7 @@ from ..errors import GpuEngineError
 from ..iceberg import serde
 from ..iceberg import types as it
 from ..iceberg.schema import Schema
-from ..tasks import DeleteFile
+from ..tasks import EQUALITY_DELETES, DeleteFile
 from .pruning import lookup
 
 # types whose decoded bounds (serde.from_bytes) order as the values do
@@ -65,21 +65,34 @@ def prunable_types(schema: Schema, field_ids: Iterable[int]) -> dict[int, it.Pri
     return out
 
 
+_METRIC_COLUMNS = ("lower_bounds", "upper_bounds", "null_value_counts", "value_counts", "nan_value_counts")
+
+
+class EntryMetrics:
+    """The ``types`` fields' metrics of a manifest table's entries, decoded per entry on first use (a plan
+    asks only for data files that have an equality delete to judge)."""
+
+    def __init__(self, entries: pa.Table, types: Mapping[int, it.PrimitiveType]) -> None:
+        self._types = dict(types)
+        self._columns = {fid: [lookup(entries, name, fid) for name in _METRIC_COLUMNS] for fid in types}
+        self._decoded: dict[int, dict[int, ColumnMetrics]] = {}
+
+    def __getitem__(self, i: int) -> dict[int, ColumnMetrics]:
+        found = self._decoded.get(i)
+        if found is None:
+            found = self._decoded[i] = {fid: self._decode(fid, i) for fid in self._types}
+        return found
+
+    def _decode(self, fid: int, i: int) -> ColumnMetrics:
+        lower, upper, nulls, values, nans = (column[i].as_py() for column in self._columns[fid])
+        t = self._types[fid]
+        return ColumnMetrics(_bound(t, lower), _bound(t, upper), nulls, values, nans)
+
+
 def entry_metrics(entries: pa.Table, types: Mapping[int, it.PrimitiveType]) -> list[dict[int, ColumnMetrics]]:
     """Per manifest entry of ``entries``, the metrics of the ``types`` fields."""
-    n = entries.num_rows
-    out: list[dict[int, ColumnMetrics]] = [{} for _ in range(n)]
-    for fid, t in types.items():
-        lower = lookup(entries, "lower_bounds", fid).to_pylist()
-        upper = lookup(entries, "upper_bounds", fid).to_pylist()
-        nulls = lookup(entries, "null_value_counts", fid).to_pylist()
-        values = lookup(entries, "value_counts", fid).to_pylist()
-        nans = lookup(entries, "nan_value_counts", fid).to_pylist()
-        for i in range(n):
-            out[i][fid] = ColumnMetrics(
-                _bound(t, lower[i]), _bound(t, upper[i]), nulls[i], values[i], nans[i]
-            )
-    return out
+    lazy = EntryMetrics(entries, types)
+    return [lazy[i] for i in range(entries.num_rows)]
 
 
 def _bound(t: it.PrimitiveType, raw: bytes | None) -> Any:
@@ -142,6 +155,7 @@ class EqualityPruner:
         # by object identity (hashing a DeleteFile hashes all its fields); _files keeps the ids valid
         self._files = [d for _, files in pairs for d in files]
         self._metrics: dict[int, Metrics] = {}
+        self.skipped = 0  # (data file, equality delete) pairs ruled out by :meth:`keep`
         if self.types:
             for table, files in pairs:
                 self._metrics.update(zip(map(id, files), entry_metrics(table, self.types), strict=True))
@@ -151,15 +165,18 @@ class EqualityPruner:
         """The fields whose data-file metrics the pruning reads."""
         return frozenset(self.types)
 
-    def for_entries(self, entries: pa.Table) -> list[Callable[[DeleteFile], bool] | None]:
-        """Per data file entry of ``entries``, whether an equality delete file may match it (None: all
-        may, nothing to prune)."""
-        if not self.types:
-            return [None] * entries.num_rows
-        return [self._judge(own) for own in entry_metrics(entries, self.types)]
+    def metrics_of(self, entries: pa.Table) -> EntryMetrics | None:
+        """The data files' metrics of a manifest table, decoded on use; None when nothing can be pruned."""
+        return EntryMetrics(entries, self.types) if self.types else None
 
-    def _judge(self, own: Metrics) -> Callable[[DeleteFile], bool]:
-        def judge(d: DeleteFile) -> bool:
-            return may_match(own, self._metrics.get(id(d), {}), d.equality_ids, self.types)
-
-        return judge
+    def keep(self, deletes: tuple[DeleteFile, ...], metrics: EntryMetrics, i: int) -> tuple[DeleteFile, ...]:
+        """``deletes`` (those the spec rules attach to entry ``i``) less the equality deletes whose keys
+        its metrics rule out (counted in :attr:`skipped`)."""
+        kept = tuple(
+            d
+            for d in deletes
+            if d.content != EQUALITY_DELETES
+            or may_match(metrics[i], self._metrics.get(id(d), {}), d.equality_ids, self.types)
+        )
+        self.skipped += len(deletes) - len(kept)
+        return kept

@@ -27,7 +27,7 @@ from ..iceberg.schema import Schema
 from ..iceberg.snapshots import Snapshot
 from ..io.fileio import FileIO, scheme_of
 from ..properties import int_property
-from ..tasks import DataFile, DeleteFile, PlanSummary, ScanPlan, ScanTask
+from ..tasks import EQUALITY_DELETES, DataFile, DeleteFile, PlanSummary, ScanPlan, ScanTask
 from . import equality_pruning as eqp
 from . import pruning
 from .appends import appended_manifests
@@ -168,9 +168,11 @@ def plan_files(
     target = _split_target(md)
     for table in files.kept:
         data_files = _data_files(table, md.format_version)
-        per_file = zip(data_files, residuals(md, row_filter, table), equality.for_entries(table), strict=True)
-        for data, residual, may_match in per_file:
-            applies = index.for_data_file(data, may_match)
+        metrics = equality.metrics_of(table)
+        for i, (data, residual) in enumerate(zip(data_files, residuals(md, row_filter, table), strict=True)):
+            applies = index.for_data_file(data)
+            if metrics is not None and applies and applies[-1].content == EQUALITY_DELETES:
+                applies = equality.keep(applies, metrics, i)  # equality deletes come last
             applied.update(d.path + f"#{d.content_offset}" for d in applies)
             for start, length in split_ranges(data, target):
                 rows = data.record_count if length >= data.file_size_in_bytes else _estimate(data, length)
@@ -189,7 +191,7 @@ def plan_files(
         data_files_pruned_by_metrics=files.pruned_by_metrics,
         delete_files_total=deletes.total,
         delete_files_applied=len(applied),
-        delete_attachments_skipped=index.skipped_by_metrics,
+        delete_attachments_skipped=index.skipped_by_metrics + equality.skipped,
         bytes_total=files.bytes_total,
         bytes_kept=kept_bytes,
         tasks=len(tasks),
