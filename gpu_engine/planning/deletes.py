@@ -7,7 +7,8 @@
   one without a referenced file only when its ``file_path`` bounds allow the data file's path
   (:mod:`.position_scope`).
 - An equality delete file applies when the data sequence number is strictly < the delete's, and the
-  partitions are equal or the delete's spec is unpartitioned (a global delete).
+  partitions are equal or the delete's spec is unpartitioned (a global delete); the planner then drops
+  those whose key metrics rule the data file out (:mod:`.equality_pruning`).
 
 File paths are compared after normalising scheme and authority (writers spell one file several ways).
 Partition values compare by their bits for floats (NaN canonical, -0.0 != 0.0), as the spec's note 3 says.
