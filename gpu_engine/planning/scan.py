@@ -140,17 +140,9 @@ def plan_files(
     kept_deletes = pruning.prune_manifests(md, schema, row_filter, delete_manifests)
     # manifests are read and pruned one at a time: memory follows the files kept, not the table.
     # Delete manifests first: the data files' metrics of their equality fields are then decoded too.
-    deletes = pruning.PrunedEntries()
-    delete_stream = _stream(io, kept_deletes, max_workers, stats=None, columns=_DELETE_COLUMNS, cache=cache)
-    for batch in _batches(delete_stream):
-        pruning.prune_entries(md, schema, row_filter, [batch], use_metrics=False, into=deletes)
-    delete_tables: list[tuple[pa.Table, list[DeleteFile]]] = []
-    ranges: dict[int, PathScope] = {}  # partition-scoped position deletes' path ranges, by id()
-    for table in deletes.kept:
-        scopes = path_scopes(table, io.path_map)
-        found = _delete_files(table, scopes)
-        delete_tables.append((table, found))
-        ranges.update((id(d), sc) for d, sc in zip(found, scopes, strict=True) if sc.lower or sc.upper)
+    deletes, delete_tables, ranges = _read_deletes(
+        md, io, schema, row_filter, kept_deletes, max_workers, cache
+    )
     equality = eqp.EqualityPruner(schema, delete_tables)
     filter_ids = {p.ref.field_id for p in predicates(row_filter) if isinstance(p, BoundPredicate)}
     files = pruning.PrunedEntries()
@@ -197,6 +189,32 @@ def plan_files(
         tasks=len(tasks),
     )
     return ScanPlan(schema, row_filter, tuple(tasks), summary)
+
+
+def _read_deletes(
+    md: TableMetadata,
+    io: FileIO,
+    schema: Schema,
+    row_filter: Expression,
+    manifests: Sequence[ManifestFile],
+    max_workers: int | None,
+    cache: ManifestCache | None,
+) -> tuple[pruning.PrunedEntries, list[tuple[pa.Table, list[DeleteFile]]], dict[int, PathScope]]:
+    """The live delete files of ``manifests`` that may apply under ``row_filter``: the pruning counts, each
+    kept manifest table with its delete files, and the partition-scoped position deletes' path ranges
+    (by ``id()`` of the DeleteFile)."""
+    deletes = pruning.PrunedEntries()
+    stream = _stream(io, manifests, max_workers, stats=None, columns=_DELETE_COLUMNS, cache=cache)
+    for batch in _batches(stream):
+        pruning.prune_entries(md, schema, row_filter, [batch], use_metrics=False, into=deletes)
+    tables: list[tuple[pa.Table, list[DeleteFile]]] = []
+    ranges: dict[int, PathScope] = {}
+    for table in deletes.kept:
+        scopes = path_scopes(table, io.path_map)
+        found = _delete_files(table, scopes)
+        tables.append((table, found))
+        ranges.update((id(d), sc) for d, sc in zip(found, scopes, strict=True) if sc.lower or sc.upper)
+    return deletes, tables, ranges
 
 
 def _live_files(manifests: Sequence[ManifestFile], kept: Sequence[ManifestFile]) -> int:
