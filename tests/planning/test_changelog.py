@@ -56,14 +56,20 @@ def test_an_equality_delete_changes_only_files_its_keys_may_match(tmp_path: Path
     tbl = region_table(tmp_path, 2)
     for i in range(4):
         tbl.append(rows(i * 100, 100, seed=i))
-    tbl.delete_rows(rows(100, 100, seed=1).slice(50, 2).select(["id", "region"]), on=["id", "region"])
+    keys = rows(100, 100, seed=1).slice(50, 2).select(["id", "region"])  # ids 150 and 151
+    tbl.delete_rows(keys, on=["id", "region"])
     md = tbl.metadata
     plan = plan_changelog(md, tbl.io, ScanOptions(), SnapshotRange())
     second, last = plan.snapshot_ids[1], plan.snapshot_ids[-1]
-    files_of_second = {t.path for t in plan.tasks if t.snapshot_id == second}
+    regions = set(keys.column("region").to_pylist())
+    # the second append's files in the keys' regions: the only ones whose id range (100..199) holds a key
+    expected = {
+        t.path for t in plan.tasks if t.snapshot_id == second and t.after[0].file.partition[0] in regions
+    }
+    assert len(expected) == len(regions)
     changed = [t for t in plan.tasks if t.snapshot_id == last]
     assert all(t.changed for t in changed)
-    assert 1 <= len(changed) <= 2 and {t.path for t in changed} <= files_of_second
+    assert {t.path for t in changed} == expected
     got = tbl.incremental_changelog_scan(plan.snapshot_ids[-2]).to_arrow()
     assert sorted(got.column("id").to_pylist()) == [150, 151]
     assert set(got.column("_change_type").to_pylist()) == {"DELETE"}
