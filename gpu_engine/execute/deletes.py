@@ -2,13 +2,22 @@
 
 Position delete files and deletion vectors become one sorted array of deleted positions of the task's
 data file (checked against the file's row count: a position past the end means the delete file and the
-data file disagree, and the scan stops naming both). Equality delete files become one
-:class:`~gpu_engine.execute.equality.EqualitySet` per set of equality ids.
+data file disagree, and the scan stops naming both).
+
+Equality delete files are grouped by equality ids and scope: their partition (spec id and values), or
+"global" for files of an unpartitioned spec. Each group is loaded once per scan as one
+:class:`~gpu_engine.execute.equality.EqualitySet` of all the group's files that any task uses, shared by
+every task using one of them. A row is deleted when its key is in the set with a data sequence number
+above its data file's, so for a task the set acts as exactly the spec's applicable files of the group
+plus those its metrics rule out (which hold no key of the file's rows). This needs the tasks of one
+scan to carry every delete file the spec rules attach, less only such ruled-out ones, as planned tasks
+of one snapshot do; the group's files with a sequence number above the data file's that the task does
+not carry must be of that kind.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterator
+from collections.abc import Hashable
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,6 +29,7 @@ from ..iceberg.name_mapping import NameMapping
 from ..iceberg.schema import Schema
 from ..io.fileio import FileIO
 from ..io.position_deletes import PositionDeletes, load_position_deletes
+from ..planning.deletes import partition_key
 from ..tasks import EQUALITY_DELETES, DeleteFile, ScanTask
 from .equality import EqualitySet, load_equality_set
 from .projection import equality_schema
@@ -32,26 +42,7 @@ def delete_key(d: DeleteFile) -> Hashable:
     return ("file", d.path, d.content_offset)
 
 
-def equality_key(task: ScanTask, ids: tuple[int, ...]) -> Hashable:
-    files = tuple(sorted((d.path, d.data_sequence_number) for d in task.deletes if _ids(d) == ids))
-    return ("eq", ids, files)
-
-
-def _ids(d: DeleteFile) -> tuple[int, ...] | None:
-    return tuple(sorted(d.equality_ids)) if d.content == EQUALITY_DELETES else None
-
-
-def uses(tasks: Iterator[ScanTask] | tuple[ScanTask, ...]) -> Iterator[Hashable]:
-    """Every (task, shared value) use of a scan, for :class:`SharedLoads`' reference counts."""
-    for task in tasks:
-        yield from task_keys(task)
-
-
-def task_keys(task: ScanTask) -> list[Hashable]:
-    keys: list[Hashable] = [delete_key(d) for d in task.deletes if d.content != EQUALITY_DELETES]
-    eq_ids = dict.fromkeys(ids for d in task.deletes if (ids := _ids(d)) is not None)
-    keys.extend(equality_key(task, ids) for ids in eq_ids)
-    return keys
+EqualityGroup = tuple[str, tuple[int, ...], Hashable]  # ("eq", ids, scope)
 
 
 @dataclass(frozen=True)
@@ -81,7 +72,28 @@ class DeleteLoader:
         self.scan_schema = scan_schema
         self.backend = backend
         self.name_mapping = name_mapping
-        self.cache: SharedLoads[object] = SharedLoads(uses(tasks))
+        self._global_specs = frozenset(sid for sid, spec in md.specs.items() if spec.is_unpartitioned)
+        # per equality group, its files used by any task (one entry per file)
+        self._groups: dict[EqualityGroup, dict[tuple[str, int], DeleteFile]] = {}
+        for task in tasks:
+            for d in task.deletes:
+                if d.content == EQUALITY_DELETES:
+                    files = self._groups.setdefault(self._group(d), {})
+                    files.setdefault((d.path, d.data_sequence_number), d)
+        self.cache: SharedLoads[object] = SharedLoads(key for task in tasks for key in self._keys(task))
+
+    def _group(self, d: DeleteFile) -> EqualityGroup:
+        scope = None if d.spec_id in self._global_specs else partition_key(d.spec_id, d.partition)
+        return ("eq", tuple(sorted(d.equality_ids)), scope)
+
+    def _equality_groups(self, task: ScanTask) -> list[EqualityGroup]:
+        return list(dict.fromkeys(self._group(d) for d in task.deletes if d.content == EQUALITY_DELETES))
+
+    def _keys(self, task: ScanTask) -> list[Hashable]:
+        """The shared values ``task`` uses (for :class:`SharedLoads`' reference counts)."""
+        keys: list[Hashable] = [delete_key(d) for d in task.deletes if d.content != EQUALITY_DELETES]
+        keys.extend(self._equality_groups(task))
+        return keys
 
     def for_task(self, task: ScanTask, file_rows: int) -> TaskDeletes:
         parts: list[np.ndarray] = []
@@ -101,22 +113,20 @@ class DeleteLoader:
         elif parts:
             positions = sorted_unique(np.concatenate(parts))
         equality = []
-        for ids in dict.fromkeys(i for d in task.deletes if (i := _ids(d)) is not None):
-            files = tuple(d for d in task.deletes if _ids(d) == ids)
-            value = self.cache.get(
-                equality_key(task, ids),
-                lambda files=files, ids=ids: self._load_equality(files, ids),  # type: ignore[misc]
-            )
+        for group in self._equality_groups(task):
+            value = self.cache.get(group, lambda group=group: self._load_equality(group))  # type: ignore[misc]
             assert isinstance(value, EqualitySet)
             equality.append(value)
         return TaskDeletes(positions, tuple(equality))
 
-    def _load_equality(self, files: tuple[DeleteFile, ...], ids: tuple[int, ...]) -> EqualitySet:
+    def _load_equality(self, group: EqualityGroup) -> EqualitySet:
+        files = tuple(self._groups[group].values())
+        ids = group[1]
         schema = equality_schema(self.md, self.scan_schema, ids, files[0].path)
         return load_equality_set(self.io, files, schema, ids, self.backend, self.name_mapping)
 
     def release(self, task: ScanTask) -> None:
-        for key in task_keys(task):
+        for key in self._keys(task):
             self.cache.release(key)
 
 

@@ -8,8 +8,11 @@ The kernels hash each key to 64 bits (:func:`gpu_engine.kernels.deletes.hash_row
 hashes up in the sorted delete hashes through a bucket directory
 (:func:`~gpu_engine.kernels.deletes.member_sorted`); every hash
 hit is then confirmed by comparing the key values themselves, so a hash collision never deletes a row.
-Which delete files apply to which data file (the data sequence number must be lower than the delete's)
-is the planner's decision: an :class:`EqualitySet` holds the files of one task with one set of ids.
+
+An :class:`EqualitySet` holds the keys of several delete files, each key with the highest data sequence
+number of the files holding it; a data file's row is deleted when its key is in the set with a sequence
+number above the data file's (the spec's "strictly lower" rule), so one set serves data files of any
+sequence number. Which files go into one set is the caller's decision (:mod:`.deletes`).
 """
 
 from __future__ import annotations
@@ -32,21 +35,26 @@ from . import keys
 
 @dataclass(frozen=True)
 class EqualitySet:
-    """The distinct delete keys of some equality delete files, sorted by hash."""
+    """The distinct delete keys of some equality delete files, sorted by hash, each with the highest data
+    sequence number of the files holding it."""
 
     ids: tuple[int, ...]
     hashes: np.ndarray  # uint64, sorted, one per distinct key
     keys: tuple[pa.Array, ...]  # key columns (in ``ids`` order), rows in ``hashes`` order
+    sequence_numbers: np.ndarray  # int64, per key in ``hashes`` order
     sources: tuple[str, ...]
     directory: np.ndarray  # bucket directory over ``hashes`` (kernels.deletes.directory_for)
 
     def __len__(self) -> int:
         return len(self.hashes)
 
-    def deleted(self, batch: pa.RecordBatch, schema: Schema, backend: str) -> np.ndarray:
-        """Bool mask of the rows of ``batch`` (read with ``schema``) whose key is in the set."""
+    def deleted(
+        self, batch: pa.RecordBatch, schema: Schema, backend: str, data_sequence_number: int
+    ) -> np.ndarray:
+        """Bool mask of the rows of ``batch`` (read with ``schema``, from a data file with
+        ``data_sequence_number``) whose key is in the set with a higher sequence number."""
         n = batch.num_rows
-        if not len(self.hashes) or not n:
+        if not len(self.hashes) or not n or data_sequence_number >= int(self.sequence_numbers.max()):
             return np.zeros(n, dtype=bool)
         columns = keys.key_columns(batch, schema, self.ids)
         hashes = keys.row_hashes(columns, n, backend)
@@ -54,19 +62,25 @@ class EqualitySet:
         candidates = np.flatnonzero(hit)
         out = np.zeros(n, dtype=bool)
         if len(candidates):
-            out[candidates] = self._confirm(columns, hashes[candidates], candidates)
+            out[candidates] = self._confirm(columns, hashes[candidates], candidates, data_sequence_number)
         return out
 
-    def _confirm(self, columns: Sequence[pa.Array], hashes: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        """Which candidate ``rows`` (hash hits) equal a delete key with the same hash."""
+    def _confirm(
+        self, columns: Sequence[pa.Array], hashes: np.ndarray, rows: np.ndarray, data_sequence_number: int
+    ) -> np.ndarray:
+        """Which candidate ``rows`` (hash hits) equal a delete key with the same hash and a sequence number
+        above ``data_sequence_number``."""
         lo = np.searchsorted(self.hashes, hashes, side="left")
         hi = np.searchsorted(self.hashes, hashes, side="right")
         found = np.zeros(len(rows), dtype=bool)
         data = [c.take(pa.array(rows)) for c in columns]
+        applies = self.sequence_numbers > data_sequence_number
         for step in range(int((hi - lo).max())):
-            todo = np.flatnonzero(~found & (lo + step < hi))
+            pending = ~found & (lo + step < hi)
+            pending[pending] = applies[lo[pending] + step]
+            todo = np.flatnonzero(pending)
             if not len(todo):
-                break
+                continue
             against = pa.array(lo[todo] + step)
             same = keys.rows_equal(
                 [d.take(pa.array(todo)) for d in data], [k.take(against) for k in self.keys]
@@ -85,31 +99,36 @@ def load_equality_set(
 ) -> EqualitySet:
     """Read the key columns ``ids`` of every file (with ``schema``) into one deduplicated set."""
     parts: list[list[pa.Array]] = []
+    seqs: list[np.ndarray] = []
     for f in files:
         if f.file_format.upper() != "PARQUET":
             raise UnsupportedFeature(f"{f.path}: {f.file_format} equality delete files are not supported")
         with ParquetSource.open(io, f.path, role="equality delete file") as source:
             for fb in source.batches(schema, name_mapping=name_mapping):
                 parts.append(keys.key_columns(fb.batch, schema, ids))
+                seqs.append(np.full(fb.batch.num_rows, f.data_sequence_number, dtype=np.int64))
+    sources = tuple(f.path for f in files)
     if not parts:
         empty = tuple(pa.array([], type=keys.arrow_type_of(schema, i)) for i in ids)
         none = np.empty(0, np.uint64)
-        return EqualitySet(ids, none, empty, tuple(f.path for f in files), directory_for(none))
+        return EqualitySet(ids, none, empty, np.empty(0, np.int64), sources, directory_for(none))
     columns = [pa.concat_arrays([p[j] for p in parts]) for j in range(len(ids))]
-    n = len(columns[0])
-    hashes = keys.row_hashes(columns, n, "cpu" if backend != "cuda" else backend)
-    order = np.argsort(hashes, kind="stable")
+    sequence_numbers = np.concatenate(seqs)
+    hashes = keys.row_hashes(columns, len(sequence_numbers), "cpu" if backend != "cuda" else backend)
+    order = np.lexsort((-sequence_numbers, hashes))  # by hash, the highest sequence number first
     hashes = hashes[order]
     taken = [c.take(pa.array(order)) for c in columns]
     unique = _first_of_equal_runs(hashes, taken)
     kept = [c.filter(pa.array(unique)) for c in taken]
     distinct = hashes[unique]
-    return EqualitySet(ids, distinct, tuple(kept), tuple(f.path for f in files), directory_for(distinct))
+    return EqualitySet(
+        ids, distinct, tuple(kept), sequence_numbers[order][unique], sources, directory_for(distinct)
+    )
 
 
 def _first_of_equal_runs(hashes: np.ndarray, columns: list[pa.Array]) -> np.ndarray:
-    """Mask keeping one row of each run of equal keys (rows sorted by hash, so equal keys are adjacent
-    unless another key with the same hash sits between them, which only costs a duplicate)."""
+    """Mask keeping the first row of each run of equal keys (rows sorted by hash, so equal keys are
+    adjacent unless another key with the same hash sits between them, which only costs a duplicate)."""
     keep = np.ones(len(hashes), dtype=bool)
     if len(hashes) < 2:
         return keep

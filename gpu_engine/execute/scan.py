@@ -61,7 +61,10 @@ def execute(
     limit: int | None = None,
     progress: ScanProgress | None = None,
 ) -> tuple[ScanRun, Iterator[pa.RecordBatch]]:
-    """The scan's run record and its stream of output batches (at most ``limit`` rows)."""
+    """The scan's run record and its stream of output batches (at most ``limit`` rows).
+
+    ``plan``'s tasks must carry the deletes of one snapshot as planned (see :mod:`.deletes`): every delete
+    file the spec's rules attach, less only equality deletes whose metrics rule the data file out."""
     choice = choose(backend)
     run = ScanRun(plan, projection, choice)
     workers = workers or default_workers()

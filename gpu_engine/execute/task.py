@@ -73,21 +73,24 @@ def _execute(task: ScanTask, ctx: TaskContext, source: ParquetSource) -> Iterato
         constants=identity_constants(spec, task.file.partition),  # identity partition columns not in the file
     )
     for fb in batches:
-        keep = _keep(fb, schema, deletes, ctx.backend)
+        keep = _keep(fb, schema, deletes, ctx.backend, task.file.data_sequence_number or 0)
         if filtering:
             matches = evaluate(task.residual, fb.batch, names).to_numpy(zero_copy_only=False)
             keep = matches if keep is None else keep & matches
         yield _output(fb, keep, task, ctx.projection, partition_ids)
 
 
-def _keep(fb: FileBatch, schema: Schema, deletes: TaskDeletes, backend: str) -> np.ndarray | None:
-    """Rows of the batch that no delete removes (None: all of them)."""
+def _keep(
+    fb: FileBatch, schema: Schema, deletes: TaskDeletes, backend: str, data_sequence_number: int
+) -> np.ndarray | None:
+    """Rows of the batch (of a data file with ``data_sequence_number``) that no delete removes (None: all
+    of them)."""
     if deletes.empty:
         return None
     n = fb.batch.num_rows
     keep = masks.position_keep(deletes.positions, fb.first_pos, n, backend)
     for eq in deletes.equality:
-        deleted = eq.deleted(fb.batch, schema, backend)
+        deleted = eq.deleted(fb.batch, schema, backend, data_sequence_number)
         keep = ~deleted if keep is None else keep & ~deleted
     return keep
 

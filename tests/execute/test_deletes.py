@@ -1,0 +1,93 @@
+"""A scan reads each delete file once, however many data files it applies to: also equality delete files
+whose data files carry different sets of them (Flink-style upserts, where each data file is deleted from
+by every later commit), partition-scoped and global ones together, with exactly the rows that survive."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import BinaryIO
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from gpu_engine.io import fileio
+from gpu_engine.table import Table
+
+from ..commit._support import sql_catalog
+
+SCHEMA = pa.schema(
+    [pa.field("region", pa.string()), pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.int64())]
+)
+Oracle = dict[tuple[str, int], int]
+
+
+def _upsert(tbl: Table, oracle: Oracle, region: str, ids: np.ndarray, v: int) -> None:
+    rows = [{"region": region, "id": int(i), "v": v} for i in ids]
+    tbl.upsert(pa.Table.from_pylist(rows, schema=SCHEMA), on=["region", "id"])
+    oracle.update({(region, int(i)): v for i in ids})
+
+
+def _scan_counting_opens(
+    tbl: Table, backend: str, monkeypatch: pytest.MonkeyPatch
+) -> tuple[pa.Table, Counter[str]]:
+    opened: Counter[str] = Counter()
+    original = fileio.LocalFileIO.open_input
+
+    def counting(self: fileio.LocalFileIO, path: str) -> BinaryIO:
+        opened[fileio.local_path(path)] += 1
+        return original(self, path)
+
+    with monkeypatch.context() as m:
+        m.setattr(fileio.LocalFileIO, "open_input", counting)
+        result = tbl.scan(backend=backend).to_arrow()
+    return result, opened
+
+
+def _check(tbl: Table, oracle: Oracle, backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    plan = tbl.scan().plan()
+    equality = {d.path for t in plan.tasks for d in t.deletes if d.kind == "equality"}
+    carried = {frozenset(d.path for d in t.deletes) for t in plan.tasks}
+    assert len(equality) >= 6 and len(carried) >= 4  # data files carry different sets of delete files
+    result, opened = _scan_counting_opens(tbl, backend, monkeypatch)
+    assert {p: opened[fileio.local_path(p)] for p in equality} == dict.fromkeys(equality, 1)
+    got = Counter(zip(*(result.column(c).to_pylist() for c in SCHEMA.names), strict=True))
+    assert got == Counter((r, i, v) for (r, i), v in oracle.items())
+
+
+def test_upserts_read_each_equality_delete_file_once(
+    tmp_path: Path, backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tbl = sql_catalog(tmp_path).create_table(
+        "db.t", SCHEMA, partition_spec=["region"], properties={"format-version": "2"}
+    )
+    rng = np.random.default_rng(5)
+    oracle: Oracle = {}
+    for v in range(8):
+        for region in ("eu", "us"):
+            _upsert(tbl, oracle, region, rng.choice(40, 12, replace=False), v)
+    _check(tbl, oracle, backend, monkeypatch)
+
+
+def test_global_and_partition_equality_deletes_read_once(
+    tmp_path: Path, backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Deletes of an unpartitioned spec apply to every partition; those of a partition to it only."""
+    tbl = sql_catalog(tmp_path).create_table(
+        "db.t", SCHEMA, partition_spec=["region"], properties={"format-version": "2"}
+    )
+    rng = np.random.default_rng(9)
+    oracle: Oracle = {}
+    for v in range(3):
+        _upsert(tbl, oracle, "us", rng.choice(20, 8, replace=False), v)
+        _upsert(tbl, oracle, "eu", rng.choice(20, 8, replace=False), v)
+    with tbl.update_spec() as u:
+        u.remove_field("region")
+    for v in range(3, 6):
+        _upsert(tbl, oracle, "eu", rng.choice(20, 8, replace=False), v)
+        gone = set(rng.choice(20, 3, replace=False).tolist())
+        tbl.delete_rows(pa.table({"id": pa.array(sorted(gone), pa.int64())}), on=["id"])  # every region
+        oracle = {k: x for k, x in oracle.items() if k[1] not in gone}
+    assert {d.spec_id for t in tbl.scan().plan().tasks for d in t.deletes} == {0, 1}
+    _check(tbl, oracle, backend, monkeypatch)
