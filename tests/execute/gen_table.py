@@ -26,6 +26,11 @@ commit is its own snapshot (sequence numbers 1, 2, ...):
   wrong partition) and on ``name`` with a NULL key (deletes rows whose name is null); S3 appends rows that
   re-use deleted ids and null names (they survive: data seq >= delete seq); S4 deletes some re-used ids
   again (those rows now go).
+- ``upserts`` (v2): Flink's upsert mode, ``rounds`` commits (S2, S3, ...) each deleting a random
+  ``delete_fraction`` of the ids by equality and writing new rows for half of them in the same commit
+  (equal sequence numbers: the new rows stay; the other half stay deleted, as CDC deletes), so each round's
+  data files are deleted from by every later round and data files carry different sets of equality
+  delete files.
 - ``mixed`` (v2): S2 position deletes; S3 ``id`` + NULL ``name`` equality deletes; S4 two-column equality
   deletes on ``(category, id)`` (NULL categories, decoys with a wrong or NULL category); S5 appends rows
   re-using deleted keys plus a position delete file for the new file in the same commit.
@@ -63,7 +68,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyroaring import BitMap64
 
-Kind = Literal["position", "dv", "equality", "mixed"]
+Kind = Literal["position", "dv", "equality", "upserts", "mixed"]
 
 NAMESPACE = "db"
 TABLE = "t"
@@ -929,8 +934,8 @@ def _key_table(eq_ids: tuple[int, ...], columns: dict[int, pa.Array]) -> pa.Tabl
 class _Scenario:
     """The initial data plus helpers shared by the kinds."""
 
-    def __init__(self, b: _Builder, rows: int, files: int, delete_fraction: float):
-        self.b, self.rng, self.fraction = b, b.rng, delete_fraction
+    def __init__(self, b: _Builder, rows: int, files: int, delete_fraction: float, rounds: int):
+        self.b, self.rng, self.fraction, self.rounds = b, b.rng, delete_fraction, rounds
         counts = np.full(files, rows // files)
         counts[: rows % files] += 1
         self.starts = np.concatenate([[0], np.cumsum(counts)])
@@ -1072,6 +1077,12 @@ def _kind_equality(s: _Scenario) -> None:
     s.b.commit("delete", deletes=s.id_deletes(again, decoys=False))
 
 
+def _kind_upserts(s: _Scenario) -> None:
+    for _ in range(s.rounds):
+        ids = s.random_ids(s.fraction)
+        s.b.commit("overwrite", data=s.extra_data(ids[::2]), deletes=s.id_deletes(ids, decoys=False))
+
+
 def _kind_mixed(s: _Scenario) -> None:
     first, _ = s.position_rounds(s.fraction * 0.4)
     s.b.commit("delete", deletes=s.grouped_position_files(first))
@@ -1110,6 +1121,7 @@ _KINDS = {
     "position": (_kind_position, 2),
     "dv": (_kind_dv, 3),
     "equality": (_kind_equality, 2),
+    "upserts": (_kind_upserts, 2),
     "mixed": (_kind_mixed, 2),
 }
 
@@ -1125,6 +1137,7 @@ def generate(
     seed: int,
     partitioned: bool = False,
     row_group_rows: int | None = None,
+    rounds: int = 6,
 ) -> GeneratedDeletesTable:
     """Write table ``db.t`` with deletes of ``kind`` under ``root`` (which must hold no catalog yet)."""
     script, needed = _KINDS[kind]
@@ -1136,7 +1149,7 @@ def generate(
         raise FileExistsError(f"{root} already holds a generated table")
     start = time.perf_counter()
     builder = _Builder(root, format_version, partitioned, seed, row_group_rows)
-    script(_Scenario(builder, rows, files, delete_fraction))
+    script(_Scenario(builder, rows, files, delete_fraction, rounds))
     metadata_location = builder.finish()
     expected_at = _ExpectedAt(builder.data, builder.survivors)
     return GeneratedDeletesTable(

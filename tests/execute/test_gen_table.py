@@ -35,7 +35,7 @@ from pyroaring import BitMap64
 
 from .gen_table import COLUMNS, GeneratedDeletesTable, Kind, generate
 
-KINDS = ("position", "dv", "equality", "mixed")
+KINDS = ("position", "dv", "equality", "upserts", "mixed")
 
 
 def cases(*kinds: str) -> list[Any]:

@@ -15,7 +15,7 @@ from ..conftest import SIMULATED
 from .gen_table import GeneratedDeletesTable, generate
 from .oracles import assert_same_rows
 
-KINDS = {"position": 2, "dv": 3, "equality": 2, "mixed": 2}
+KINDS = {"position": 2, "dv": 3, "equality": 2, "upserts": 2, "mixed": 2}
 _CACHE: dict[tuple[str, bool], GeneratedDeletesTable] = {}
 
 
