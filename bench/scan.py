@@ -3,13 +3,17 @@
     python bench/scan.py [--rows 10000000] [--files 100] [--repeat 5] [--kinds position dv equality]
                          [--peers ...] [--cache-dir DIR] [--regenerate] [--out bench/results]
                          [--quiet-wait 1200] [--profile auto|always|never]
+    python bench/scan.py --kinds upserts --rounds 20 --name scan-upserts ...
 
 Three tables are written once by ``tests/execute/gen_table.py`` (independent of the engine) into
 ``--cache-dir`` (default ``~/.cache/gpu-engine-bench/scan-r<rows>-f<files>-s<seed>``) and reused: ``position``
 (v2, ``--delete-fraction`` of the rows, default 5%, deleted by Parquet position-delete files), ``dv`` (v3,
 the same fraction deleted by deletion vectors in Puffin files) and ``equality`` (v2, equality deletes on
 ``--eq-fraction`` of the ids, default 1%, plus ``name IS NULL`` keys: ~1% more rows). The generator's
-surviving rows (``expected``) are cached beside each table as ``expected.parquet``.
+surviving rows (``expected``) are cached beside each table as ``expected.parquet``. On request (not by
+default), ``upserts`` (v2, Flink's upsert mode: ``--rounds`` commits, each deleting ``--eq-fraction`` of
+the ids by equality and writing new rows for half of them), where data files carry different sets of
+equality deletes.
 
 Each peer reads the whole table, from its metadata JSON to one ``pyarrow.Table``, in its own subprocess per
 table (so its peak RSS is its own): ``ge.load_table(path).scan(backend=...).to_arrow()`` (cpu; and cuda
@@ -30,8 +34,8 @@ The workers run on a copy of ``gpu_engine/`` taken at start (the checkout is sha
 workers the driver waits (up to ``--quiet-wait`` s) for a quiet machine: 1-minute load average below 0.5
 and other processes using under 0.2 cores; the load is recorded either way.
 
-Writes ``scan-<device-slug>.json`` and ``.png`` (and ``scan-profile-<slug>.txt`` with ``--profile``, by
-default when a CPU target is missed) under ``--out``.
+Writes ``<name>-<device-slug>.json`` and ``.png`` (and ``<name>-profile-<slug>.txt`` with ``--profile``,
+by default when a CPU target is missed) under ``--out``; ``--name`` defaults to ``scan``.
 """
 
 from __future__ import annotations
@@ -106,7 +110,9 @@ KINDS = {
     "position": Kind("position", 2, "position deletes (v2)"),
     "dv": Kind("dv", 3, "deletion vectors (v3)"),
     "equality": Kind("equality", 2, "equality deletes (v2)"),
+    "upserts": Kind("upserts", 2, "Flink-style upserts (v2)"),
 }
+DEFAULT_KINDS = ("position", "dv", "equality")
 
 
 @dataclass(frozen=True)
@@ -124,7 +130,14 @@ TARGETS = (
     Target(
         "cpu-pyiceberg", "CPU >= 1.5x PyIceberg (position deletes, DVs)", PYICEBERG, OURS_CPU, POS_DV, 1.5
     ),
-    Target("cpu-duckdb-eq", "CPU >= 1.0x DuckDB (equality deletes)", DUCKDB, OURS_CPU, ("equality",), 1.0),
+    Target(
+        "cpu-duckdb-eq",
+        "CPU >= 1.0x DuckDB (equality deletes)",
+        DUCKDB,
+        OURS_CPU,
+        ("equality", "upserts"),
+        1.0,
+    ),
     Target(
         "gpu-pyiceberg", "GPU >= 10x PyIceberg (position deletes, DVs)", PYICEBERG, OURS_CUDA, POS_DV, 10.0
     ),
@@ -134,10 +147,14 @@ TARGETS = (
 # -- tables: generated once, cached with the rows that must survive -----------------------------------------
 
 
+def fraction_of(args: argparse.Namespace, kind: str) -> float:
+    return args.eq_fraction if kind in ("equality", "upserts") else args.delete_fraction
+
+
 def table_dir(args: argparse.Namespace, kind: str) -> Path:
     root = Path(args.cache_dir) if args.cache_dir else default_cache(args)
-    fraction = args.eq_fraction if kind == "equality" else args.delete_fraction
-    return root / f"{kind}-{fraction:g}"
+    rounds = f"-x{args.rounds}" if kind == "upserts" else ""
+    return root / f"{kind}-{fraction_of(args, kind):g}{rounds}"
 
 
 def default_cache(args: argparse.Namespace) -> Path:
@@ -159,7 +176,7 @@ def generate_kind(directory: Path, kind: str, args: argparse.Namespace) -> None:
 
     from tests.execute import gen_table
 
-    fraction = args.eq_fraction if kind == "equality" else args.delete_fraction
+    fraction = fraction_of(args, kind)
     g = gen_table.generate(
         directory,
         kind=kind,  # type: ignore[arg-type]
@@ -169,6 +186,7 @@ def generate_kind(directory: Path, kind: str, args: argparse.Namespace) -> None:
         format_version=KINDS[kind].format_version,
         seed=args.seed,
         row_group_rows=args.row_group_rows,
+        rounds=args.rounds,
     )
     pq.write_table(g.expected.select(list(COLUMNS)), directory / "expected.parquet")
     meta = {
@@ -447,7 +465,7 @@ def worker_cmd(args: argparse.Namespace) -> list[str]:
         *("--rows", str(args.rows), "--files", str(args.files), "--seed", str(args.seed)),
         *("--delete-fraction", str(args.delete_fraction), "--eq-fraction", str(args.eq_fraction)),
         *(["--row-group-rows", str(args.row_group_rows)] if args.row_group_rows else []),
-        *("--threads", str(args.threads)),
+        *("--threads", str(args.threads), "--rounds", str(args.rounds)),
     )
 
 
@@ -545,7 +563,7 @@ def run_driver(args: argparse.Namespace) -> int:
         targets = evaluate_targets(results, device)
         missed_cpu = any(t["met"] is False and t["ours"] == OURS_CPU for t in targets)
         if args.profile == "always" or (args.profile == "auto" and missed_cpu):
-            profile_path = out_dir / f"scan-profile-{slug}.txt"
+            profile_path = out_dir / f"{args.name}-profile-{slug}.txt"
             out_dir.mkdir(parents=True, exist_ok=True)
             texts = []
             for kind, meta in tables.items():
@@ -565,6 +583,7 @@ def run_driver(args: argparse.Namespace) -> int:
             "files": args.files,
             "delete_fraction": args.delete_fraction,
             "eq_fraction": args.eq_fraction,
+            **({"upsert_rounds": args.rounds} if "upserts" in args.kinds else {}),
             "seed": args.seed,
             "row_group_rows": args.row_group_rows,
             "repeat": args.repeat,
@@ -610,7 +629,7 @@ def run_driver(args: argparse.Namespace) -> int:
         "notes": [CONTENTION_NOTE],
     }
     return rep.finish(
-        out_dir, f"scan-{slug}", payload, lambda path: chart(path, payload, slug), failures, targets
+        out_dir, f"{args.name}-{slug}", payload, lambda path: chart(path, payload, slug), failures, targets
     )
 
 
@@ -705,7 +724,9 @@ def main() -> int:
     p.add_argument("--seed", type=int, default=DEFAULT_SEED)
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
-    p.add_argument("--kinds", nargs="+", choices=list(KINDS), default=list(KINDS))
+    p.add_argument("--kinds", nargs="+", choices=list(KINDS), default=list(DEFAULT_KINDS))
+    p.add_argument("--rounds", type=int, default=20, help="upserts table: upsert commits")
+    p.add_argument("--name", default="scan", help="results are <name>-<device-slug>.json/.png")
     p.add_argument("--peers", nargs="+", choices=PEERS, default=list(PEERS), help="cuda only with a GPU")
     p.add_argument(
         "--cache-dir", default=None, help="default ~/.cache/gpu-engine-bench/scan-r<rows>-f<files>-s<seed>"
