@@ -8,7 +8,9 @@
   (:mod:`.position_scope`).
 - An equality delete file applies when the data sequence number is strictly < the delete's, and the
   partitions are equal or the delete's spec is unpartitioned (a global delete); the planner then drops
-  those whose key metrics rule the data file out (:mod:`.equality_pruning`).
+  those whose key metrics rule the data file out (:mod:`.equality_pruning`). Equality deletes are kept
+  per partition (and globally) as :class:`EqualityRun` s sorted by sequence number, so a data file's
+  are a suffix of each run, found by bisection (Flink tables hold thousands per partition).
 
 File paths are compared after normalising scheme and authority (writers spell one file several ways).
 Partition values compare by their bits for floats (NaN canonical, -0.0 != 0.0), as the spec's note 3 says.
@@ -16,10 +18,11 @@ Partition values compare by their bits for floats (NaN canonical, -0.0 != 0.0), 
 
 from __future__ import annotations
 
+import bisect
 import math
 import struct
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,8 +44,24 @@ def _value_key(value: Any) -> Any:
     return value
 
 
-def _groups() -> defaultdict[Any, list[DeleteFile]]:
-    return defaultdict(list)
+@dataclass(frozen=True, eq=False)
+class EqualityRun:
+    """Equality delete files of one scope (a partition, or global), sorted by data sequence number."""
+
+    files: tuple[DeleteFile, ...]
+    sequence_numbers: tuple[int, ...]
+
+    @staticmethod
+    def of(files: Sequence[DeleteFile]) -> EqualityRun:
+        ordered = tuple(sorted(files, key=lambda d: d.data_sequence_number))
+        return EqualityRun(ordered, tuple(d.data_sequence_number for d in ordered))
+
+    def after(self, sequence_number: int) -> int:
+        """Index of the first file whose sequence number is above ``sequence_number``."""
+        return bisect.bisect_right(self.sequence_numbers, sequence_number)
+
+
+EqualityCandidates = list[tuple[EqualityRun, int]]  # runs with the index their applicable suffix starts at
 
 
 @dataclass
@@ -53,10 +72,8 @@ class DeleteIndex:
     positions_by_partition: dict[PartitionKey, list[DeleteFile]] = field(
         default_factory=lambda: defaultdict(list)
     )
-    equality_by_partition: dict[PartitionKey, list[DeleteFile]] = field(
-        default_factory=lambda: defaultdict(list)
-    )
-    global_equality: list[DeleteFile] = field(default_factory=list)
+    equality_by_partition: dict[PartitionKey, EqualityRun] = field(default_factory=dict)
+    global_equality: EqualityRun = field(default_factory=lambda: EqualityRun.of(()))
     # partition-scoped position delete files' file_path ranges, by id() of the DeleteFile
     path_ranges: Mapping[int, PathScope] = field(default_factory=dict)
     # (data file, position delete file) pairs the spec rules attach but file_path ranges ruled out
@@ -69,24 +86,42 @@ class DeleteIndex:
         path_ranges: Mapping[int, PathScope] | None = None,
     ) -> DeleteIndex:
         index = DeleteIndex(unpartitioned_specs, path_ranges=path_ranges or {})
+        equality: defaultdict[PartitionKey | None, list[DeleteFile]] = defaultdict(list)
         for d in deletes:
             key = partition_key(d.spec_id, d.partition)
             if d.content == EQUALITY_DELETES:
-                if d.spec_id in unpartitioned_specs:
-                    index.global_equality.append(d)
-                else:
-                    index.equality_by_partition[key].append(d)
+                equality[None if d.spec_id in unpartitioned_specs else key].append(d)
             elif d.is_deletion_vector:
                 index.dvs[normalize(d.referenced_data_file or "")].append(d)
             elif d.referenced_data_file is not None:
                 index.positions_by_file[normalize(d.referenced_data_file)].append(d)
             else:
                 index.positions_by_partition[key].append(d)
+        index.global_equality = EqualityRun.of(equality.pop(None, ()))
+        index.equality_by_partition = {
+            k: EqualityRun.of(files) for k, files in equality.items() if k is not None
+        }
         return index
 
     def for_data_file(self, data: DataFile) -> tuple[DeleteFile, ...]:
         """Every delete file that applies to ``data``: DVs or position deletes, then equality deletes (the
         caller may prune those further by column metrics: see :mod:`.equality_pruning`)."""
+        runs = self.equality_for(data)
+        return self.positional_for(data) + tuple(d for run, start in runs for d in run.files[start:])
+
+    def equality_for(self, data: DataFile) -> EqualityCandidates:
+        """The equality delete runs that apply to ``data``, each with the index its applicable suffix
+        (sequence numbers above the data file's) starts at; runs with none are left out."""
+        seq = data.data_sequence_number if data.data_sequence_number is not None else 0
+        out: EqualityCandidates = []
+        scoped = self.equality_by_partition.get(partition_key(data.spec_id, data.partition))
+        for run in (scoped, self.global_equality):
+            if run is not None and (start := run.after(seq)) < len(run.files):
+                out.append((run, start))
+        return out
+
+    def positional_for(self, data: DataFile) -> tuple[DeleteFile, ...]:
+        """The DVs, or else the position delete files, that apply to ``data``."""
         seq = data.data_sequence_number if data.data_sequence_number is not None else 0
         key = partition_key(data.spec_id, data.partition)
         path = normalize(data.path)
@@ -102,12 +137,7 @@ class DeleteIndex:
                 kept = [d for d in scoped if self._may_hold(d, path)]
                 self.skipped_by_metrics += len(scoped) - len(kept)
                 positional += kept
-        equality = [
-            d
-            for d in (*self.equality_by_partition.get(key, ()), *self.global_equality)
-            if seq < d.data_sequence_number
-        ]
-        return tuple(positional) + tuple(equality)
+        return tuple(positional)
 
     def _may_hold(self, d: DeleteFile, normalized_path: str) -> bool:
         scope = self.path_ranges.get(id(d))

@@ -17,18 +17,23 @@ never bounds).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 
 from ..errors import GpuEngineError
 from ..iceberg import serde
 from ..iceberg import types as it
 from ..iceberg.schema import Schema
-from ..tasks import EQUALITY_DELETES, DeleteFile
+from ..tasks import DeleteFile
 from .pruning import lookup
+
+if TYPE_CHECKING:
+    from .deletes import EqualityCandidates
 
 # types whose decoded bounds (serde.from_bytes) order as the values do
 _ORDERED = frozenset(
@@ -143,6 +148,99 @@ def _all_null(m: ColumnMetrics) -> bool:
     return m.nulls is not None and m.values is not None and m.nulls == m.values
 
 
+class _FieldVectors:
+    """One equality field's metrics over a run of delete files, as arrays (-1: count unknown)."""
+
+    def __init__(self, floating: bool, uses: np.ndarray, metrics: Sequence[ColumnMetrics]) -> None:
+        self.floating = floating
+        self.uses = uses  # which files have the field among their equality ids
+        self.nulls = _counts([m.nulls for m in metrics])
+        self.values = _counts([m.values for m in metrics])
+        self.nans = _counts([m.nans for m in metrics])
+        self.bounded = np.array([m.lower is not None and m.upper is not None for m in metrics], dtype=bool)
+        if floating:
+            self.bounded &= self.nans == 0
+        self.lower = _values([m.lower for m in metrics])
+        self.upper = _values([m.upper for m in metrics])
+
+    def rules_out(self, d: ColumnMetrics, start: int) -> np.ndarray:
+        """Which files from ``start`` on this field proves hold no key of the data file (metrics ``d``):
+        :func:`may_match`'s rules for one field, over the run."""
+        nulls = self.nulls[start:]
+        out = np.zeros(len(nulls), dtype=bool)
+        if _all_null(d):
+            out |= nulls == 0
+        if _no_null(d):
+            out |= (nulls >= 0) & (nulls == self.values[start:])  # only null keys
+        if d.lower is not None and d.upper is not None and not (self.floating and d.nans != 0):
+            which = np.flatnonzero(self.bounded[start:] & ~out)
+            if len(which):
+                out[which] = _disjoint(d, self.lower[start:][which], self.upper[start:][which])
+        if _has_null(d):
+            out &= ~(nulls > 0)  # null keys match null rows
+        ruled_out: np.ndarray = out & self.uses[start:]
+        return ruled_out
+
+
+def _counts(counts: Sequence[int | None]) -> np.ndarray:
+    return np.array([-1 if c is None else c for c in counts], dtype=np.int64)
+
+
+def _values(bounds: Sequence[Any]) -> np.ndarray:
+    """Bounds as an int64 or float64 array when they are all such numbers, else as objects (None where
+    unknown: never read)."""
+    known = [b for b in bounds if b is not None]
+    for kind, dtype in ((int, np.int64), (float, np.float64)):
+        if known and all(type(b) is kind for b in known):
+            try:
+                return np.array([known[0] if b is None else b for b in bounds], dtype=dtype)
+            except OverflowError:
+                break
+    out = np.empty(len(bounds), dtype=object)
+    out[:] = list(bounds)
+    return out
+
+
+def _disjoint(d: ColumnMetrics, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
+    """Whether each delete range [lower, upper] misses the data range (False where they do not compare)."""
+    try:
+        return np.asarray((d.upper < lower) | (upper < d.lower), dtype=bool)
+    except TypeError:  # bounds of unlike Python types (a malformed entry): judge them one by one
+        out = np.zeros(len(lower), dtype=bool)
+        for j, (lo, hi) in enumerate(zip(lower, upper, strict=True)):
+            try:
+                out[j] = bool(d.upper < lo or hi < d.lower)
+            except TypeError:
+                continue
+        return out
+
+
+class RunMetrics:
+    """The equality-field metrics of an :class:`~gpu_engine.planning.deletes.EqualityRun`'s files, as
+    arrays: which of a suffix of the run may delete rows of a data file is a few array operations."""
+
+    def __init__(
+        self,
+        files: Sequence[DeleteFile],
+        metrics: Mapping[int, Metrics],
+        types: Mapping[int, it.PrimitiveType],
+    ) -> None:
+        self.size = len(files)
+        self.fields: dict[int, _FieldVectors] = {}
+        for fid, t in types.items():
+            uses = np.array([fid in d.equality_ids for d in files], dtype=bool)
+            if uses.any():
+                ms = [metrics.get(id(d), {}).get(fid, UNKNOWN) for d in files]
+                self.fields[fid] = _FieldVectors(t.name in _FLOATS, uses, ms)
+
+    def may_match(self, data: Metrics, start: int) -> np.ndarray:
+        """Bool mask over the run's files from ``start`` on: :func:`may_match` of each with ``data``."""
+        keep = np.ones(self.size - start, dtype=bool)
+        for fid, vectors in self.fields.items():
+            keep &= ~vectors.rules_out(data.get(fid, UNKNOWN), start)
+        return keep
+
+
 class EqualityPruner:
     """The equality delete files of one plan with their key metrics: which of them may delete rows of
     each data file of a manifest table."""
@@ -155,6 +253,7 @@ class EqualityPruner:
         # by object identity (hashing a DeleteFile hashes all its fields); _files keeps the ids valid
         self._files = [d for _, files in pairs for d in files]
         self._metrics: dict[int, Metrics] = {}
+        self._runs: dict[int, RunMetrics] = {}  # by id() of the EqualityRun
         self.skipped = 0  # (data file, equality delete) pairs ruled out by :meth:`keep`
         if self.types:
             for table, files in pairs:
@@ -169,14 +268,15 @@ class EqualityPruner:
         """The data files' metrics of a manifest table, decoded on use; None when nothing can be pruned."""
         return EntryMetrics(entries, self.types) if self.types else None
 
-    def keep(self, deletes: tuple[DeleteFile, ...], metrics: EntryMetrics, i: int) -> tuple[DeleteFile, ...]:
-        """``deletes`` (those the spec rules attach to entry ``i``) less the equality deletes whose keys
-        its metrics rule out (counted in :attr:`skipped`)."""
-        kept = tuple(
-            d
-            for d in deletes
-            if d.content != EQUALITY_DELETES
-            or may_match(metrics[i], self._metrics.get(id(d), {}), d.equality_ids, self.types)
-        )
-        self.skipped += len(deletes) - len(kept)
-        return kept
+    def keep(self, runs: EqualityCandidates, metrics: EntryMetrics, i: int) -> tuple[DeleteFile, ...]:
+        """The equality deletes of ``runs`` (those the spec rules attach to entry ``i``) less those whose
+        keys its metrics rule out (counted in :attr:`skipped`)."""
+        kept: list[DeleteFile] = []
+        for run, start in runs:
+            vectors = self._runs.get(id(run))
+            if vectors is None:
+                vectors = self._runs[id(run)] = RunMetrics(run.files, self._metrics, self.types)
+            mask = vectors.may_match(metrics[i], start)
+            kept.extend(itertools.compress(run.files[start:], mask))
+            self.skipped += len(mask) - int(np.count_nonzero(mask))
+        return tuple(kept)

@@ -27,7 +27,7 @@ from ..iceberg.schema import Schema
 from ..iceberg.snapshots import Snapshot
 from ..io.fileio import FileIO, scheme_of
 from ..properties import int_property
-from ..tasks import EQUALITY_DELETES, DataFile, DeleteFile, PlanSummary, ScanPlan, ScanTask
+from ..tasks import DataFile, DeleteFile, PlanSummary, ScanPlan, ScanTask
 from . import equality_pruning as eqp
 from . import pruning
 from .appends import appended_manifests
@@ -156,16 +156,19 @@ def plan_files(
     index = DeleteIndex.build((d for _, found in delete_tables for d in found), unpartitioned, ranges)
 
     tasks: list[ScanTask] = []
-    applied: set[str] = set()
+    applied: set[int] = set()  # id() of the delete files attached (each entry is one DeleteFile)
     target = _split_target(md)
     for table in files.kept:
         data_files = _data_files(table, md.format_version)
         metrics = equality.metrics_of(table)
         for i, (data, residual) in enumerate(zip(data_files, residuals(md, row_filter, table), strict=True)):
-            applies = index.for_data_file(data)
-            if metrics is not None and applies and applies[-1].content == EQUALITY_DELETES:
-                applies = equality.keep(applies, metrics, i)  # equality deletes come last
-            applied.update(d.path + f"#{d.content_offset}" for d in applies)
+            applies = index.positional_for(data)
+            if runs := index.equality_for(data):
+                if metrics is None:
+                    applies += tuple(itertools.chain.from_iterable(r.files[start:] for r, start in runs))
+                else:
+                    applies += equality.keep(runs, metrics, i)
+            applied.update(map(id, applies))
             for start, length in split_ranges(data, target):
                 rows = data.record_count if length >= data.file_size_in_bytes else _estimate(data, length)
                 tasks.append(ScanTask(data, start, length, applies, residual, rows))

@@ -5,15 +5,25 @@ from __future__ import annotations
 
 import struct
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpu_engine.iceberg import types as it
 from gpu_engine.iceberg.schema import Schema
-from gpu_engine.planning.equality_pruning import ColumnMetrics, entry_metrics, may_match, prunable_types
+from gpu_engine.planning.equality_pruning import (
+    ColumnMetrics,
+    RunMetrics,
+    entry_metrics,
+    may_match,
+    prunable_types,
+)
 from gpu_engine.planning.scan import ScanOptions, plan_scan
 from gpu_engine.table import Table
+from gpu_engine.tasks import EQUALITY_DELETES, DeleteFile
 
 from ..commit._support import sql_catalog
 
@@ -65,6 +75,79 @@ def test_any_disjoint_field_of_a_multi_column_key_rules_out() -> None:
     data = {1: M(0, 99, 0, 100, None), 2: M("eu", "us", 0, 100, None)}
     assert not may_match(data, {1: M(5, 6, 0, 2, None), 2: M("zz", "zz", 0, 2, None)}, [1, 2], types)
     assert may_match(data, {1: M(5, 6, 0, 2, None), 2: M("fr", "fr", 0, 2, None)}, [1, 2], types)
+
+
+RUN_TYPES = {1: it.LONG, 2: it.STRING, 3: it.DOUBLE, 4: it.BOOLEAN}
+_BOUNDS: dict[int, st.SearchStrategy[Any]] = {
+    1: st.integers(-3, 3),
+    2: st.text("abz\u00e9", max_size=2),
+    3: st.floats(-2, 2, allow_nan=False),
+    4: st.booleans(),
+}
+_COUNT = st.one_of(st.integers(0, 2), st.integers(0, 2), st.none())
+
+
+@st.composite
+def _metrics(draw: st.DrawFn, fid: int) -> ColumnMetrics:
+    # mostly known bounds; now and then unknown, or of an unlike type
+    bound = st.one_of(_BOUNDS[fid], _BOUNDS[fid], _BOUNDS[fid], st.none(), st.sampled_from(["x", 1]))
+    return M(draw(bound), draw(bound), draw(_COUNT), draw(_COUNT), draw(_COUNT))
+
+
+@st.composite
+def _file_metrics(draw: st.DrawFn) -> dict[int, ColumnMetrics]:
+    fids = draw(st.lists(st.sampled_from([1, 2, 3, 4, 5]), min_size=3, unique=True))  # 5: not prunable
+    return {fid: draw(_metrics(fid if fid in _BOUNDS else 1)) for fid in fids}
+
+
+@settings(max_examples=300)
+@given(
+    deletes=st.lists(
+        st.tuples(
+            st.lists(st.sampled_from([1, 2, 3, 4, 5]), min_size=1, max_size=3, unique=True), _file_metrics()
+        ),
+        max_size=12,
+    ),
+    data=_file_metrics(),
+    start=st.integers(0, 12),
+)
+def test_a_run_judged_at_once_agrees_with_each_file_judged_alone(
+    deletes: list[tuple[list[int], dict[int, ColumnMetrics]]], data: dict[int, ColumnMetrics], start: int
+) -> None:
+    files = [
+        DeleteFile(f"/eq{i}.parquet", "PARQUET", EQUALITY_DELETES, 0, (), 1, 9, i, tuple(ids))
+        for i, (ids, _) in enumerate(deletes)
+    ]
+    by_id = {id(f): m for f, (_, m) in zip(files, deletes, strict=True)}
+    start = min(start, len(files))
+    got = RunMetrics(files, by_id, RUN_TYPES).may_match(data, start).tolist()
+    assert got == [may_match(data, by_id[id(f)], f.equality_ids, RUN_TYPES) for f in files[start:]]
+
+
+def test_a_run_follows_each_rule() -> None:
+    """The run's array judgement on one case per rule of :func:`may_match` (and the scalar agrees)."""
+    cases = [  # (data metrics, delete metrics, equality ids, expected)
+        ({1: M(0, 9, 0, 5, None)}, {1: M(20, 30, 0, 2, None)}, (1,), False),  # disjoint
+        ({1: M(0, 9, 1, 5, None)}, {1: M(20, 30, 1, 2, None)}, (1,), True),  # null keys match null rows
+        ({1: M(None, None, 5, 5, None)}, {1: M(20, 30, 0, 2, None)}, (1,), False),  # all-null data
+        ({1: M(0, 9, 0, 5, None)}, {1: M(None, None, 2, 2, None)}, (1,), False),  # only null keys
+        ({1: M(0, 9, None, 5, None)}, {1: M(None, None, 2, 2, None)}, (1,), True),  # nulls unknown
+        ({3: M(0.0, 0.5, 0, 5, 0)}, {3: M(1.0, 2.0, 0, 2, None)}, (3,), True),  # delete's NaNs unknown
+        ({3: M(0.0, 0.5, 0, 5, 1)}, {3: M(1.0, 2.0, 0, 2, 0)}, (3,), True),  # NaN rows
+        ({3: M(0.0, 0.5, 0, 5, 0)}, {3: M(1.0, 2.0, 0, 2, 0)}, (3,), False),
+        ({2: M("a", "b", 0, 5, None)}, {2: M("c", 1, 0, 2, None)}, (2,), True),  # unlike types
+        ({2: M("a", "b", 0, 5, None)}, {2: M("c", "d", 0, 2, None)}, (2,), False),
+        ({1: M(0, 9, 0, 5, None)}, {1: M(20, 30, 0, 2, None)}, (5,), True),  # not an equality field here
+    ]
+    files = [
+        DeleteFile(f"/eq{i}.parquet", "PARQUET", EQUALITY_DELETES, 0, (), 1, 9, i, ids)
+        for i, (_, _, ids, _) in enumerate(cases)
+    ]
+    for i, (data, delete, ids, expected) in enumerate(cases):
+        by_id = {id(f): delete if j == i else {} for j, f in enumerate(files)}
+        assert may_match(data, delete, ids, RUN_TYPES) is expected, cases[i]
+        got = RunMetrics(files, by_id, RUN_TYPES).may_match(data, 0).tolist()
+        assert got == [expected if j == i else True for j in range(len(files))], cases[i]
 
 
 def test_metrics_decoded_from_manifest_maps() -> None:
