@@ -75,31 +75,42 @@ class DeleteLoader:
         self._global_specs = frozenset(sid for sid, spec in md.specs.items() if spec.is_unpartitioned)
         # per equality group, its files used by any task (one entry per file)
         self._groups: dict[EqualityGroup, dict[tuple[str, int], DeleteFile]] = {}
-        for task in tasks:
-            for d in task.deletes:
-                if d.content == EQUALITY_DELETES:
-                    files = self._groups.setdefault(self._group(d), {})
-                    files.setdefault((d.path, d.data_sequence_number), d)
+        # a task's position deletes and equality groups, by id() of its deletes tuple (kept alive by the
+        # tasks): a Flink table's data files carry thousands of equality deletes each, walked once a scan
+        self._by_deletes: dict[int, tuple[tuple[DeleteFile, ...], tuple[EqualityGroup, ...]]] = {}
+        self._group_of: dict[int, EqualityGroup] = {}  # by id() of an equality delete file
         self.cache: SharedLoads[object] = SharedLoads(key for task in tasks for key in self._keys(task))
 
-    def _group(self, d: DeleteFile) -> EqualityGroup:
-        scope = None if d.spec_id in self._global_specs else partition_key(d.spec_id, d.partition)
-        return ("eq", tuple(sorted(d.equality_ids)), scope)
+    def _split(self, task: ScanTask) -> tuple[tuple[DeleteFile, ...], tuple[EqualityGroup, ...]]:
+        """The task's position deletes and DVs, and its equality groups (registering their files)."""
+        found = self._by_deletes.get(id(task.deletes))
+        if found is None:
+            positional: list[DeleteFile] = []
+            groups: dict[EqualityGroup, None] = {}
+            for d in task.deletes:
+                if d.content != EQUALITY_DELETES:
+                    positional.append(d)
+                    continue
+                group = self._group_of.get(id(d))
+                if group is None:
+                    group = self._group_of[id(d)] = ("eq", tuple(sorted(d.equality_ids)), self._scope(d))
+                    self._groups.setdefault(group, {}).setdefault((d.path, d.data_sequence_number), d)
+                groups[group] = None
+            found = self._by_deletes[id(task.deletes)] = (tuple(positional), tuple(groups))
+        return found
 
-    def _equality_groups(self, task: ScanTask) -> list[EqualityGroup]:
-        return list(dict.fromkeys(self._group(d) for d in task.deletes if d.content == EQUALITY_DELETES))
+    def _scope(self, d: DeleteFile) -> Hashable:
+        return None if d.spec_id in self._global_specs else partition_key(d.spec_id, d.partition)
 
     def _keys(self, task: ScanTask) -> list[Hashable]:
         """The shared values ``task`` uses (for :class:`SharedLoads`' reference counts)."""
-        keys: list[Hashable] = [delete_key(d) for d in task.deletes if d.content != EQUALITY_DELETES]
-        keys.extend(self._equality_groups(task))
-        return keys
+        positional, groups = self._split(task)
+        return [*map(delete_key, positional), *groups]
 
     def for_task(self, task: ScanTask, file_rows: int) -> TaskDeletes:
         parts: list[np.ndarray] = []
-        for d in task.deletes:
-            if d.content == EQUALITY_DELETES:
-                continue
+        positional, groups = self._split(task)
+        for d in positional:
             if d.is_deletion_vector:
                 dv = self.cache.get(delete_key(d), lambda d=d: read_dv(self.io, d))  # type: ignore[misc]
                 parts.append(_checked(np.asarray(dv, dtype=np.int64), d, task, file_rows))
@@ -113,7 +124,7 @@ class DeleteLoader:
         elif parts:
             positions = sorted_unique(np.concatenate(parts))
         equality = []
-        for group in self._equality_groups(task):
+        for group in groups:
             value = self.cache.get(group, lambda group=group: self._load_equality(group))  # type: ignore[misc]
             assert isinstance(value, EqualitySet)
             equality.append(value)
