@@ -135,7 +135,7 @@ def test_a_run_follows_each_rule() -> None:
         ({3: M(0.0, 0.5, 0, 5, 0)}, {3: M(1.0, 2.0, 0, 2, None)}, (3,), True),  # delete's NaNs unknown
         ({3: M(0.0, 0.5, 0, 5, 1)}, {3: M(1.0, 2.0, 0, 2, 0)}, (3,), True),  # NaN rows
         ({3: M(0.0, 0.5, 0, 5, 0)}, {3: M(1.0, 2.0, 0, 2, 0)}, (3,), False),
-        ({2: M("a", "b", 0, 5, None)}, {2: M("c", 1, 0, 2, None)}, (2,), True),  # unlike types
+        ({2: M("a", "b", 0, 5, None)}, {2: M(1, "z", 0, 2, None)}, (2,), True),  # unlike types
         ({2: M("a", "b", 0, 5, None)}, {2: M("c", "d", 0, 2, None)}, (2,), False),
         ({1: M(0, 9, 0, 5, None)}, {1: M(20, 30, 0, 2, None)}, (5,), True),  # not an equality field here
     ]
