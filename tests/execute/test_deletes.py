@@ -56,17 +56,26 @@ def _check(tbl: Table, oracle: Oracle, backend: str, monkeypatch: pytest.MonkeyP
     assert got == Counter((r, i, v) for (r, i), v in oracle.items())
 
 
+def _upsert_rounds(tbl: Table, rng: np.random.Generator, versions: range, *, keys: int, size: int) -> Oracle:
+    """Upserts of ``size`` of ``keys`` ids per region and version; the rows they leave."""
+    oracle: Oracle = {}
+    for v in versions:
+        for region in ("eu", "us"):
+            _upsert(tbl, oracle, region, rng.choice(keys, size, replace=False), v)
+    return oracle
+
+
+def _by_region(tmp_path: Path) -> Table:
+    return sql_catalog(tmp_path).create_table(
+        "db.t", SCHEMA, partition_spec=["region"], properties={"format-version": "2"}
+    )
+
+
 def test_upserts_read_each_equality_delete_file_once(
     tmp_path: Path, backend: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    tbl = sql_catalog(tmp_path).create_table(
-        "db.t", SCHEMA, partition_spec=["region"], properties={"format-version": "2"}
-    )
-    rng = np.random.default_rng(5)
-    oracle: Oracle = {}
-    for v in range(8):
-        for region in ("eu", "us"):
-            _upsert(tbl, oracle, region, rng.choice(40, 12, replace=False), v)
+    tbl = _by_region(tmp_path)
+    oracle = _upsert_rounds(tbl, np.random.default_rng(5), range(8), keys=40, size=12)
     _check(tbl, oracle, backend, monkeypatch)
 
 
@@ -74,14 +83,8 @@ def test_global_and_partition_equality_deletes_read_once(
     tmp_path: Path, backend: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Deletes of an unpartitioned spec apply to every partition; those of a partition to it only."""
-    tbl = sql_catalog(tmp_path).create_table(
-        "db.t", SCHEMA, partition_spec=["region"], properties={"format-version": "2"}
-    )
-    rng = np.random.default_rng(9)
-    oracle: Oracle = {}
-    for v in range(3):
-        _upsert(tbl, oracle, "us", rng.choice(20, 8, replace=False), v)
-        _upsert(tbl, oracle, "eu", rng.choice(20, 8, replace=False), v)
+    tbl, rng = _by_region(tmp_path), np.random.default_rng(9)
+    oracle = _upsert_rounds(tbl, rng, range(3), keys=20, size=8)
     with tbl.update_spec() as u:
         u.remove_field("region")
     for v in range(3, 6):
