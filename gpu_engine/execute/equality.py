@@ -18,7 +18,8 @@ sequence number. Which files go into one set is the caller's decision (:mod:`.de
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -31,6 +32,7 @@ from ..io.parquet_read import ParquetSource
 from ..kernels.deletes import directory_for
 from ..tasks import DeleteFile
 from . import keys
+from .masks import DEVICE_LOCK
 
 
 @dataclass(frozen=True)
@@ -44,9 +46,22 @@ class EqualitySet:
     sequence_numbers: np.ndarray  # int64, per key in ``hashes`` order
     sources: tuple[str, ...]
     directory: np.ndarray  # bucket directory over ``hashes`` (kernels.deletes.directory_for)
+    # device copies of ``hashes`` and ``directory``, made by the first batch probed on cuda: a set is
+    # shared by every task of its group and may hold millions of keys
+    _device: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def __len__(self) -> int:
         return len(self.hashes)
+
+    def _lookup(self, backend: str) -> tuple[Any, Any]:
+        """The sorted hashes and their directory on ``backend``'s side."""
+        if backend != "cuda":
+            return self.hashes, self.directory
+        with DEVICE_LOCK:
+            if "lookup" not in self._device:
+                self._device["lookup"] = (keys.resident(self.hashes), keys.resident(self.directory))
+            found: tuple[Any, Any] = self._device["lookup"]
+        return found
 
     def deleted(
         self, batch: pa.RecordBatch, schema: Schema, backend: str, data_sequence_number: int
@@ -58,7 +73,7 @@ class EqualitySet:
             return np.zeros(n, dtype=bool)
         columns = keys.key_columns(batch, schema, self.ids)
         hashes = keys.row_hashes(columns, n, backend)
-        hit = keys.members(self.hashes, self.directory, hashes, backend)
+        hit = keys.members(*self._lookup(backend), hashes, backend)
         candidates = np.flatnonzero(hit)
         out = np.zeros(n, dtype=bool)
         if len(candidates):

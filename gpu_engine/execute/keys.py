@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -17,6 +18,7 @@ from ..errors import UnsupportedFeature
 from ..iceberg import types as it
 from ..iceberg.schema import Schema
 from ..kernels import deletes as kd
+from ..kernels import elementwise as ew
 from .masks import DEVICE_LOCK
 
 
@@ -135,15 +137,22 @@ def row_hashes(columns: Sequence[pa.Array], n: int, backend: str) -> np.ndarray:
     return np.asarray(kd.hash_rows(key_cols, n), dtype=np.uint64)
 
 
-def members(sorted_hashes: np.ndarray, directory: np.ndarray, hashes: np.ndarray, backend: str) -> np.ndarray:
+def members(sorted_hashes: Any, directory: Any, hashes: np.ndarray, backend: str) -> np.ndarray:
     """Which ``hashes`` occur in ``sorted_hashes`` (bool mask; ``directory`` from
-    :func:`~gpu_engine.kernels.deletes.directory_for`), computed on ``backend``."""
+    :func:`~gpu_engine.kernels.deletes.directory_for`), computed on ``backend``. On ``cuda`` the sorted
+    hashes and directory may already be on the device (see :func:`resident`)."""
     if backend == "cuda":
         from numba import cuda
 
         with DEVICE_LOCK:
-            out = kd.member_sorted(
-                cuda.to_device(sorted_hashes), cuda.to_device(hashes), directory=cuda.to_device(directory)
-            )
+            keys_d, directory_d = resident(sorted_hashes), resident(directory)
+            out = kd.member_sorted(keys_d, cuda.to_device(hashes), directory=directory_d)
             return np.asarray(out.copy_to_host()).view(bool)
     return np.asarray(kd.member_sorted(sorted_hashes, hashes, directory=directory)).view(bool)
+
+
+def resident(array: Any) -> Any:
+    """``array`` on the device: itself when it is there already, else a copy."""
+    from numba import cuda
+
+    return array if ew.is_device_array(array) else cuda.to_device(array)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -53,12 +54,12 @@ def _delete_file(root: Path, key_rows: list[Key], seq: int) -> DeleteFile:
     )
 
 
-def _batch(rows: list[Key]) -> pa.RecordBatch:
+def _batch(rows: Sequence[Key]) -> pa.RecordBatch:
     schema = pa.schema([pa.field("k", pa.int64()), pa.field("s", pa.string())])
     return pa.RecordBatch.from_pylist([{"k": k, "s": s} for k, s in rows], schema=schema)
 
 
-def _expected(files: list[tuple[int, list[Key]]], rows: list[Key], data_seq: int) -> list[bool]:
+def _expected(files: Sequence[tuple[int, Sequence[Key]]], rows: Sequence[Key], data_seq: int) -> list[bool]:
     live = {key for seq, file_keys in files if seq > data_seq for key in file_keys}
     return [row in live for row in rows]
 
@@ -106,3 +107,25 @@ def test_a_key_held_by_several_files_keeps_the_highest_sequence_number(tmp_path:
 def test_an_empty_set_deletes_nothing(tmp_path: Path, n: int) -> None:
     eq = load_equality_set(LocalFileIO(), [_delete_file(tmp_path, [], 4)], SCHEMA, IDS, "cpu", None)
     assert len(eq) == 0 and eq.deleted(_batch([(1, "a")] * n), SCHEMA, "cpu", 0).tolist() == [False] * n
+
+
+@pytest.mark.gpu
+def test_the_set_is_copied_to_the_device_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tasks of a group share one set: its sorted hashes and directory go to the device on first use only,
+    not once per batch."""
+    from numba import cuda
+
+    files = [_delete_file(tmp_path, [(k, "a") for k in range(50)], 3)]
+    eq = load_equality_set(LocalFileIO(), files, SCHEMA, IDS, "cuda", None)
+    copied: list[int] = []
+    real = cuda.to_device
+
+    def counting(array: Any, *args: Any, **kwargs: Any) -> Any:
+        copied.extend(1 for own in (eq.hashes, eq.directory) if array is own)
+        return real(array, *args, **kwargs)
+
+    monkeypatch.setattr(cuda, "to_device", counting)
+    for batch in ([(1, "a"), (7, "b")], [(49, "a")], [(50, "a"), (0, "a")]):
+        got = eq.deleted(_batch(batch), SCHEMA, "cuda", 0).tolist()
+        assert got == _expected([(3, [(k, "a") for k in range(50)])], batch, 0)
+    assert len(copied) == 2  # the hashes and the directory, once each
