@@ -7,6 +7,7 @@ applies to it and the residual filter; a :class:`ScanPlan` is the tasks plus a :
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from .expressions import Expression
@@ -147,13 +148,14 @@ class FileGroup:
         """Rows stored in the files, deleted ones included."""
         return sum(f.record_count for f in self.files)
 
-    @property
+    @cached_property
     def delete_files(self) -> tuple[DeleteFile, ...]:
-        """Every delete file that applies to a file of the group, once, in first-seen order."""
+        """Every delete file that applies to a file of the group, once, in first-seen order (computed
+        once: a Flink table's files carry thousands of equality deletes each)."""
+        by_object = {id(d): d for t in self.tasks for d in t.deletes}  # shared DeleteFile objects
         seen: dict[tuple[str, int | None], DeleteFile] = {}
-        for t in self.tasks:
-            for d in t.deletes:
-                seen.setdefault((d.path, d.content_offset), d)
+        for d in by_object.values():
+            seen.setdefault((d.path, d.content_offset), d)
         return tuple(seen.values())
 
     def __repr__(self) -> str:
