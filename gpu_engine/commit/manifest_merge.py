@@ -78,9 +78,11 @@ def merge_manifests(
     new_path: Callable[[], str],
     faults: Faults,
     written: list[str],
+    known: Mapping[str, Sequence[ManifestEntry]] | None = None,
 ) -> Merged:
     """``manifests`` (this commit's first, then the parent's) with their bins merged per ``policy``; the
-    paths of merged manifests are appended to ``written``. Unchanged (same order) when nothing merges."""
+    paths of merged manifests are appended to ``written``. Unchanged (same order) when nothing merges.
+    ``known``: entries of manifests this commit wrote, by path, used instead of reading them back."""
     if not policy.enabled or not manifests:
         return Merged(tuple(manifests))
     groups: dict[tuple[int, int], list[ManifestFile]] = {}
@@ -97,7 +99,7 @@ def merge_manifests(
             if len(bin_) == 1 or (holds_first and len(bin_) < policy.min_count_to_merge):
                 out.extend(bin_)
                 continue
-            entries = [e for m in bin_ for e in _merged_entries(io, md, m, spec_id, snapshot_id)]
+            entries = [e for m in bin_ for e in _merged_entries(io, md, m, spec_id, snapshot_id, known or {})]
             kind: ManifestContent = "deletes" if content == 1 else "data"
             out.append(write_entries(io, md, kind, spec_id, entries, snapshot_id, new_path, faults, written))
             created += 1
@@ -114,13 +116,21 @@ def _pack_end(group: Sequence[ManifestFile], target: int) -> list[list[ManifestF
 
 
 def _merged_entries(
-    io: FileIO, md: TableMetadata, m: ManifestFile, spec_id: int, snapshot_id: int
+    io: FileIO,
+    md: TableMetadata,
+    m: ManifestFile,
+    spec_id: int,
+    snapshot_id: int,
+    known: Mapping[str, Sequence[ManifestEntry]],
 ) -> list[ManifestEntry]:
     """The entries ``m`` contributes to a merged manifest (see the module doc)."""
     own = m.added_snapshot_id == snapshot_id  # written by this commit: not listed yet
-    table = read_manifest(replace(m, manifest_path=io.resolve(m.manifest_path)), open_input=io.open_input)
+    entries = known.get(m.manifest_path) if own else None
+    if entries is None:
+        table = read_manifest(replace(m, manifest_path=io.resolve(m.manifest_path)), open_input=io.open_input)
+        entries = entries_of(table, m, md.spec_by_id(spec_id), deleted_by=snapshot_id if own else None)
     out = []
-    for e in entries_of(table, m, md.spec_by_id(spec_id), deleted_by=snapshot_id if own else None):
+    for e in entries:
         if e.status == DELETED or (e.status == ADDED and e.snapshot_id == snapshot_id):
             # this snapshot's own change; its unassigned sequence numbers stay to be inherited
             seq, file_seq = e.sequence_number, e.file_sequence_number

@@ -96,10 +96,15 @@ def filter_existing(
     new_path: NewPath,
     faults: Faults,
     written: list[str],
+    rewritten_entries: dict[str, list[ManifestEntry]] | None = None,
 ) -> tuple[list[ManifestFile], list[ContentFile], int, int]:
     """The parent's ``manifests`` with ``removed`` files marked DELETED: (manifests, removed files' entries,
     manifests replaced, entries processed). Entries match by :data:`FileKey` (a DV by its Puffin path and
-    offset: the other DVs of its Puffin file stay). :class:`ValidationError` if a removed file is not live."""
+    offset: the other DVs of its Puffin file stay). :class:`ValidationError` if a removed file is not live.
+
+    ``rewritten_entries`` receives, by recorded path, the entries of each manifest written here (v2+ tables,
+    whose entries carry their sequence numbers explicitly and read back as written), so that a merge in
+    the same commit need not read them back."""
     paths = pa.array(sorted({p for p, _ in removed}), pa.string())
     out: list[ManifestFile] = []
     gone: list[ContentFile] = []
@@ -133,7 +138,10 @@ def filter_existing(
                     ManifestEntry(EXISTING, e.snapshot_id, e.sequence_number, e.file_sequence_number, e.file)
                 )
         content: ManifestContent = "deletes" if m.content == 1 else "data"
-        out.append(write_entries(io, md, content, spec_id, rewritten, snapshot_id, new_path, faults, written))
+        new = write_entries(io, md, content, spec_id, rewritten, snapshot_id, new_path, faults, written)
+        if rewritten_entries is not None and md.format_version >= 2:
+            rewritten_entries[new.manifest_path] = rewritten
+        out.append(new)
         replaced += 1
     missing = removed - {file_key(f) for f in gone}
     if missing:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import CommitConflict, CommitStateUnknown, GpuEngineError, UnsupportedFeature, ValidationError
 from ..iceberg.manifest_list import ManifestFile
-from ..iceberg.manifest_write import write_manifest_list
+from ..iceberg.manifest_write import ManifestEntry, write_manifest_list
 from ..iceberg.metadata import TableMetadata
 from ..iceberg.snapshots import Snapshot, record_to_json, snapshot_to_json
 from ..io.fileio import FileIO
@@ -169,9 +169,10 @@ class _Producer:
                 data_sequence_number=self.update.data_sequence_number if base.format_version >= 2 else None,
             )  # fmt: skip
         existing = () if parent is None else snapshot_manifests(io, parent)
+        own_entries: dict[str, list[ManifestEntry]] = {}  # the merge reuses them instead of reading back
         kept, removed, _, processed = manifest_set.filter_existing(
             io, base, existing, self.update.removed, snapshot_id=self.snapshot_id,
-            new_path=self._manifest_path, faults=self.faults, written=written,
+            new_path=self._manifest_path, faults=self.faults, written=written, rewritten_entries=own_entries,
         )  # fmt: skip
         if self.update.manifest_rewrite is not None:
             manifests, rewritten = self.update.manifest_rewrite(
@@ -182,7 +183,7 @@ class _Producer:
             merged = merge_manifests(
                 io, base, (*self.added, *kept), policy=MergePolicy.from_properties(base.properties),
                 snapshot_id=self.snapshot_id, new_path=self._manifest_path, faults=self.faults,
-                written=written,
+                written=written, known=own_entries,
             )  # fmt: skip
             manifests, rewritten = merged.manifests, merged.entries_processed
         seq = table_update.next_sequence_number(base)
