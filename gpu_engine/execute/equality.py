@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -53,6 +54,11 @@ class EqualitySet:
     def __len__(self) -> int:
         return len(self.hashes)
 
+    @cached_property
+    def _newest(self) -> int:
+        """The highest sequence number of the set (-1 when empty)."""
+        return int(self.sequence_numbers.max()) if len(self.sequence_numbers) else -1
+
     def _lookup(self, backend: str) -> tuple[Any, Any]:
         """The sorted hashes and their directory on ``backend``'s side."""
         if backend != "cuda":
@@ -69,7 +75,7 @@ class EqualitySet:
         """Bool mask of the rows of ``batch`` (read with ``schema``, from a data file with
         ``data_sequence_number``) whose key is in the set with a higher sequence number."""
         n = batch.num_rows
-        if not len(self.hashes) or not n or data_sequence_number >= int(self.sequence_numbers.max()):
+        if not len(self.hashes) or not n or data_sequence_number >= self._newest:
             return np.zeros(n, dtype=bool)
         columns = keys.key_columns(batch, schema, self.ids)
         hashes = keys.row_hashes(columns, n, backend)
@@ -89,10 +95,9 @@ class EqualitySet:
         hi = np.searchsorted(self.hashes, hashes, side="right")
         found = np.zeros(len(rows), dtype=bool)
         data = [c.take(pa.array(rows)) for c in columns]
-        applies = self.sequence_numbers > data_sequence_number
         for step in range(int((hi - lo).max())):
             pending = ~found & (lo + step < hi)
-            pending[pending] = applies[lo[pending] + step]
+            pending[pending] = self.sequence_numbers[lo[pending] + step] > data_sequence_number
             todo = np.flatnonzero(pending)
             if not len(todo):
                 continue
