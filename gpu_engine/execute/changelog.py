@@ -42,6 +42,7 @@ from ..io.fileio import FileIO
 from ..planning.changelog import DELETE, INSERT, ChangelogPlan, ChangeTask
 from ..tasks import PlanSummary, ScanPlan, ScanTask
 from .carry_over import cancel_carry_overs
+from .delete_cache import DeleteCache
 from .projection import Projection, project
 from .scan import execute
 from .updates import pair_updates
@@ -104,12 +105,14 @@ def execute_changelog(
         data_columns if remove_carry_overs else (), tuple(update_keys), data_columns if net_changes else ()
     )
     run = ChangelogRun(plan, out)
+    kept = DeleteCache()  # consecutive snapshots, and chunks of one, share most delete files
 
     def read(tasks: Iterable[ScanTask], projection: Projection) -> Iterator[pa.RecordBatch]:
         scan_plan = ScanPlan(plan.schema, plan.filter, tuple(tasks), PlanSummary(snapshot_id=None))
         choice, batches = execute(
-            md, io, scan_plan, projection, backend=backend, case_sensitive=case_sensitive, workers=workers
-        )
+            md, io, scan_plan, projection, backend=backend, case_sensitive=case_sensitive, workers=workers,
+            delete_cache=kept,
+        )  # fmt: skip
         run.backend = run.backend or choice.backend
         return batches
 

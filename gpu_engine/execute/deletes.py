@@ -13,11 +13,15 @@ plus those its metrics rule out (which hold no key of the file's rows). This nee
 scan to carry every delete file the spec rules attach, less only such ruled-out ones, as planned tasks
 of one snapshot do; the group's files with a sequence number above the data file's that the task does
 not carry must be of that kind.
+
+With a :class:`~gpu_engine.execute.delete_cache.DeleteCache`, what is loaded (position delete indexes,
+deletion vectors, each equality delete file's keys and each merged set) is also kept for the job's next
+executions.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,7 +35,8 @@ from ..io.fileio import FileIO
 from ..io.position_deletes import PositionDeletes, load_position_deletes
 from ..planning.deletes import partition_key
 from ..tasks import EQUALITY_DELETES, DeleteFile, ScanTask
-from .equality import EqualitySet, load_equality_set
+from .delete_cache import DeleteCache
+from .equality import EqualitySet, FileKeys, load_equality_set, read_file_keys
 from .projection import equality_schema
 from .shared_loads import SharedLoads
 
@@ -66,8 +71,10 @@ class DeleteLoader:
         tasks: tuple[ScanTask, ...],
         backend: str,
         name_mapping: NameMapping | None,
+        kept: DeleteCache | None = None,
     ) -> None:
         self.md = md
+        self.kept = kept
         self.io = io
         self.scan_schema = scan_schema
         self.backend = backend
@@ -112,10 +119,10 @@ class DeleteLoader:
         positional, groups = self._split(task)
         for d in positional:
             if d.is_deletion_vector:
-                dv = self.cache.get(delete_key(d), lambda d=d: read_dv(self.io, d))  # type: ignore[misc]
+                dv = self.cache.get(delete_key(d), lambda d=d: self._dv(d))  # type: ignore[misc]
                 parts.append(_checked(np.asarray(dv, dtype=np.int64), d, task, file_rows))
             else:
-                index = self.cache.get(delete_key(d), lambda d=d: load_position_deletes(self.io, d))  # type: ignore[misc]
+                index = self.cache.get(delete_key(d), lambda d=d: self._position_deletes(d))  # type: ignore[misc]
                 assert isinstance(index, PositionDeletes)
                 parts.append(_checked(index.positions_for(task.file.path), d, task, file_rows))
         positions = _NO_POSITIONS
@@ -130,15 +137,46 @@ class DeleteLoader:
             equality.append(value)
         return TaskDeletes(positions, tuple(equality))
 
+    def _dv(self, d: DeleteFile) -> np.ndarray:
+        def load() -> np.ndarray:
+            return np.asarray(read_dv(self.io, d), dtype=np.int64)
+
+        if self.kept is None:
+            return load()
+        return self.kept.get(delete_key(d), load, lambda a: int(a.nbytes))
+
+    def _position_deletes(self, d: DeleteFile) -> PositionDeletes:
+        if self.kept is None:
+            return load_position_deletes(self.io, d)
+        return self.kept.get(delete_key(d), lambda: load_position_deletes(self.io, d), _index_bytes)
+
     def _load_equality(self, group: EqualityGroup) -> EqualitySet:
         files = tuple(self._groups[group].values())
         ids = group[1]
         schema = equality_schema(self.md, self.scan_schema, ids, files[0].path)
-        return load_equality_set(self.io, files, schema, ids, self.backend, self.name_mapping)
+
+        def load(read: Callable[[DeleteFile], FileKeys] | None = None) -> EqualitySet:
+            return load_equality_set(self.io, files, schema, ids, self.backend, self.name_mapping, read)
+
+        kept = self.kept
+        if kept is None:
+            return load()
+
+        def read(f: DeleteFile) -> FileKeys:
+            key = ("eq-keys", f.path, ids, schema.schema_id)
+            args = (self.io, f, schema, ids, self.backend, self.name_mapping)
+            return kept.get(key, lambda: read_file_keys(*args), lambda k: k.nbytes)
+
+        key = ("eq-set", ids, schema.schema_id, frozenset((f.path, f.data_sequence_number) for f in files))
+        return kept.get(key, lambda: load(read), lambda s: s.nbytes)
 
     def release(self, task: ScanTask) -> None:
         for key in self._keys(task):
             self.cache.release(key)
+
+
+def _index_bytes(index: PositionDeletes) -> int:
+    return sum(int(a.nbytes) + len(p) for p, a in index.by_file.items())
 
 
 def _checked(positions: np.ndarray, d: DeleteFile, task: ScanTask, file_rows: int) -> np.ndarray:

@@ -17,7 +17,7 @@ sequence number. Which files go into one set is the caller's decision (:mod:`.de
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -53,6 +53,11 @@ class EqualitySet:
 
     def __len__(self) -> int:
         return len(self.hashes)
+
+    @property
+    def nbytes(self) -> int:
+        arrays = (self.hashes, self.sequence_numbers, self.directory)
+        return sum(int(a.nbytes) for a in arrays) + sum(int(k.nbytes) for k in self.keys)
 
     @cached_property
     def _newest(self) -> int:
@@ -109,6 +114,45 @@ class EqualitySet:
         return found
 
 
+@dataclass(frozen=True)
+class FileKeys:
+    """The key columns of one equality delete file (in ``ids`` order) and their row hashes."""
+
+    columns: tuple[pa.Array, ...]
+    hashes: np.ndarray  # uint64, per row
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.hashes.nbytes) + sum(int(c.nbytes) for c in self.columns)
+
+
+def read_file_keys(
+    io: FileIO,
+    f: DeleteFile,
+    schema: Schema,
+    ids: tuple[int, ...],
+    backend: str,
+    name_mapping: NameMapping | None,
+) -> FileKeys:
+    """The key columns ``ids`` of the equality delete file ``f`` (read with ``schema``), hashed."""
+    if f.file_format.upper() != "PARQUET":
+        raise UnsupportedFeature(f"{f.path}: {f.file_format} equality delete files are not supported")
+    parts: list[list[pa.Array]] = []
+    with ParquetSource.open(io, f.path, role="equality delete file") as source:
+        for fb in source.batches(schema, name_mapping=name_mapping):
+            parts.append(keys.key_columns(fb.batch, schema, ids))
+    if not parts:
+        columns = tuple(pa.array([], type=keys.arrow_type_of(schema, i)) for i in ids)
+    else:
+        columns = tuple(pa.concat_arrays([p[j] for p in parts]) for j in range(len(ids)))
+    n = len(columns[0]) if columns else 0
+    hashes = keys.row_hashes(list(columns), n, "cpu" if backend != "cuda" else backend) if n else _NO_HASHES
+    return FileKeys(columns, np.asarray(hashes, dtype=np.uint64))
+
+
+_NO_HASHES = np.empty(0, np.uint64)
+
+
 def load_equality_set(
     io: FileIO,
     files: Sequence[DeleteFile],
@@ -116,25 +160,26 @@ def load_equality_set(
     ids: tuple[int, ...],
     backend: str,
     name_mapping: NameMapping | None,
+    read: Callable[[DeleteFile], FileKeys] | None = None,
 ) -> EqualitySet:
-    """Read the key columns ``ids`` of every file (with ``schema``) into one deduplicated set."""
-    parts: list[list[pa.Array]] = []
-    seqs: list[np.ndarray] = []
-    for f in files:
-        if f.file_format.upper() != "PARQUET":
-            raise UnsupportedFeature(f"{f.path}: {f.file_format} equality delete files are not supported")
-        with ParquetSource.open(io, f.path, role="equality delete file") as source:
-            for fb in source.batches(schema, name_mapping=name_mapping):
-                parts.append(keys.key_columns(fb.batch, schema, ids))
-                seqs.append(np.full(fb.batch.num_rows, f.data_sequence_number, dtype=np.int64))
+    """Read the key columns ``ids`` of every file (with ``schema``; through ``read`` when given, e.g. a
+    cache of :func:`read_file_keys`) into one deduplicated set."""
+    if read is None:
+        read = lambda f: read_file_keys(io, f, schema, ids, backend, name_mapping)  # noqa: E731
+    parts = [read(f) for f in files]
     sources = tuple(f.path for f in files)
-    if not parts:
+    total = sum(len(p.hashes) for p in parts)
+    if not total:
         empty = tuple(pa.array([], type=keys.arrow_type_of(schema, i)) for i in ids)
-        none = np.empty(0, np.uint64)
-        return EqualitySet(ids, none, empty, np.empty(0, np.int64), sources, directory_for(none))
-    columns = [pa.concat_arrays([p[j] for p in parts]) for j in range(len(ids))]
-    sequence_numbers = np.concatenate(seqs)
-    hashes = keys.row_hashes(columns, len(sequence_numbers), "cpu" if backend != "cuda" else backend)
+        return EqualitySet(ids, _NO_HASHES, empty, np.empty(0, np.int64), sources, directory_for(_NO_HASHES))
+    columns = [pa.concat_arrays([p.columns[j] for p in parts]) for j in range(len(ids))]
+    sequence_numbers = np.concatenate(
+        [
+            np.full(len(p.hashes), f.data_sequence_number, dtype=np.int64)
+            for f, p in zip(files, parts, strict=True)
+        ]
+    )
+    hashes = np.concatenate([p.hashes for p in parts])
     order = np.lexsort((-sequence_numbers, hashes))  # by hash, the highest sequence number first
     hashes = hashes[order]
     taken = [c.take(pa.array(order)) for c in columns]

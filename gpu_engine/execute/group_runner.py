@@ -16,6 +16,7 @@ from typing import Protocol
 from ..iceberg.metadata import TableMetadata
 from ..io.fileio import FileIO
 from ..tasks import FileGroup, RewriteResult, RewriteStrategy
+from .delete_cache import DeleteCache
 from .rewrite import rewrite_group
 
 Outcome = RewriteResult | Exception
@@ -90,7 +91,8 @@ def pooled(
 
 
 class LocalRunner:
-    """Groups on a thread pool of this process."""
+    """Groups on a thread pool of this process, sharing the delete files they load (:mod:`.delete_cache`:
+    groups of one partition, or under global deletes, use the same equality deletes)."""
 
     def run(
         self,
@@ -100,7 +102,11 @@ class LocalRunner:
         concurrency: int,
         started: Callable[[FileGroup], None],
     ) -> Generator[tuple[FileGroup, Outcome], None, None]:
+        kept = DeleteCache()
+
         def work(g: FileGroup) -> RewriteResult:
-            return rewrite_group(job.metadata, job.io, g, job.strategy, backend=job.backend)
+            return rewrite_group(
+                job.metadata, job.io, g, job.strategy, backend=job.backend, delete_cache=kept
+            )
 
         return pooled(groups, work, io=job.io, concurrency=concurrency, started=started)

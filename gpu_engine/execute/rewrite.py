@@ -35,6 +35,7 @@ from ..iceberg.sorting import SortOrder
 from ..io.fileio import FileIO
 from ..io.parquet_write import write_data_files
 from ..tasks import FileGroup, PlanSummary, RewriteResult, RewriteStrategy, ScanPlan
+from .delete_cache import DeleteCache
 from .projection import project
 from .rewrite_order import ordered
 from .scan import execute
@@ -60,10 +61,12 @@ def rewrite_group(
     workers: int | None = None,
     memory_budget_bytes: int | None = None,
     spill_dir: str | None = None,
+    delete_cache: DeleteCache | None = None,
 ) -> RewriteResult:
     """Rewrite ``group`` (see the module doc). ``memory_budget_bytes``: the Arrow bytes a sort may hold
     in memory (default: the output file size); larger groups are range-partitioned through ``spill_dir``
-    (default: the system temporary directory)."""
+    (default: the system temporary directory). ``delete_cache``: delete files kept for the compaction's
+    other groups (:mod:`.delete_cache`)."""
     choice = choose(backend)
     schema = md.schema
     lineage = md.format_version >= 3
@@ -71,7 +74,9 @@ def rewrite_group(
     columns = [f.name for f in schema.fields] + [f.name for f in extra]
     plan = ScanPlan(schema, TRUE, group.tasks, PlanSummary(snapshot_id=None, tasks=len(group.tasks)))
     projection = project(md, schema, columns)
-    _, batches = execute(md, io, plan, projection, backend=choice.name, workers=workers)
+    _, batches = execute(
+        md, io, plan, projection, backend=choice.name, workers=workers, delete_cache=delete_cache
+    )
     clock = _Clock()
     counts = {"read": 0, "written": 0}
     budget = memory_budget_bytes or max(group.max_output_file_size, 64 << 20)

@@ -22,6 +22,7 @@ from ..iceberg.name_mapping import NameMapping, mapping_for_schema, name_mapping
 from ..io.fileio import FileIO
 from ..planning.splits import row_group_ranges
 from ..tasks import ScanPlan, ScanTask
+from .delete_cache import DeleteCache
 from .deletes import DeleteLoader
 from .projection import Projection
 from .stream import ordered
@@ -60,8 +61,10 @@ def execute(
     workers: int | None = None,
     limit: int | None = None,
     progress: ScanProgress | None = None,
+    delete_cache: DeleteCache | None = None,
 ) -> tuple[ScanRun, Iterator[pa.RecordBatch]]:
-    """The scan's run record and its stream of output batches (at most ``limit`` rows).
+    """The scan's run record and its stream of output batches (at most ``limit`` rows). ``delete_cache``:
+    delete files kept for the other executions of the same job (:mod:`.delete_cache`).
 
     ``plan``'s tasks must carry the deletes of one snapshot as planned (see :mod:`.deletes`): every delete
     file the spec's rules attach, less only equality deletes whose metrics rule the data file out."""
@@ -69,7 +72,8 @@ def execute(
     run = ScanRun(plan, projection, choice)
     workers = workers or default_workers()
     pieces = _pieces(plan.tasks, workers)
-    loader = DeleteLoader(md, io, plan.schema, tuple(p.task for p in pieces), choice.name, _mapping(md))
+    tasks = tuple(p.task for p in pieces)
+    loader = DeleteLoader(md, io, plan.schema, tasks, choice.name, _mapping(md), delete_cache)
     ctx = TaskContext(md, io, projection, loader, choice.name, _mapping(md), case_sensitive)
     return run, _stream(pieces, ctx, workers, limit, progress)
 

@@ -12,6 +12,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from gpu_engine.execute import changelog as changelog_execution
+from gpu_engine.execute.delete_cache import DeleteCache
 from gpu_engine.io import fileio
 from gpu_engine.table import Table
 
@@ -94,3 +96,92 @@ def test_global_and_partition_equality_deletes_read_once(
         oracle = {k: x for k, x in oracle.items() if k[1] not in gone}
     assert {d.spec_id for t in tbl.scan().plan().tasks for d in t.deletes} == {0, 1}
     _check(tbl, oracle, backend, monkeypatch)
+
+
+def _counting_opens(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    opened: Counter[str] = Counter()
+    original = fileio.LocalFileIO.open_input
+
+    def counting(self: fileio.LocalFileIO, path: str) -> BinaryIO:
+        opened[fileio.local_path(path)] += 1
+        return original(self, path)
+
+    monkeypatch.setattr(fileio.LocalFileIO, "open_input", counting)
+    return opened
+
+
+def _equality_files(tbl: Table) -> set[str]:
+    return {
+        fileio.local_path(d.path) for t in tbl.scan().plan().tasks for d in t.deletes if d.kind == "equality"
+    }
+
+
+def test_a_changelog_reads_each_delete_file_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every snapshot's two sides, and every chunk of changed files, share what they load; the changes
+    are those of executions that keep nothing."""
+    tbl = _by_region(tmp_path)
+    _upsert_rounds(tbl, np.random.default_rng(3), range(6), keys=40, size=12)
+    first = tbl.metadata.snapshots[0].snapshot_id
+    monkeypatch.setattr(changelog_execution, "CHUNK_FILES", 2)  # several chunks per snapshot
+    with monkeypatch.context() as m:
+        m.setattr(changelog_execution, "DeleteCache", lambda: DeleteCache(max_total_bytes=0))
+        expected = tbl.incremental_changelog_scan(first).to_arrow()
+    opened = _counting_opens(monkeypatch)
+    got = tbl.incremental_changelog_scan(first).to_arrow()
+    assert got.to_pylist() == expected.to_pylist() and got.num_rows > 100
+    equality = _equality_files(tbl)
+    assert len(equality) >= 10
+    assert {p: opened[p] for p in equality} == dict.fromkeys(equality, 1)
+
+
+def test_compaction_groups_read_each_delete_file_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tbl = _by_region(tmp_path)
+    oracle = _upsert_rounds(tbl, np.random.default_rng(4), range(6), keys=40, size=12)
+    equality = _equality_files(tbl)
+    opened = _counting_opens(monkeypatch)
+    options = {
+        "rewrite-all": "true",
+        "max-file-group-size-bytes": "4000",
+        "max-concurrent-file-group-rewrites": "1",
+    }
+    result = tbl.compact(options=options)
+    assert len(result.groups) >= 4  # several groups per partition, each under the partition's deletes
+    assert {p: opened[p] for p in equality} == dict.fromkeys(equality, 1)
+    rows = tbl.scan().to_arrow()
+    got = Counter(zip(*(rows.column(c).to_pylist() for c in SCHEMA.names), strict=True))
+    assert got == Counter((r, i, v) for (r, i), v in oracle.items())
+
+
+@pytest.mark.parametrize("version", [2, 3])
+def test_a_changelog_reads_each_position_delete_once(
+    tmp_path: Path, version: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Position delete files (v2) and deletion vectors (v3, one read per blob) are kept too."""
+    tbl = sql_catalog(tmp_path).create_table(
+        "db.t", SCHEMA, partition_spec=["region"],
+        properties={"format-version": str(version), "write.delete.mode": "merge-on-read"},
+    )  # fmt: skip
+    for start in range(0, 60, 20):
+        ids = pa.array(range(start, start + 20), pa.int64())
+        tbl.append(pa.table({"region": ["eu", "us"] * 10, "id": ids, "v": ids}, schema=SCHEMA))
+    for low in (0, 20, 40, 5, 25):
+        tbl.delete(f"id >= {low} and id < {low + 3}")
+    first = tbl.metadata.snapshots[0].snapshot_id
+    monkeypatch.setattr(changelog_execution, "CHUNK_FILES", 1)
+    with monkeypatch.context() as m:
+        m.setattr(changelog_execution, "DeleteCache", lambda: DeleteCache(max_total_bytes=0))
+        expected = tbl.incremental_changelog_scan(first).to_arrow()
+    kept = {
+        (fileio.local_path(d.path), d.content_offset)
+        for s in tbl.metadata.snapshots
+        for t in tbl.scan(snapshot_id=s.snapshot_id).plan().tasks
+        for d in t.deletes
+    }
+    blobs = Counter(path for path, _ in kept)  # reads per file: one per blob
+    assert len(blobs) >= 4
+    opened = _counting_opens(monkeypatch)
+    got = tbl.incremental_changelog_scan(first).to_arrow()
+    assert got.to_pylist() == expected.to_pylist() and got.num_rows >= 15
+    assert {p: opened[p] for p in blobs} == dict(blobs)
