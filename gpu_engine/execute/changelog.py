@@ -2,15 +2,15 @@
 with ``_change_type`` (INSERT / DELETE), ``_change_ordinal`` and ``_commit_snapshot_id`` (Spark's
 changelog view columns) after the requested columns.
 
-Reads go through the scan executor (:func:`.scan.execute`), so every delete kind, residuals and the
-backend choice are the scan's. Per snapshot, DELETEs come before INSERTs:
+Reads go through the scan executor (:func:`.scan.execute`, :func:`.compare.compare`), so every delete
+kind, residuals and the backend choice are the scan's; the delete files they load are kept for the next
+snapshots (:mod:`.delete_cache`). Per snapshot, DELETEs come before INSERTs:
 
 1. rows of removed files (read with the parent's deletes);
-2. for files whose deletes changed, in chunks of :data:`CHUNK_FILES`: the positions alive after the
-   snapshot are read first (``_file``, ``_pos`` only), then the rows alive before, of which those not
-   alive after are DELETEs; positions alive after but not before are remembered;
-3. rows at remembered positions (alive again, e.g. after a DV was replaced by a smaller one), then rows
-   of added files, are INSERTs.
+2. files whose deletes changed are read once with both snapshots' deletes (:mod:`.compare`): rows alive
+   before but not after are DELETEs; positions alive after but not before are remembered;
+3. rows at remembered positions (alive again, e.g. after a DV was replaced by a smaller one; their files
+   are read again), then rows of added files, are INSERTs.
 
 A snapshot that both deleted rows and added data files (a copy-on-write rewrite, an overwrite, an upsert)
 may list rows it left as they were as a DELETE and an equal INSERT (carried over); with
@@ -20,34 +20,34 @@ on the requested data columns. With
 With ``net_changes``, equal DELETEs and INSERTs cancel across the whole range (Spark's ``net_changes``):
 what is left is exactly the difference between the range's first parent and its last snapshot.
 
-Memory: the alive positions of one chunk of changed files (8 bytes a row), plus the scan's own; the
-changes of a snapshot that both deleted and added are held whole while carry-overs are removed (with
-update pairing, every snapshot's), and the whole range's for net changes.
+Memory: the positions alive again of a snapshot (8 bytes a row), plus the scans' own; the changes of
+a snapshot that both deleted and added are held whole while carry-overs are removed (with update
+pairing, every snapshot's), and the whole range's for net changes.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..backend.select import BackendChoice
-from ..errors import UnsupportedFeature
+from ..errors import PlanningError, UnsupportedFeature
 from ..iceberg.metadata import TableMetadata
 from ..io.fileio import FileIO
 from ..planning.changelog import DELETE, INSERT, ChangelogPlan, ChangeTask
 from ..tasks import PlanSummary, ScanPlan, ScanTask
 from .carry_over import cancel_carry_overs
+from .compare import Difference, FilePair, compare
 from .delete_cache import DeleteCache
 from .projection import Projection, project
 from .scan import execute
 from .updates import pair_updates
 
-CHUNK_FILES = 64
 CHANGE_FIELDS = (
     pa.field("_change_type", pa.string(), nullable=False),
     pa.field("_change_ordinal", pa.int32(), nullable=False),
@@ -105,27 +105,34 @@ def execute_changelog(
         data_columns if remove_carry_overs else (), tuple(update_keys), data_columns if net_changes else ()
     )
     run = ChangelogRun(plan, out)
-    kept = DeleteCache()  # consecutive snapshots, and chunks of one, share most delete files
+    kept = DeleteCache()  # consecutive snapshots share most delete files
 
     def read(tasks: Iterable[ScanTask], projection: Projection) -> Iterator[pa.RecordBatch]:
         scan_plan = ScanPlan(plan.schema, plan.filter, tuple(tasks), PlanSummary(snapshot_id=None))
-        choice, batches = execute(
+        scan, batches = execute(
             md, io, scan_plan, projection, backend=backend, case_sensitive=case_sensitive, workers=workers,
             delete_cache=kept,
         )  # fmt: skip
-        run.backend = run.backend or choice.backend
+        run.backend = run.backend or scan.backend
         return batches
 
+    def differences(pairs: Sequence[FilePair], projection: Projection) -> Iterator[Difference]:
+        choice, found = compare(
+            md, io, plan.schema, pairs, projection, backend=backend, case_sensitive=case_sensitive,
+            workers=workers, delete_cache=kept,
+        )  # fmt: skip
+        run.backend = run.backend or choice
+        return found
+
     keyed = project(md, plan.schema, _with_keys(out), case_sensitive=case_sensitive)
-    keys = project(md, plan.schema, list(_KEYS), case_sensitive=case_sensitive)
-    return run, _stream(plan, run, out, _Reads(read, keyed, keys), post)
+    return run, _stream(plan, run, out, _Reads(read, differences, keyed), post)
 
 
 @dataclass(frozen=True)
 class _Reads:
     read: Callable[[Iterable[ScanTask], Projection], Iterator[pa.RecordBatch]]
+    compare: Callable[[Sequence[FilePair], Projection], Iterator[Difference]]
     keyed: Projection  # the output columns plus _file and _pos
-    keys: Projection  # _file and _pos only
 
 
 def _with_keys(out: Projection) -> list[str]:
@@ -201,18 +208,40 @@ def _snapshot_changes(changes: list[ChangeTask], reads: _Reads, tag: _Tagger) ->
     removed = [task for c in changes if c.removed for task in c.before]
     if removed:
         yield from tag(reads.read(removed, tag.out), DELETE, first)
-    again: list[tuple[list[ChangeTask], dict[str, np.ndarray]]] = []
-    for chunk in _chunks([c for c in changes if c.changed], CHUNK_FILES):
-        deleted, alive_again = _deleted_rows(chunk, reads)
-        yield from tag(deleted, DELETE, first)
-        if positions := alive_again():  # once the deleted rows are consumed
-            again.append((chunk, positions))
-    for chunk, positions in again:
-        after = (t for c in chunk if c.path in positions for t in c.after)
+    changed = [c for c in changes if c.changed]
+    again: dict[str, list[np.ndarray]] = {}
+    if changed:
+        for diff in reads.compare([_pair(c) for c in changed], tag.out):
+            yield from tag([diff.gone], DELETE, first)
+            if len(diff.again):
+                again.setdefault(diff.path, []).append(diff.again)
+    if again:
+        positions = _bitmaps(again)
+        after = (t for c in changed if c.path in positions for t in c.after)
         yield from tag(_at(reads.read(after, reads.keyed), positions, keep=True), INSERT, first)
     added = [task for c in changes if c.added for task in c.after]
     if added:
         yield from tag(reads.read(added, tag.out), INSERT, first)
+
+
+def _pair(change: ChangeTask) -> FilePair:
+    """The file's rows with the parent's and with the snapshot's deletes, each side as one task (both sides
+    plan the same file, residual included)."""
+    before, after = _whole(change.before), _whole(change.after)
+    if before.residual != after.residual:
+        raise PlanningError(
+            f"internal: {change.path} has residual {before.residual} before snapshot {change.snapshot_id} "
+            f"and {after.residual} after it"
+        )
+    return FilePair(before, after)
+
+
+def _whole(tasks: tuple[ScanTask, ...]) -> ScanTask:
+    """The tasks of one file (its splits, all with the same deletes) as one task over their bytes."""
+    start = min(t.start for t in tasks)
+    end = max(t.start + t.length for t in tasks)
+    rows = sum(t.estimated_rows for t in tasks)
+    return replace(tasks[0], start=start, length=end - start, estimated_rows=rows)
 
 
 def _finished(
@@ -257,56 +286,15 @@ class _Tagger:
             yield pa.RecordBatch.from_arrays([*columns, *tags], schema=self.schema)
 
 
-def _deleted_rows(
-    chunk: list[ChangeTask], reads: _Reads
-) -> tuple[Iterator[pa.RecordBatch], Callable[[], dict[str, np.ndarray]]]:
-    """Rows alive before but not after, as a stream; and a function giving (once the stream is consumed)
-    the positions alive after but not before, per file (as bitmaps: ``bitmap[pos]``)."""
-    alive_after = _bitmaps(_by_file(b) for b in reads.read((t for c in chunk for t in c.after), reads.keys))
-    seen_before: list[list[tuple[str, np.ndarray]]] = []
-
-    def deleted() -> Iterator[pa.RecordBatch]:
-        for batch in reads.read((t for c in chunk for t in c.before), reads.keyed):
-            seen_before.append(list(_by_file(batch)))
-            yield from _at(iter([batch]), alive_after, keep=False)
-
-    def alive_again() -> dict[str, np.ndarray]:
-        before = _bitmaps(seen_before)
-        out = {}
-        for path, after in alive_after.items():
-            old = before.get(path, np.zeros(0, bool))
-            extra = after.copy()
-            extra[: min(len(old), len(extra))] &= ~old[: len(extra)]
-            if extra.any():
-                out[path] = extra
-        return out
-
-    return deleted(), alive_again
-
-
-def _bitmaps(parts: Iterable[Iterable[tuple[str, np.ndarray]]]) -> dict[str, np.ndarray]:
+def _bitmaps(positions: dict[str, list[np.ndarray]]) -> dict[str, np.ndarray]:
     """Per file, a boolean array set at the given row positions (sized by the largest)."""
-    by_file: dict[str, list[np.ndarray]] = {}
-    for batch_parts in parts:
-        for path, pos in batch_parts:
-            by_file.setdefault(path, []).append(pos)
     out = {}
-    for path, arrays in by_file.items():
+    for path, arrays in positions.items():
         pos = np.concatenate(arrays)
         bitmap = np.zeros(int(pos.max()) + 1 if pos.size else 0, bool)
         bitmap[pos] = True
         out[path] = bitmap
     return out
-
-
-def _by_file(batch: pa.RecordBatch) -> list[tuple[str, np.ndarray]]:
-    """The batch's row positions per data file (a batch is usually of one file)."""
-    files = batch.column(batch.schema.get_field_index("_file"))
-    pos = batch.column(batch.schema.get_field_index("_pos")).to_numpy(zero_copy_only=False)
-    paths = pc.unique(files).to_pylist()
-    if len(paths) == 1:
-        return [(paths[0], pos)]
-    return [(path, pos[pc.equal(files, path).to_numpy(zero_copy_only=False)]) for path in paths]
 
 
 def _at(
@@ -324,8 +312,3 @@ def _at(
             inside = at < len(bitmap)
             hit[mine] = inside & bitmap[np.where(inside, at, 0)] if len(bitmap) else False
         yield batch.filter(pa.array(hit if keep else ~hit))
-
-
-def _chunks(items: list[ChangeTask], size: int) -> Iterator[list[ChangeTask]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]

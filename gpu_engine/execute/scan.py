@@ -73,8 +73,8 @@ def execute(
     workers = workers or default_workers()
     pieces = _pieces(plan.tasks, workers)
     tasks = tuple(p.task for p in pieces)
-    loader = DeleteLoader(md, io, plan.schema, tasks, choice.name, _mapping(md), delete_cache)
-    ctx = TaskContext(md, io, projection, loader, choice.name, _mapping(md), case_sensitive)
+    loader = DeleteLoader(md, io, plan.schema, tasks, choice.name, read_name_mapping(md), delete_cache)
+    ctx = TaskContext(md, io, projection, loader, choice.name, read_name_mapping(md), case_sensitive)
     return run, _stream(pieces, ctx, workers, limit, progress)
 
 
@@ -103,7 +103,7 @@ def _pieces(tasks: tuple[ScanTask, ...], workers: int) -> tuple[_Piece, ...]:
     return tuple(out)
 
 
-def _mapping(md: TableMetadata) -> NameMapping:
+def read_name_mapping(md: TableMetadata) -> NameMapping:
     """The table's name mapping for files without field ids; without one, the current schema's names
     (as DuckDB and Impala resolve Hive-written files; Iceberg Java falls back to column positions)."""
     return name_mapping_of(md) or mapping_for_schema(md.schema)

@@ -3,13 +3,14 @@ add metadata columns and return exactly the scan's output columns.
 
 A pure function of the task and a :class:`TaskContext` (the scan-wide values: metadata, IO, output
 projection, delete loader, backend); it streams one RecordBatch per row-group batch, so memory follows
-the largest row group, not the file.
+the largest row group, not the file. :func:`compare_task` reads a file once with two snapshots' deletes
+(for changelogs, :mod:`.compare`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
@@ -45,24 +46,78 @@ class TaskContext:
 
 def execute_task(task: ScanTask, ctx: TaskContext) -> Iterator[pa.RecordBatch]:
     """The task's live rows matching its residual, as batches of the scan's output schema."""
-    if task.file.file_format.upper() != "PARQUET":
-        raise UnsupportedFeature(f"{task.file.path}: {task.file.file_format} data files are not supported")
-    with ParquetSource.open(ctx.io, task.file.path) as source:
+    with _open(task, ctx) as source:
         yield from _execute(task, ctx, source)
 
 
+def _open(task: ScanTask, ctx: TaskContext) -> ParquetSource:
+    if task.file.file_format.upper() != "PARQUET":
+        raise UnsupportedFeature(f"{task.file.path}: {task.file.file_format} data files are not supported")
+    return ParquetSource.open(ctx.io, task.file.path)
+
+
 def _execute(task: ScanTask, ctx: TaskContext, source: ParquetSource) -> Iterator[pa.RecordBatch]:
+    deletes = ctx.deletes.for_task(task, _checked_rows(task, source))
+    schema = read_schema(ctx.md, ctx.projection, task)
+    partition_ids = _partition_ids(ctx.md, task)
+    for fb, matches in _batches(task, ctx, source, schema):
+        keep = _keep(fb, schema, deletes, ctx.backend, task.file.data_sequence_number or 0)
+        if matches is not None:
+            keep = matches if keep is None else keep & matches
+        yield _output(fb, keep, task, ctx.projection, partition_ids)
+
+
+def compare_task(
+    before: ScanTask, after: ScanTask, ctx: TaskContext, after_deletes: DeleteLoader
+) -> Iterator[tuple[pa.RecordBatch, np.ndarray]]:
+    """The rows of one file read once with two snapshots' deletes: ``before``'s (from ``ctx.deletes``)
+    and ``after``'s (same file, rows and residual; from ``after_deletes``). Per batch, the rows matching
+    the residual that are alive before but not after (as the scan's output), and the positions of those
+    alive after but not before."""
+    with _open(before, ctx) as source:
+        rows = _checked_rows(before, source)
+        old, new = ctx.deletes.for_task(before, rows), after_deletes.for_task(after, rows)
+        both = replace(before, deletes=before.deletes + after.deletes)  # reads both sides' key columns
+        schema = read_schema(ctx.md, ctx.projection, both)
+        partition_ids = _partition_ids(ctx.md, before)
+        seq = before.file.data_sequence_number or 0
+        for fb, matches in _batches(before, ctx, source, schema):
+            n = fb.batch.num_rows
+            alive = [
+                _all(n) if k is None else k
+                for k in (_keep(fb, schema, d, ctx.backend, seq) for d in (old, new))
+            ]
+            if matches is not None:
+                alive = [a & matches for a in alive]
+            again = np.flatnonzero(alive[1] & ~alive[0]) + fb.first_pos
+            yield _output(fb, alive[0] & ~alive[1], before, ctx.projection, partition_ids), again
+
+
+def _all(n: int) -> np.ndarray:
+    return np.ones(n, dtype=bool)
+
+
+def _checked_rows(task: ScanTask, source: ParquetSource) -> int:
     if source.num_rows != task.file.record_count:
         raise DataFileError(
             f"{task.file.path} has {source.num_rows} rows but its manifest entry says "
             f"{task.file.record_count}"
         )
-    deletes = ctx.deletes.for_task(task, source.num_rows)
-    schema = read_schema(ctx.md, ctx.projection, task)
+    return source.num_rows
+
+
+def _partition_ids(md: TableMetadata, task: ScanTask) -> tuple[int, ...]:
+    return tuple(f.field_id for f in md.specs[task.file.spec_id].fields)
+
+
+def _batches(
+    task: ScanTask, ctx: TaskContext, source: ParquetSource, schema: Schema
+) -> Iterator[tuple[FileBatch, np.ndarray | None]]:
+    """The task's row groups read with ``schema``, each batch with its rows matching the residual (None:
+    no residual)."""
     names = residual_names(schema, task.residual)
     filtering = not isinstance(task.residual, AlwaysTrue)
     spec = ctx.md.specs[task.file.spec_id]
-    partition_ids = tuple(f.field_id for f in spec.fields)
     batches = source.batches(
         schema,
         row_groups=source.row_groups_in(task.start, task.length),
@@ -73,11 +128,10 @@ def _execute(task: ScanTask, ctx: TaskContext, source: ParquetSource) -> Iterato
         constants=identity_constants(spec, task.file.partition),  # identity partition columns not in the file
     )
     for fb in batches:
-        keep = _keep(fb, schema, deletes, ctx.backend, task.file.data_sequence_number or 0)
         if filtering:
-            matches = evaluate(task.residual, fb.batch, names).to_numpy(zero_copy_only=False)
-            keep = matches if keep is None else keep & matches
-        yield _output(fb, keep, task, ctx.projection, partition_ids)
+            yield fb, evaluate(task.residual, fb.batch, names).to_numpy(zero_copy_only=False)
+        else:
+            yield fb, None
 
 
 def _keep(

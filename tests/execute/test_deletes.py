@@ -117,12 +117,11 @@ def _equality_files(tbl: Table) -> set[str]:
 
 
 def test_a_changelog_reads_each_delete_file_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every snapshot's two sides, and every chunk of changed files, share what they load; the changes
+    """Every snapshot's two sides share what they load with the next snapshot's; the changes
     are those of executions that keep nothing."""
     tbl = _by_region(tmp_path)
     _upsert_rounds(tbl, np.random.default_rng(3), range(6), keys=40, size=12)
     first = tbl.metadata.snapshots[0].snapshot_id
-    monkeypatch.setattr(changelog_execution, "CHUNK_FILES", 2)  # several chunks per snapshot
     with monkeypatch.context() as m:
         m.setattr(changelog_execution, "DeleteCache", lambda: DeleteCache(max_total_bytes=0))
         expected = tbl.incremental_changelog_scan(first).to_arrow()
@@ -169,7 +168,6 @@ def test_a_changelog_reads_each_position_delete_once(
     for low in (0, 20, 40, 5, 25):
         tbl.delete(f"id >= {low} and id < {low + 3}")
     first = tbl.metadata.snapshots[0].snapshot_id
-    monkeypatch.setattr(changelog_execution, "CHUNK_FILES", 1)
     with monkeypatch.context() as m:
         m.setattr(changelog_execution, "DeleteCache", lambda: DeleteCache(max_total_bytes=0))
         expected = tbl.incremental_changelog_scan(first).to_arrow()
