@@ -86,11 +86,13 @@ def execute_changelog(
     remove_carry_overs: bool = True,
     update_keys: Sequence[str] = (),
     net_changes: bool = False,
+    delete_cache: DeleteCache | None = None,
 ) -> tuple[ChangelogRun, Iterator[pa.RecordBatch]]:
     """The run record and the stream of change batches (see the module doc); ``remove_carry_overs``:
     cancel the rows a rewriting snapshot deleted and inserted unchanged (:mod:`.carry_over`);
     ``update_keys``: pair each snapshot's DELETE and INSERT of a key into an update (:mod:`.updates`);
-    ``net_changes``: only the range's net changes (not with ``update_keys``)."""
+    ``net_changes``: only the range's net changes (not with ``update_keys``); ``delete_cache``: where the
+    delete files loaded are kept (default: a new cache for this changelog)."""
     out = project(md, plan.schema, columns, case_sensitive=case_sensitive)
     data_columns = tuple(n for n in out.names if n not in out.metadata_names)
     missing = [k for k in update_keys if k not in data_columns]
@@ -105,7 +107,7 @@ def execute_changelog(
         data_columns if remove_carry_overs else (), tuple(update_keys), data_columns if net_changes else ()
     )
     run = ChangelogRun(plan, out)
-    kept = DeleteCache()  # consecutive snapshots share most delete files
+    kept = DeleteCache() if delete_cache is None else delete_cache  # consecutive snapshots share most
 
     def read(tasks: Iterable[ScanTask], projection: Projection) -> Iterator[pa.RecordBatch]:
         scan_plan = ScanPlan(plan.schema, plan.filter, tuple(tasks), PlanSummary(snapshot_id=None))

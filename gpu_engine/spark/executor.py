@@ -3,7 +3,9 @@
 Payloads travel as pickled, frozen values in a binary column: a :class:`GroupPayload` (a compaction file
 group), a :class:`ScanPayload` (a scan task) or a :class:`ChangesPayload` (one snapshot's changes).
 Executors read the table metadata from its file once per Python worker (cached by location) and run the
-same pure functions a single process runs. On a GPU
+same pure functions a single process runs. Each Python worker keeps the delete files its tasks load for
+the next tasks of the same table metadata (:mod:`gpu_engine.execute.delete_cache`, bounded as Iceberg
+Java's executor cache): a Flink table's tasks share most of their equality deletes. On a GPU
 cluster the task's GPU is the one Spark assigned to it (``TaskContext.resources()["gpu"]``): the task
 binds numba and CuPy to that device before running.
 """
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from ..execute.changelog import execute_changelog
+from ..execute.delete_cache import DeleteCache
 from ..execute.projection import Projection
 from ..execute.rewrite import rewrite_group
 from ..execute.scan import execute
@@ -74,6 +77,16 @@ def _metadata(location: str, io: FileIO) -> TableMetadata:
     return _METADATA[location]
 
 
+_DELETES: dict[str, DeleteCache] = {}  # per Python worker: the current metadata location's only
+
+
+def _delete_cache(location: str) -> DeleteCache:
+    if location not in _DELETES:
+        _DELETES.clear()
+        _DELETES[location] = DeleteCache()
+    return _DELETES[location]
+
+
 def task_gpu() -> int | None:
     """The GPU Spark assigned to the running task (its first address), None outside GPU scheduling."""
     from pyspark import TaskContext
@@ -120,7 +133,10 @@ def rewrite_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatc
                 raise RuntimeError(f"injected failure of group {payload.group.index}, attempt {_attempt()}")
             bind_device(payload.backend)
             md = _metadata(payload.metadata_location, payload.io)
-            result = rewrite_group(md, payload.io, payload.group, payload.strategy, backend=payload.backend)
+            kept = _delete_cache(payload.metadata_location)
+            result = rewrite_group(
+                md, payload.io, payload.group, payload.strategy, backend=payload.backend, delete_cache=kept
+            )
             if failing:
                 os._exit(17)  # a worker killed after writing: its files stay behind, unreferenced
             yield pa.RecordBatch.from_pydict(
@@ -137,7 +153,16 @@ def scan_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             md = _metadata(payload.metadata_location, payload.io)
             schema = md.schema_by_id(payload.schema_id)
             plan = ScanPlan(schema, payload.task.residual, (payload.task,), PlanSummary(None, tasks=1))
-            _, out = execute(md, payload.io, plan, payload.projection, backend=payload.backend, workers=1)
+            kept = _delete_cache(payload.metadata_location)
+            _, out = execute(
+                md,
+                payload.io,
+                plan,
+                payload.projection,
+                backend=payload.backend,
+                workers=1,
+                delete_cache=kept,
+            )
             yield from out
 
 
@@ -158,5 +183,6 @@ def changes_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatc
                 workers=1,
                 remove_carry_overs=payload.remove_carry_overs,
                 update_keys=payload.update_keys,
+                delete_cache=_delete_cache(payload.metadata_location),
             )
             yield from out
