@@ -64,6 +64,11 @@ class EqualitySet:
         """The highest sequence number of the set (-1 when empty)."""
         return int(self.sequence_numbers.max()) if len(self.sequence_numbers) else -1
 
+    @cached_property
+    def _colliding(self) -> bool:
+        """Whether two distinct keys of the set share a hash (then a hash hit has several candidates)."""
+        return bool(len(self.hashes) > 1 and (self.hashes[1:] == self.hashes[:-1]).any())
+
     def _lookup(self, backend: str) -> tuple[Any, Any]:
         """The sorted hashes and their directory on ``backend``'s side."""
         if backend != "cuda":
@@ -97,7 +102,7 @@ class EqualitySet:
         """Which candidate ``rows`` (hash hits) equal a delete key with the same hash and a sequence number
         above ``data_sequence_number``."""
         lo = np.searchsorted(self.hashes, hashes, side="left")
-        hi = np.searchsorted(self.hashes, hashes, side="right")
+        hi = np.searchsorted(self.hashes, hashes, side="right") if self._colliding else lo + 1
         found = np.zeros(len(rows), dtype=bool)
         data = [c.take(pa.array(rows)) for c in columns]
         for step in range(int((hi - lo).max())):
