@@ -52,14 +52,16 @@ def _alive(tbl: Table, snapshot_id: int, where: str) -> set[tuple[str, int, int]
     return set(zip(rows["_file"].to_pylist(), rows["_pos"].to_pylist(), rows["id"].to_pylist(), strict=True))
 
 
-def _check(tbl: Table, old: int, new: int, where: str = "true", workers: int = 2) -> tuple[int, int]:
+def _check(
+    tbl: Table, old: int, new: int, where: str = "true", workers: int = 2, backend: str = "cpu"
+) -> tuple[int, int]:
     """Compare every file live in both snapshots against the two scans; how many rows went and came."""
     before, after = _tasks(tbl, old, where), _tasks(tbl, new, where)
     pairs = [FilePair(before[p], after[p]) for p in sorted(before.keys() & after.keys())]
     assert pairs
     md = tbl.metadata
     projection = project(md, md.schema, ["id", "_pos", "_file"])
-    _, diffs = compare(md, tbl.io, md.schema, pairs, projection, backend="cpu", workers=workers)
+    _, diffs = compare(md, tbl.io, md.schema, pairs, projection, backend=backend, workers=workers)
     gone: set[tuple[str, int, int]] = set()
     again: set[tuple[str, int]] = set()
     for d in diffs:
@@ -77,19 +79,19 @@ def _check(tbl: Table, old: int, new: int, where: str = "true", workers: int = 2
 
 
 @pytest.mark.parametrize("version", [2, 3])
-def test_position_deletes_and_dvs_both_ways(tmp_path: Path, version: int) -> None:
+def test_position_deletes_and_dvs_both_ways(tmp_path: Path, version: int, backend: str) -> None:
     tbl = _table(tmp_path, version)
     tbl.append(_rows(0, 60))
     tbl.delete("id in (1, 2, 4)")
     old = _current(tbl)
     tbl.delete("id in (5, 7, 8, 40)")
     new = _current(tbl)
-    assert _check(tbl, old, new) == (4, 0)
-    assert _check(tbl, new, old) == (0, 4)  # the later deletes, undone
-    assert _check(tbl, old, new, where="id < 30") == (3, 0)  # the residual applies to both sides
+    assert _check(tbl, old, new, backend=backend) == (4, 0)
+    assert _check(tbl, new, old, backend=backend) == (0, 4)  # the later deletes, undone
+    assert _check(tbl, old, new, where="id < 30", backend=backend) == (3, 0)  # the residual: both sides
 
 
-def test_equality_deletes_with_filters(tmp_path: Path) -> None:
+def test_equality_deletes_with_filters(tmp_path: Path, backend: str) -> None:
     tbl = _table(tmp_path, 2)
     for start in (0, 30, 60):
         tbl.append(_rows(start, 30))
@@ -98,9 +100,9 @@ def test_equality_deletes_with_filters(tmp_path: Path) -> None:
     tbl.delete_rows(keys, on=["id", "region"])
     tbl.delete("id = 10")
     new = _current(tbl)
-    assert _check(tbl, old, new) == (5, 0)
-    assert _check(tbl, new, old) == (0, 5)
-    assert _check(tbl, old, new, where="id > 32") == (3, 0)
+    assert _check(tbl, old, new, backend=backend) == (5, 0)
+    assert _check(tbl, new, old, backend=backend) == (0, 5)
+    assert _check(tbl, old, new, where="id > 32", backend=backend) == (3, 0)
 
 
 def test_a_file_split_into_row_groups_across_workers(tmp_path: Path) -> None:
