@@ -173,6 +173,7 @@ class _Producer:
         kept, removed, _, processed = manifest_set.filter_existing(
             io, base, existing, self.update.removed, snapshot_id=self.snapshot_id,
             new_path=self._manifest_path, faults=self.faults, written=written, rewritten_entries=own_entries,
+            removed_from=self.update.removed_from,
         )  # fmt: skip
         if self.update.manifest_rewrite is not None:
             manifests, rewritten = self.update.manifest_rewrite(

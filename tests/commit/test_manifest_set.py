@@ -1,0 +1,94 @@
+"""A commit that removes files reads only the parent's manifests that can list them: those of the removed
+files' content and partition spec. A removed file outside the kinds it is said to be in fails the commit
+loudly (never a silent keep), and a compaction of a Flink-style table reads no delete manifest back."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from gpu_engine.commit import manifest_set
+from gpu_engine.commit.entries import snapshot_manifests
+from gpu_engine.commit.update import SnapshotUpdate
+from gpu_engine.errors import ValidationError
+from gpu_engine.iceberg.manifest_list import ManifestFile
+from gpu_engine.iceberg.manifests import read_manifest
+from gpu_engine.table import Table
+
+from ._support import sql_catalog
+
+SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.int64())])
+
+
+def _upserted(tmp_path: Path, rounds: int) -> Table:
+    tbl = sql_catalog(tmp_path).create_table("db.t", SCHEMA, properties={"format-version": "2"})
+    rng = np.random.default_rng(11)
+    for v in range(rounds):
+        ids = pa.array(rng.choice(40, 10, replace=False), pa.int64())
+        tbl.upsert(pa.table({"id": ids, "v": pa.array([v] * 10, pa.int64())}), on=["id"])
+    return tbl
+
+
+def _manifests(tbl: Table) -> list[ManifestFile]:
+    snapshot = tbl.metadata.current_snapshot()
+    assert snapshot is not None
+    return list(snapshot_manifests(tbl.io, snapshot))
+
+
+def _counting_reads(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    reads: Counter[str] = Counter()
+    original = read_manifest
+
+    def counting(m: ManifestFile, **kwargs: Any) -> pa.Table:
+        reads[m.manifest_path] += 1
+        return original(m, **kwargs)
+
+    monkeypatch.setattr(manifest_set, "read_manifest", counting)
+    return reads
+
+
+def test_manifests_of_other_kinds_are_not_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tbl = _upserted(tmp_path, 4)
+    manifests = _manifests(tbl)
+    deletes = {tbl.io.resolve(m.manifest_path) for m in manifests if m.content == 1}
+    assert len(deletes) >= 3
+    victim = tbl.scan().plan().tasks[0].file
+    reads = _counting_reads(monkeypatch)
+    tbl.commit(SnapshotUpdate("delete", removed=[victim.path], removed_from=[("data", victim.spec_id)]))
+    assert reads and not set(reads) & deletes
+    assert victim.path not in {t.file.path for t in tbl.scan().plan().tasks}
+    assert {m.manifest_path for m in _manifests(tbl) if m.content == 1} >= {
+        m.manifest_path for m in manifests if m.content == 1
+    }  # the delete manifests kept as they were
+
+
+def test_a_removed_file_outside_its_given_kinds_fails_the_commit(tmp_path: Path) -> None:
+    tbl = _upserted(tmp_path, 2)
+    before = tbl.metadata.current_snapshot_id
+    victim = tbl.scan().plan().tasks[0].file
+    with pytest.raises(ValidationError, match="not live"):
+        tbl.commit(
+            SnapshotUpdate("delete", removed=[victim.path], removed_from=[("deletes", victim.spec_id)])
+        )
+    with pytest.raises(ValidationError, match="not live"):
+        tbl.commit(
+            SnapshotUpdate("delete", removed=[victim.path], removed_from=[("data", victim.spec_id + 1)])
+        )
+    assert tbl.metadata.current_snapshot_id == before
+
+
+def test_a_compaction_reads_no_delete_manifest_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Equality deletes stay after a compaction: its commit has no delete file to remove."""
+    tbl = _upserted(tmp_path, 5)
+    rows = sorted(tbl.scan().to_arrow().to_pylist(), key=lambda r: r["id"])
+    deletes = {tbl.io.resolve(m.manifest_path) for m in _manifests(tbl) if m.content == 1}
+    reads = _counting_reads(monkeypatch)
+    result = tbl.compact(options={"rewrite-all": "true"})
+    assert result.rewritten_data_files >= 5 and reads
+    assert not set(reads) & deletes
+    assert sorted(tbl.scan().to_arrow().to_pylist(), key=lambda r: r["id"]) == rows
