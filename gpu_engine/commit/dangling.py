@@ -22,7 +22,7 @@ from ..iceberg.metadata import TableMetadata
 from ..planning.scan import ScanOptions, plan_scan
 from .entries import live_entries, snapshot_manifests
 from .producer import commit
-from .update import CommitResult, Faults, FileKey, SnapshotUpdate
+from .update import CommitResult, Faults, FileKey, SnapshotUpdate, deletes_only
 from .validation import snapshots_since
 
 if TYPE_CHECKING:
@@ -74,5 +74,5 @@ def remove_dangling_deletes(
                     f"the dangling deletes were found on snapshot {planned}"
                 )
 
-    update = SnapshotUpdate("replace", removed=removed, validate=validate)
+    update = SnapshotUpdate("replace", removed=removed, validate=validate, removed_from=deletes_only(md))
     return len(removed), commit(table, update, branch=branch, faults=faults, sleep=sleep)

@@ -47,7 +47,7 @@ from .delete_plan import (
 )
 from .delete_plan import write_row_deletes as write_deletes
 from .producer import check_committable, commit
-from .update import CommitResult, Faults, FileKey, SnapshotUpdate
+from .update import CommitResult, Faults, FileKey, SnapshotUpdate, deletes_only
 from .validation import validate_no_new_deletes
 
 if TYPE_CHECKING:
@@ -228,7 +228,9 @@ def _commit(
     def validate(base: Any) -> None:
         validate_no_new_deletes(table.io, base, branch, planned, targets, action="this delete rewrite")
 
-    update = SnapshotUpdate("replace", added=written.added, removed=drop, validate=validate)
+    update = SnapshotUpdate(
+        "replace", added=written.added, removed=drop, validate=validate, removed_from=deletes_only(md)
+    )
     result = commit(
         table, update, branch=branch, faults=faults, sleep=sleep, owned=[f.path for f in written.added]
     )

@@ -67,6 +67,11 @@ Removed: TypeAlias = str | FileKey
 ``(path, None)``) or a :data:`FileKey`."""
 
 
+def deletes_only(md: TableMetadata) -> frozenset[ManifestKind]:
+    """``removed_from`` of an update that removes delete files only: the delete manifests of every spec."""
+    return frozenset(("deletes", spec_id) for spec_id in md.specs)
+
+
 def file_key(item: Removed | ContentFile) -> FileKey:
     """The :data:`FileKey` of a removal item or of a manifest entry's file."""
     if isinstance(item, ContentFile):

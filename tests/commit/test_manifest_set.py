@@ -5,6 +5,7 @@ loudly (never a silent keep), and a compaction of a Flink-style table reads no d
 from __future__ import annotations
 
 from collections import Counter
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -91,4 +92,30 @@ def test_a_compaction_reads_no_delete_manifest_back(tmp_path: Path, monkeypatch:
     result = tbl.compact(options={"rewrite-all": "true"})
     assert result.rewritten_data_files >= 5 and reads
     assert not set(reads) & deletes
+    assert sorted(tbl.scan().to_arrow().to_pylist(), key=lambda r: r["id"]) == rows
+
+
+@pytest.mark.parametrize("version", [2, 3])
+def test_rewriting_deletes_reads_no_data_manifest(
+    tmp_path: Path, version: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Position delete rewrites and equality delete conversions remove delete files only."""
+    tbl = sql_catalog(tmp_path).create_table(
+        "db.t", SCHEMA, properties={"format-version": str(version), "write.delete.mode": "merge-on-read"}
+    )
+    for start in range(0, 40, 10):
+        tbl.append(
+            pa.table({"id": pa.array(range(start, start + 10), pa.int64()), "v": [0] * 10}, schema=SCHEMA)
+        )
+    for i in (1, 2, 11, 21):
+        tbl.delete(f"id = {i}")
+    tbl.delete_rows(pa.table({"id": pa.array([5, 15], pa.int64())}), on=["id"])
+    rows = sorted(tbl.scan().to_arrow().to_pylist(), key=lambda r: r["id"])
+    reads = _counting_reads(monkeypatch)
+    every = partial(tbl.rewrite_position_deletes, options={"rewrite-all": "true"})
+    for rewrite in (every, tbl.convert_equality_deletes):
+        data = {tbl.io.resolve(m.manifest_path) for m in _manifests(tbl) if m.content == 0}
+        reads.clear()
+        assert rewrite().removed_delete_files and reads
+        assert not set(reads) & data
     assert sorted(tbl.scan().to_arrow().to_pylist(), key=lambda r: r["id"]) == rows
