@@ -114,6 +114,10 @@ class DeleteLoader:
         positional, groups = self._split(task)
         return [*map(delete_key, positional), *groups]
 
+    def equality_ids(self, task: ScanTask) -> frozenset[int]:
+        """The field ids of the task's equality deletes (from its walked deletes, see :meth:`_split`)."""
+        return frozenset(i for group in self._split(task)[1] for i in group[1])
+
     def for_task(self, task: ScanTask, file_rows: int) -> TaskDeletes:
         parts: list[np.ndarray] = []
         positional, groups = self._split(task)

@@ -23,7 +23,6 @@ from ..iceberg import types as it
 from ..iceberg.metadata import TableMetadata
 from ..iceberg.schema import Schema, prune
 from ..io.arrow_schema import to_arrow_schema
-from ..tasks import EQUALITY_DELETES, ScanTask
 
 
 @dataclass(frozen=True)
@@ -88,26 +87,23 @@ def project(
     return Projection(schema, data, tuple(metadata), tuple(names), md.format_version)
 
 
-def equality_ids(task: ScanTask) -> tuple[tuple[int, ...], ...]:
-    """The distinct equality-id sets of the task's equality deletes, in first-seen order."""
-    seen: dict[tuple[int, ...], None] = {}
-    for d in task.deletes:
-        if d.content == EQUALITY_DELETES:
-            seen.setdefault(tuple(sorted(d.equality_ids)), None)
-    return tuple(seen)
+def residual_ids(residual: Expression) -> frozenset[int]:
+    """The field ids a residual filter reads."""
+    return frozenset(p.ref.field_id for p in predicates(residual) if isinstance(p, BoundPredicate))
 
 
-def read_schema(md: TableMetadata, projection: Projection, task: ScanTask) -> Schema:
-    """The fields ``task`` reads: output columns, residual columns, equality-delete columns and, when
-    asked for, the stored row-lineage columns."""
+def read_schema(
+    md: TableMetadata, projection: Projection, residual: frozenset[int], eq_ids: frozenset[int], source: str
+) -> Schema:
+    """The fields a task reads: output columns, the columns of its residual (``residual``: their field
+    ids) and of its equality deletes (``eq_ids``), and, when asked for, the stored row-lineage columns.
+    ``source``: the task's data file, for errors. A function of its arguments' values: callers cache it."""
     scan = projection.scan_schema
-    wanted = {f.field_id for _, f in _fields(projection.data)}
-    wanted |= {p.ref.field_id for p in predicates(task.residual) if isinstance(p, BoundPredicate)}
-    eq_ids = {i for ids in equality_ids(task) for i in ids}
+    wanted = {f.field_id for _, f in _fields(projection.data)} | residual
     fields = list(prune(scan, (wanted | eq_ids) & scan.by_id.keys()).fields)
     missing = eq_ids - scan.by_id.keys()
     if missing:
-        fields.extend(_historical(md, missing, {f.field_id for f in fields}, task.file.path))
+        fields.extend(_historical(md, set(missing), {f.field_id for f in fields}, source))
     if projection.wants_lineage:
         fields.extend(mc.LINEAGE)
     return Schema(tuple(fields), scan.schema_id)

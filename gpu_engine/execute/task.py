@@ -10,7 +10,7 @@ the largest row group, not the file. :func:`compare_task` reads a file once with
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -29,7 +29,7 @@ from ..tasks import ScanTask
 from . import masks
 from .deletes import DeleteLoader, TaskDeletes
 from .metadata import metadata_column
-from .projection import Projection, read_schema, residual_names
+from .projection import Projection, read_schema, residual_ids, residual_names
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,8 @@ class TaskContext:
     name_mapping: NameMapping | None
     case_sensitive: bool = True
     batch_size: int = 1 << 17
+    # read schemas by (residual ids, equality ids): a Flink table's tasks carry thousands of deletes each
+    schemas: dict[tuple[frozenset[int], frozenset[int]], Schema] = field(default_factory=dict, compare=False)
 
 
 def execute_task(task: ScanTask, ctx: TaskContext) -> Iterator[pa.RecordBatch]:
@@ -58,7 +60,7 @@ def _open(task: ScanTask, ctx: TaskContext) -> ParquetSource:
 
 def _execute(task: ScanTask, ctx: TaskContext, source: ParquetSource) -> Iterator[pa.RecordBatch]:
     deletes = ctx.deletes.for_task(task, _checked_rows(task, source))
-    schema = read_schema(ctx.md, ctx.projection, task)
+    schema = _read_schema(ctx, task, ctx.deletes.equality_ids(task))
     partition_ids = _partition_ids(ctx.md, task)
     for fb, matches in _batches(task, ctx, source, schema):
         keep = _keep(fb, schema, deletes, ctx.backend, task.file.data_sequence_number or 0)
@@ -77,8 +79,9 @@ def compare_task(
     with _open(before, ctx) as source:
         rows = _checked_rows(before, source)
         old, new = ctx.deletes.for_task(before, rows), after_deletes.for_task(after, rows)
-        both = replace(before, deletes=before.deletes + after.deletes)  # reads both sides' key columns
-        schema = read_schema(ctx.md, ctx.projection, both)
+        schema = _read_schema(
+            ctx, before, ctx.deletes.equality_ids(before) | after_deletes.equality_ids(after)
+        )
         partition_ids = _partition_ids(ctx.md, before)
         seq = before.file.data_sequence_number or 0
         for fb, matches in _batches(before, ctx, source, schema):
@@ -91,6 +94,16 @@ def compare_task(
                 alive = [a & matches for a in alive]
             again = np.flatnonzero(alive[1] & ~alive[0]) + fb.first_pos
             yield _output(fb, alive[0] & ~alive[1], before, ctx.projection, partition_ids), again
+
+
+def _read_schema(ctx: TaskContext, task: ScanTask, eq_ids: frozenset[int]) -> Schema:
+    """The task's read schema (:func:`.projection.read_schema`), computed once per scan for each
+    combination of residual and equality columns."""
+    key = (residual_ids(task.residual), eq_ids)
+    found = ctx.schemas.get(key)
+    if found is None:
+        found = ctx.schemas[key] = read_schema(ctx.md, ctx.projection, *key, task.file.path)
+    return found
 
 
 def _all(n: int) -> np.ndarray:

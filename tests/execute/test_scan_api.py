@@ -32,6 +32,7 @@ from gpu_engine.iceberg import metadata_columns as mc
 from gpu_engine.io.paths import normalize
 from gpu_engine.tasks import DataFile
 
+from ..commit._support import sql_catalog
 from ..planning._support import FIXTURES, load
 from .oracles import assert_same_rows, duckdb_rows, metadata_json, table_path_map
 
@@ -453,3 +454,27 @@ def test_last_run_records_the_backend_and_why() -> None:
     probe = probe_cuda()
     assert auto.last_run.backend.name == ("cuda" if probe.available else "cpu")
     assert auto.last_run.backend.reason == f"auto: {probe.detail}"
+
+
+def test_tasks_of_one_scan_read_their_own_residual_columns(tmp_path: Path) -> None:
+    """Residuals differ by partition (here on ``v`` for one region, ``w`` for the other), and each task
+    reads its own residual's columns, none of them returned."""
+    schema = pa.schema([("id", pa.int64()), ("region", pa.string()), ("v", pa.int64()), ("w", pa.int64())])
+    tbl = sql_catalog(tmp_path).create_table("db.t", schema, partition_spec=["region"])
+    n = 40
+    rows = pa.table(
+        {
+            "id": range(n),
+            "region": ["eu", "us"] * (n // 2),
+            "v": [i % 5 for i in range(n)],
+            "w": [i % 7 for i in range(n)],
+        },
+        schema=schema,
+    )
+    tbl.append(rows)
+    where = "(region = 'eu' and v > 2) or (region = 'us' and w > 2)"
+    scan = tbl.scan(filter=where, columns=["id"], backend="cpu")
+    residuals = {str(t.residual) for t in scan.plan().tasks}
+    assert len(residuals) == 2, residuals
+    want = [r["id"] for r in rows.to_pylist() if (r["v"] > 2 if r["region"] == "eu" else r["w"] > 2)]
+    assert sorted(scan.to_arrow()["id"].to_pylist()) == want
