@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import datetime as dt
 import random
+from collections import Counter
 from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import fastavro
 import pyarrow as pa
 import pyarrow.compute as pc
+import pytest
 from pyiceberg.catalog.sql import SqlCatalog as PyIcebergSqlCatalog
 from pyiceberg.table import StaticTable
 
@@ -21,6 +23,7 @@ from gpu_engine.catalog.sql import SqlCatalog
 from gpu_engine.commit.entries import snapshot_manifests
 from gpu_engine.iceberg.manifest_list import ManifestFile, read_manifest_list
 from gpu_engine.iceberg.manifests import read_manifest
+from gpu_engine.io import fileio
 from gpu_engine.table import Table
 
 from ..execute.oracles import _duckdb, assert_same_rows
@@ -43,6 +46,20 @@ SCHEMA = pa.schema(
     ]
 )
 REGIONS = ("eu", "us", "apac")
+
+
+def count_opens(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """Counts, by local path, the files opened for reading through the local FileIO while ``monkeypatch``
+    (a test's, or one of its contexts) is in force."""
+    opened: Counter[str] = Counter()
+    original = fileio.LocalFileIO.open_input
+
+    def counting(self: fileio.LocalFileIO, path: str) -> BinaryIO:
+        opened[fileio.local_path(path)] += 1
+        return original(self, path)
+
+    monkeypatch.setattr(fileio.LocalFileIO, "open_input", counting)
+    return opened
 
 
 def sql_catalog(tmp_path: Path) -> SqlCatalog:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import BinaryIO
 
 import numpy as np
 import pyarrow as pa
@@ -17,7 +16,7 @@ from gpu_engine.execute.delete_cache import DeleteCache
 from gpu_engine.io import fileio
 from gpu_engine.table import Table
 
-from ..commit._support import sql_catalog
+from ..commit._support import count_opens, sql_catalog
 
 SCHEMA = pa.schema(
     [pa.field("region", pa.string()), pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.int64())]
@@ -34,15 +33,8 @@ def _upsert(tbl: Table, oracle: Oracle, region: str, ids: np.ndarray, v: int) ->
 def _scan_counting_opens(
     tbl: Table, backend: str, monkeypatch: pytest.MonkeyPatch
 ) -> tuple[pa.Table, Counter[str]]:
-    opened: Counter[str] = Counter()
-    original = fileio.LocalFileIO.open_input
-
-    def counting(self: fileio.LocalFileIO, path: str) -> BinaryIO:
-        opened[fileio.local_path(path)] += 1
-        return original(self, path)
-
     with monkeypatch.context() as m:
-        m.setattr(fileio.LocalFileIO, "open_input", counting)
+        opened = count_opens(m)
         result = tbl.scan(backend=backend).to_arrow()
     return result, opened
 
@@ -98,18 +90,6 @@ def test_global_and_partition_equality_deletes_read_once(
     _check(tbl, oracle, backend, monkeypatch)
 
 
-def _counting_opens(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
-    opened: Counter[str] = Counter()
-    original = fileio.LocalFileIO.open_input
-
-    def counting(self: fileio.LocalFileIO, path: str) -> BinaryIO:
-        opened[fileio.local_path(path)] += 1
-        return original(self, path)
-
-    monkeypatch.setattr(fileio.LocalFileIO, "open_input", counting)
-    return opened
-
-
 def _equality_files(tbl: Table) -> set[str]:
     return {
         fileio.local_path(d.path) for t in tbl.scan().plan().tasks for d in t.deletes if d.kind == "equality"
@@ -125,7 +105,7 @@ def test_a_changelog_reads_each_delete_file_once(tmp_path: Path, monkeypatch: py
     with monkeypatch.context() as m:
         m.setattr(changelog_execution, "DeleteCache", lambda: DeleteCache(max_total_bytes=0))
         expected = tbl.incremental_changelog_scan(first).to_arrow()
-    opened = _counting_opens(monkeypatch)
+    opened = count_opens(monkeypatch)
     got = tbl.incremental_changelog_scan(first).to_arrow()
     assert got.to_pylist() == expected.to_pylist() and got.num_rows > 100
     equality = _equality_files(tbl)
@@ -139,7 +119,7 @@ def test_compaction_groups_read_each_delete_file_once(
     tbl = _by_region(tmp_path)
     oracle = _upsert_rounds(tbl, np.random.default_rng(4), range(6), keys=40, size=12)
     equality = _equality_files(tbl)
-    opened = _counting_opens(monkeypatch)
+    opened = count_opens(monkeypatch)
     options = {
         "rewrite-all": "true",
         "max-file-group-size-bytes": "4000",
@@ -179,7 +159,7 @@ def test_a_changelog_reads_each_position_delete_once(
     }
     blobs = Counter(path for path, _ in kept)  # reads per file: one per blob
     assert len(blobs) >= 4
-    opened = _counting_opens(monkeypatch)
+    opened = count_opens(monkeypatch)
     got = tbl.incremental_changelog_scan(first).to_arrow()
     assert got.to_pylist() == expected.to_pylist() and got.num_rows >= 15
     assert {p: opened[p] for p in blobs} == dict(blobs)

@@ -4,10 +4,8 @@ load. The mapInArrow bodies run here without Spark, as a worker runs them: one p
 from __future__ import annotations
 
 import pickle
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
 
 import numpy as np
 import pyarrow as pa
@@ -18,7 +16,7 @@ from gpu_engine.io import fileio
 from gpu_engine.spark import executor
 from gpu_engine.table import Table
 
-from ..commit._support import sql_catalog
+from ..commit._support import count_opens, sql_catalog
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.int64())])
 
@@ -52,14 +50,7 @@ def test_a_worker_reads_each_delete_file_once_across_scan_tasks(
     plan = tbl.scan().plan()
     equality = {fileio.local_path(d.path) for t in plan.tasks for d in t.deletes}
     assert len(plan.tasks) >= 5 and len(equality) >= 5
-    opened: Counter[str] = Counter()
-    original = fileio.LocalFileIO.open_input
-
-    def counting(self: fileio.LocalFileIO, path: str) -> BinaryIO:
-        opened[fileio.local_path(path)] += 1
-        return original(self, path)
-
-    monkeypatch.setattr(fileio.LocalFileIO, "open_input", counting)
+    opened = count_opens(monkeypatch)
     monkeypatch.setattr(executor, "_DELETES", {})
     rows = pa.Table.from_batches(list(executor.scan_batches(_payloads(tbl))))
     assert {p: opened[p] for p in equality} == dict.fromkeys(equality, 1)
