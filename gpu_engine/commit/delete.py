@@ -28,7 +28,16 @@ from .delete_cow import COPY_ON_WRITE, delete_mode, write_copy_on_write
 from .delete_plan import plan_row_deletes, write_row_deletes
 from .isolation import SERIALIZABLE, delete_isolation_level, isolation_level, validate_no_conflicting_data
 from .producer import check_committable, commit
-from .update import CommitResult, Faults, Operation, Removed, SnapshotUpdate, Validation, file_key
+from .update import (
+    CommitResult,
+    Faults,
+    ManifestKind,
+    Operation,
+    Removed,
+    SnapshotUpdate,
+    Validation,
+    file_key,
+)
 from .validation import validate_no_new_deletes
 
 if TYPE_CHECKING:
@@ -55,7 +64,8 @@ class DeleteResult:
 class PreparedDelete:
     """A delete by filter planned on snapshot ``planned`` (None: an empty table) with its files written
     (delete files, or the rewritten data files when ``copy_on_write``), not committed yet. ``targets``: the
-    data files with matching rows (recorded paths)."""
+    data files with matching rows (recorded paths); ``removed_from``: the kinds of manifest that list the
+    removed files (the targets' specs, and the removed delete files')."""
 
     planned: int | None
     deleted_rows: int
@@ -64,6 +74,7 @@ class PreparedDelete:
     added: tuple[ContentFile, ...] = ()
     removed_data_files: tuple[str, ...] = ()
     removed_delete_files: tuple[ContentFile, ...] = ()
+    removed_from: frozenset[ManifestKind] = frozenset()
 
     @property
     def removed(self) -> list[Removed]:
@@ -113,9 +124,11 @@ def prepare_delete(
         return PreparedDelete(plan.snapshot_id, 0, cow, frozenset())
     out = write_copy_on_write(table, plan, backend=backend) if cow else write_row_deletes(table, plan)
     targets = frozenset(f.path for f in plan.files)
+    kinds: set[ManifestKind] = {("data", f.spec_id) for f in plan.files}  # removed data files are targets
+    kinds |= {("deletes", d.spec_id) for d in out.removed_delete_files}
     return PreparedDelete(
         plan.snapshot_id, plan.deleted_rows, cow, targets, out.added, out.removed_data_files,
-        out.removed_delete_files,
+        out.removed_delete_files, frozenset(kinds),
     )  # fmt: skip
 
 
@@ -149,7 +162,10 @@ def delete(
         table, branch, filter, isolation=level, action="this delete", case_sensitive=case_sensitive
     )
     operation: Operation = "overwrite" if prepared.copy_on_write and prepared.added else "delete"
-    update = SnapshotUpdate(operation, added=prepared.added, removed=prepared.removed, validate=validate)
+    update = SnapshotUpdate(
+        operation, added=prepared.added, removed=prepared.removed, validate=validate,
+        removed_from=prepared.removed_from,
+    )  # fmt: skip
     owned = sorted({f.path for f in prepared.added})
     result = commit(table, update, branch=branch, faults=faults, sleep=sleep, owned=owned)
     return DeleteResult(

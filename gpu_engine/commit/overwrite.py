@@ -81,7 +81,13 @@ def overwrite(
         table, branch, filter, isolation=level, action="this overwrite", case_sensitive=case_sensitive
     )
     added = (*prepared.added, *files)
-    update = SnapshotUpdate("overwrite", added=added, removed=prepared.removed, validate=validate)
+    update = SnapshotUpdate(
+        "overwrite",
+        added=added,
+        removed=prepared.removed,
+        validate=validate,
+        removed_from=prepared.removed_from,
+    )
     owned = sorted({f.path for f in added})
     result = commit(table, update, branch=branch, faults=faults, sleep=sleep, owned=owned)
     return OverwriteResult(

@@ -119,3 +119,22 @@ def test_rewriting_deletes_reads_no_data_manifest(
         assert rewrite().removed_delete_files and reads
         assert not set(reads) & data
     assert sorted(tbl.scan().to_arrow().to_pylist(), key=lambda r: r["id"]) == rows
+
+
+def test_copy_on_write_deletes_and_overwrites_read_no_delete_manifest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """They remove data files only (the rewritten ones)."""
+    tbl = _upserted(tmp_path, 4)
+    tbl.update_properties().set("write.delete.mode", "copy-on-write").commit()
+    deletes = {tbl.io.resolve(m.manifest_path) for m in _manifests(tbl) if m.content == 1}
+    live = sorted(tbl.scan().to_arrow()["id"].to_pylist())
+    reads = _counting_reads(monkeypatch)
+    assert tbl.delete(f"id = {live[0]}").removed_data_files and reads
+    assert not set(reads) & deletes
+    reads.clear()
+    changed = pa.table({"id": pa.array([live[1]], pa.int64()), "v": pa.array([99], pa.int64())})
+    assert tbl.overwrite(changed, f"id = {live[1]}").removed_data_files and reads
+    assert not set(reads) & deletes
+    rows = {r["id"]: r["v"] for r in tbl.scan().to_arrow().to_pylist()}
+    assert live[0] not in rows and rows[live[1]] == 99 and sorted(rows) == live[1:]
