@@ -39,7 +39,7 @@ from .entries import live_entries, snapshot_manifests
 from .isolation import SERIALIZABLE, isolation_level
 from .producer import check_committable, commit, delete_files
 from .table_update import parent_of
-from .update import CommitResult, Faults, Removed, SnapshotUpdate, file_key
+from .update import CommitResult, Faults, ManifestKind, Removed, SnapshotUpdate, file_key
 
 if TYPE_CHECKING:
     from ..table import Table
@@ -102,9 +102,11 @@ def dynamic_partition_overwrite(
         scope = None if everything else replaced
         _no_files_added_in(io, base, branch, planned, scope, data=level == SERIALIZABLE)
 
+    kinds: set[ManifestKind] = {("data" if f.content == DATA else "deletes", f.spec_id) for f in gone}
     update = SnapshotUpdate(
-        "overwrite", added=files, removed=removed, validate=validate, summary={"replace-partitions": "true"}
-    )
+        "overwrite", added=files, removed=removed, validate=validate, summary={"replace-partitions": "true"},
+        removed_from=kinds,
+    )  # fmt: skip
     result = commit(table, update, branch=branch, faults=faults, sleep=sleep, owned=[f.path for f in files])
     return PartitionOverwriteResult(
         files=files,

@@ -138,3 +138,26 @@ def test_copy_on_write_deletes_and_overwrites_read_no_delete_manifest(
     assert not set(reads) & deletes
     rows = {r["id"]: r["v"] for r in tbl.scan().to_arrow().to_pylist()}
     assert live[0] not in rows and rows[live[1]] == 99 and sorted(rows) == live[1:]
+
+
+def test_a_partition_overwrite_reads_no_delete_manifest_when_its_partitions_have_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("region", pa.string())])
+    tbl = sql_catalog(tmp_path).create_table(
+        "db.t", schema, partition_spec=["region"], properties={"format-version": "2"}
+    )
+    for start in (0, 10):
+        tbl.append(pa.table({"id": range(start, start + 10), "region": ["eu", "us"] * 5}, schema=schema))
+    tbl.delete_rows(
+        pa.table({"id": pa.array([1, 3], pa.int64()), "region": ["us", "us"]}), on=["id", "region"]
+    )
+    deletes = {tbl.io.resolve(m.manifest_path) for m in _manifests(tbl) if m.content == 1}
+    assert deletes
+    reads = _counting_reads(monkeypatch)
+    result = tbl.dynamic_partition_overwrite(pa.table({"id": [100], "region": ["eu"]}, schema=schema))
+    assert result is not None and len(result.removed_data_files) == 2 and reads
+    assert not set(reads) & deletes
+    rows = sorted((r["region"], r["id"]) for r in tbl.scan().to_arrow().to_pylist())
+    us = [("us", i) for i in range(20) if i % 2 and i not in (1, 3)]
+    assert rows == [("eu", 100), *us]
