@@ -147,12 +147,17 @@ class DeleteLoader:
 
         if self.kept is None:
             return load()
-        return self.kept.get(delete_key(d), load, lambda a: int(a.nbytes))
+        return self.kept.get(self._kept_key(d), load, lambda a: int(a.nbytes))
 
     def _position_deletes(self, d: DeleteFile) -> PositionDeletes:
         if self.kept is None:
             return load_position_deletes(self.io, d)
-        return self.kept.get(delete_key(d), lambda: load_position_deletes(self.io, d), _index_bytes)
+        return self.kept.get(self._kept_key(d), lambda: load_position_deletes(self.io, d), _index_bytes)
+
+    def _kept_key(self, d: DeleteFile) -> Hashable:
+        """A position delete file's or DV's key in ``kept``: by the file it resolves to (a kept value may
+        serve another table's scan, e.g. one of a relocated copy)."""
+        return ("file", self.io.resolve(d.path), d.content_offset)
 
     def _load_equality(self, group: EqualityGroup) -> EqualitySet:
         files = tuple(self._groups[group].values())
@@ -166,12 +171,17 @@ class DeleteLoader:
         if kept is None:
             return load()
 
+        # keys read depend on the table's schema (by id), the name mapping (files without field ids) and
+        # the backend (where the set lives)
+        context = (self.md.location, schema.schema_id, self.name_mapping, self.backend)
+
         def read(f: DeleteFile) -> FileKeys:
-            key = ("eq-keys", f.path, ids, schema.schema_id)
+            key = ("eq-keys", self.io.resolve(f.path), ids, context)
             args = (self.io, f, schema, ids, self.backend, self.name_mapping)
             return kept.get(key, lambda: read_file_keys(*args), lambda k: k.nbytes)
 
-        key = ("eq-set", ids, schema.schema_id, frozenset((f.path, f.data_sequence_number) for f in files))
+        files_read = frozenset((self.io.resolve(f.path), f.data_sequence_number) for f in files)
+        key = ("eq-set", ids, context, files_read)
         return kept.get(key, lambda: load(read), lambda s: s.nbytes)
 
     def release(self, task: ScanTask) -> None:

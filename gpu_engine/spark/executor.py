@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import pickle
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -66,25 +67,28 @@ class ChangesPayload:
     update_keys: tuple[str, ...]
 
 
-_METADATA: dict[str, TableMetadata] = {}  # per Python worker: metadata files never change once written
+_METADATA: OrderedDict[str, TableMetadata] = OrderedDict()
+"""Per Python worker, the metadata files its latest tasks read (they never change once written); a
+worker that lives across many commits keeps the last :data:`_METADATA_KEPT` only."""
+_METADATA_KEPT = 8
 
 
 def _metadata(location: str, io: FileIO) -> TableMetadata:
     from ..table import read_metadata
 
-    if location not in _METADATA:
-        _METADATA[location] = read_metadata(io, location)
-    return _METADATA[location]
+    md = _METADATA.get(location)
+    if md is None:
+        md = _METADATA[location] = read_metadata(io, location)
+        while len(_METADATA) > _METADATA_KEPT:
+            _METADATA.popitem(last=False)
+    _METADATA.move_to_end(location)
+    return md
 
 
-_DELETES: dict[str, DeleteCache] = {}  # per Python worker: the current metadata location's only
-
-
-def _delete_cache(location: str) -> DeleteCache:
-    if location not in _DELETES:
-        _DELETES.clear()
-        _DELETES[location] = DeleteCache()
-    return _DELETES[location]
+_DELETES = DeleteCache()
+"""Per Python worker, for all its tasks: delete files never change once written, and what is kept is
+keyed by the file it was read from (equality keys also by table, schema, name mapping and backend), so
+tables, commits and jobs the worker alternates between share one bounded cache."""
 
 
 def task_gpu() -> int | None:
@@ -133,7 +137,7 @@ def rewrite_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatc
                 raise RuntimeError(f"injected failure of group {payload.group.index}, attempt {_attempt()}")
             bind_device(payload.backend)
             md = _metadata(payload.metadata_location, payload.io)
-            kept = _delete_cache(payload.metadata_location)
+            kept = _DELETES
             result = rewrite_group(
                 md, payload.io, payload.group, payload.strategy, backend=payload.backend, delete_cache=kept
             )
@@ -153,7 +157,7 @@ def scan_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             md = _metadata(payload.metadata_location, payload.io)
             schema = md.schema_by_id(payload.schema_id)
             plan = ScanPlan(schema, payload.task.residual, (payload.task,), PlanSummary(None, tasks=1))
-            kept = _delete_cache(payload.metadata_location)
+            kept = _DELETES
             _, out = execute(
                 md,
                 payload.io,
@@ -183,6 +187,6 @@ def changes_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatc
                 workers=1,
                 remove_carry_overs=payload.remove_carry_overs,
                 update_keys=payload.update_keys,
-                delete_cache=_delete_cache(payload.metadata_location),
+                delete_cache=_DELETES,
             )
             yield from out

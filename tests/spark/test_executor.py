@@ -4,6 +4,7 @@ load. The mapInArrow bodies run here without Spark, as a worker runs them: one p
 from __future__ import annotations
 
 import pickle
+from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from gpu_engine.execute.delete_cache import DeleteCache
 from gpu_engine.execute.projection import project
 from gpu_engine.io import fileio
 from gpu_engine.spark import executor
@@ -51,7 +53,7 @@ def test_a_worker_reads_each_delete_file_once_across_scan_tasks(
     equality = {fileio.local_path(d.path) for t in plan.tasks for d in t.deletes}
     assert len(plan.tasks) >= 5 and len(equality) >= 5
     opened = count_opens(monkeypatch)
-    monkeypatch.setattr(executor, "_DELETES", {})
+    monkeypatch.setattr(executor, "_DELETES", DeleteCache())
     rows = pa.Table.from_batches(list(executor.scan_batches(_payloads(tbl))))
     assert {p: opened[p] for p in equality} == dict.fromkeys(equality, 1)
     assert sorted(rows.to_pylist(), key=lambda r: r["id"]) == sorted(
@@ -59,9 +61,42 @@ def test_a_worker_reads_each_delete_file_once_across_scan_tasks(
     )
 
 
-def test_the_cache_follows_the_metadata_location(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(executor, "_DELETES", {})
-    first = executor._delete_cache("s3://b/t/metadata/1.json")
-    assert executor._delete_cache("s3://b/t/metadata/1.json") is first
-    second = executor._delete_cache("s3://b/t/metadata/2.json")
-    assert second is not first and list(executor._DELETES) == ["s3://b/t/metadata/2.json"]
+def test_a_worker_keeps_delete_files_across_commits_and_refreshes_what_depends_on_metadata(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tbl = _upserted(tmp_path, 5)
+    monkeypatch.setattr(executor, "_DELETES", DeleteCache())
+    list(executor.scan_batches(_payloads(tbl)))
+    before = {fileio.local_path(d.path) for t in tbl.scan().plan().tasks for d in t.deletes}
+    for v in (10, 11):
+        tbl.upsert(
+            pa.table({"id": pa.array([1, 2], pa.int64()), "v": pa.array([v, v], pa.int64())}), on=["id"]
+        )
+    now = {fileio.local_path(d.path) for t in tbl.scan().plan().tasks for d in t.deletes}
+    assert before & now and now - before
+    opened = count_opens(monkeypatch)
+    rows = pa.Table.from_batches(list(executor.scan_batches(_payloads(tbl))))  # a new metadata location
+    assert {p: opened[p] for p in now} == {p: int(p not in before) for p in now}
+    assert sorted(rows.to_pylist(), key=lambda r: r["id"]) == sorted(
+        tbl.scan().to_arrow().to_pylist(), key=lambda r: r["id"]
+    )
+    # equality keys are read per name mapping (files without field ids): another mapping reads them again
+    mapping = '[{"field-id": 1, "names": ["id", "key"]}, {"field-id": 2, "names": ["v"]}]'
+    tbl.update_properties().set("schema.name-mapping.default", mapping).commit()
+    opened = count_opens(monkeypatch)
+    list(executor.scan_batches(_payloads(tbl)))
+    assert {p: opened[p] for p in now} == dict.fromkeys(now, 1)
+
+
+def test_a_worker_keeps_the_latest_metadata_files_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tbl = _upserted(tmp_path, 1)
+    monkeypatch.setattr(executor, "_METADATA", OrderedDict())
+    locations = []
+    for v in range(executor._METADATA_KEPT + 2):
+        tbl.append(pa.table({"id": pa.array([v], pa.int64()), "v": pa.array([v], pa.int64())}))
+        locations.append(tbl.metadata_location)
+        assert executor._metadata(tbl.metadata_location, tbl.io).location == tbl.metadata.location
+    assert executor._metadata(locations[2], tbl.io) is executor._metadata(locations[2], tbl.io)
+    assert list(executor._METADATA) == [*locations[3:], locations[2]]
