@@ -148,7 +148,10 @@ def _predicate(pred: BoundPredicate, col: Column) -> Any:
     if op is Op.NOT_NAN:
         return pc.coalesce(pc.invert(pc.is_nan(col)), pa.scalar(True))
     if op in (Op.IN, Op.NOT_IN):
-        found = pc.is_in(col, value_set=_arrow.array(pred.literals, t))  # a null value is not found
+        values = _arrow.array(pred.literals, t)
+        if t.name in ("float", "double"):  # is_in compares bits: -0.0 must find 0.0, as = does
+            col, values = pc.add(col, _arrow.scalar(0.0, t)), pc.add(values, _arrow.scalar(0.0, t))
+        found = pc.is_in(col, value_set=values)  # a null value is not found
         return found if op is Op.IN else pc.and_kleene(pc.is_valid(col), pc.invert(found))
     if op in (Op.STARTS_WITH, Op.NOT_STARTS_WITH):
         found = pc.starts_with(col, pattern=pred.literal)  # null stays null: neither matches

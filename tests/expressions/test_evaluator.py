@@ -178,6 +178,9 @@ def test_not_is_the_negation_table(expr: Expression, rows: list[dict[str, Any]])
         ("not (f > 1)", [False, False, False, True]),  # NaN matches neither f > 1 nor f <= 1
         ("f = 0", [False, False, False, True]),  # -0.0 equals 0.0
         ("f not in (1.5)", [False, True, False, True]),
+        ("f in (0, 5)", [False, False, False, True]),  # -0.0 is in, as it equals 0.0
+        ("f in (-0.0, 1.5)", [True, False, False, True]),
+        ("f not in (0, 5)", [True, True, False, False]),
         ("s like 'a%'", [True, False, False, False]),
         ("s not like 'a%'", [False, False, False, True]),  # null matches neither
     ],
