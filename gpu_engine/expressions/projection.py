@@ -100,6 +100,8 @@ def _project_field(pred: BoundPredicate, field: PartitionField, strict: bool) ->
         return _bucket(pred, ref, values, strict)
     if isinstance(transform, ts.Truncate) and source.name in ("string", "binary"):
         return _truncate_array(pred, ref, values, transform.width, strict)
+    if isinstance(transform, ts.Truncate) and source.name in ("int", "long"):
+        return _truncate_integer(pred, ref, values, transform.width, strict)
     projected = _ordered(pred, ref, values, strict)
     if isinstance(transform, ts.Temporal) and not (isinstance(transform, ts.Day) and source.name == "date"):
         return _fix_strict(projected) if strict else _fix_inclusive(projected)
@@ -164,6 +166,51 @@ def _ordered(pred: BoundPredicate, ref: BoundReference, values: Values, strict: 
             return BoundPredicate(Op.NOT_NULL, ref)  # every non-null value is within the limit
         return BoundPredicate(Op.LT if op is Op.LT_EQ else Op.GT, ref, (_one(values, opened),))
     return None  # =: neighbouring values share a partition
+
+
+def _truncate_integer(
+    pred: BoundPredicate, ref: BoundReference, values: Values, width: int, strict: bool
+) -> Expression | None:
+    """truncate[W] of int and long, whose spec formula ``v - (((v % W) + W) % W)`` falls below the type's
+    minimum for the values of a "wrap zone" ``[MIN, MIN + W - (MIN mod W) - 1]`` when W does not divide
+    2^32 (2^64). Writers (Iceberg Java, and the kernels, which must agree with them) store those values'
+    partition wrapped around: one value, near the maximum, that is not a multiple of W. (In)equalities
+    take the stored values from the kernels; ranges are projected with exact bounds and that partition
+    admitted (inclusive) or left out (strict), so the wrapped value never reads as a large one."""
+    op, t = pred.op, pred.ref.type
+    if op.kind is Kind.SET or op in (Op.EQ, Op.NOT_EQ):
+        return _ordered(pred, ref, values, strict)
+    low, _ = it.INT_RANGE if t.name == "int" else it.LONG_RANGE
+    zone_end = low + width - low % width - 1 if low % width else None  # the wrap zone is [low, zone_end]
+    wrapped = BoundPredicate(Op.EQ, ref, (_one(values, low),))  # the wrap zone's stored partition
+
+    def floor(v: int) -> int:
+        return v - v % width
+
+    v = pred.literal
+    below = op in (Op.LT, Op.LT_EQ)
+    if not strict:  # close the bound: x < v is x <= v - 1, x > v is x >= v + 1
+        closed = v if op in (Op.LT_EQ, Op.GT_EQ) else lit.step(v, t, -1 if below else 1)
+        if closed is None:
+            return FALSE  # nothing lies beyond the type's limit
+        if below:  # the range holds MIN, so the wrap zone's values
+            legit = BoundPredicate(Op.LT_EQ, ref, (floor(closed),)) if floor(closed) >= low else FALSE
+            return legit if zone_end is None else or_(legit, wrapped)
+        if zone_end is not None and closed <= zone_end:
+            return BoundPredicate(Op.NOT_NULL, ref)  # the wrap zone and every partition above it
+        return BoundPredicate(Op.GT_EQ, ref, (floor(closed),))
+    # open the bound: x <= v is x < v + 1, x >= v is x > v - 1
+    opened = v if op in (Op.LT, Op.GT) else lit.step(v, t, 1 if below else -1)
+    if opened is None:
+        return BoundPredicate(Op.NOT_NULL, ref)  # every non-null value is within the limit
+    if below:  # the wrap zone's partition, whatever its place among the others, holds the least values
+        return BoundPredicate(Op.LT, ref, (floor(opened),)) if floor(opened) > low else FALSE
+    above = BoundPredicate(Op.GT, ref, (floor(opened),)) if floor(opened) >= low else None
+    if zone_end is None:
+        assert above is not None
+        return above
+    legit = BoundPredicate(Op.NOT_NULL, ref) if above is None else above
+    return and_(legit, BoundPredicate(Op.NOT_EQ, ref, wrapped.literals))
 
 
 def _truncate_array(

@@ -478,3 +478,39 @@ def test_tasks_of_one_scan_read_their_own_residual_columns(tmp_path: Path) -> No
     assert len(residuals) == 2, residuals
     want = [r["id"] for r in rows.to_pylist() if (r["v"] > 2 if r["region"] == "eu" else r["w"] > 2)]
     assert sorted(scan.to_arrow()["id"].to_pylist()) == want
+
+
+@pytest.mark.parametrize("delete_mode", ["merge-on-read", "copy-on-write"])
+def test_truncate_partitions_near_the_minimum_filter_and_delete_exactly(
+    tmp_path: Path, delete_mode: str
+) -> None:
+    """truncate[10] of the least ints is stored wrapped around (as Iceberg Java stores it): filters near
+    the minimum and over the whole range neither prune those rows nor keep others as if they matched."""
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("x", pa.int32()), pa.field("y", pa.int64())])
+    properties = {"format-version": "2", "write.delete.mode": delete_mode}
+    properties["write.metadata.metrics.default"] = "none"  # no file metrics to hide a wrong projection
+    tbl = sql_catalog(tmp_path).create_table(
+        "db.t", schema, partition_spec=["truncate(10, x)", "truncate(10, y)"], properties=properties
+    )
+    low32, low64 = -(2**31), -(2**63)
+    xs, ys = [low32, low32 + 1, -7, 1, 20], [low64, low64 + 2, -7, 1, 20]
+    tbl.append(
+        pa.table(
+            {"id": pa.array(range(5), pa.int64()), "x": pa.array(xs, pa.int32()), "y": ys}, schema=schema
+        )
+    )
+
+    def ids(text: str) -> list[int]:
+        return sorted(tbl.scan(filter=text, columns=["id"]).to_arrow()["id"].to_pylist())
+
+    assert ids("x < 0") == ids("y < 0") == [0, 1, 2]
+    assert ids(f"x > {low32}") == ids(f"y > {low64}") == [1, 2, 3, 4]
+    assert ids(f"x >= {low32 + 1}") == ids(f"y >= {low64 + 1}") == [1, 2, 3, 4]
+    assert ids(f"x < {low32 + 1}") == ids(f"y <= {low64 + 1}") == [0]
+    assert ids(f"x = {low32}") == [0] and ids(f"y in ({low64}, 20)") == [0, 4]
+    assert ids(f"x > {2**31 - 20}") == ids(f"y > {2**63 - 20}") == []
+    assert tbl.delete(f"x <= {low32}").deleted_rows == 1
+    assert ids("true") == [1, 2, 3, 4]
+    assert tbl.delete(f"y < {low64 + 1}").deleted_rows == 0
+    assert tbl.delete("x < 0").deleted_rows == 2
+    assert ids("true") == [3, 4]

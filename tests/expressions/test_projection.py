@@ -28,9 +28,11 @@ from gpu_engine import transforms as gt
 from gpu_engine.expressions import (
     FALSE,
     TRUE,
+    And,
     BoundPredicate,
     Expression,
     Op,
+    Or,
     UnboundPredicate,
     and_,
     bind,
@@ -67,6 +69,11 @@ def _near(unit: int, spread: int) -> st.SearchStrategy[int]:
     return st.builds(lambda k, d: k * unit + d, st.integers(-spread, spread), st.integers(-2, 2))
 
 
+def _limits(limits: tuple[int, int]) -> st.SearchStrategy[int]:
+    low, high = limits
+    return st.one_of(st.integers(low, low + 25), st.integers(-12, 12), st.integers(high - 25, high))
+
+
 INTS = st.one_of(st.integers(-60, 60), _near(10, 20), st.integers(-(2**40), 2**40))
 TS = st.one_of(_near(HOUR_US, 30), _near(DAY_US, 400), st.integers(-(2**55), 2**55))
 TS_NS = st.one_of(_near(HOUR_US * 1000, 30), _near(DAY_US * 1000, 400), st.integers(-(2**62), 2**62))
@@ -78,6 +85,9 @@ DECIMALS = INTS.map(lambda n: decimal_of(max(min(n, DEC_MAX), -DEC_MAX), 2))
 CASES = [
     Case(it.LONG, ("identity", "bucket[7]", "truncate[10]"), INTS),
     Case(it.INT, ("bucket[5]", "truncate[3]"), st.integers(-2000, 2000)),
+    # truncate near the minimum, whose partition wraps around (not when W divides 2^32 / 2^64)
+    Case(it.INT, ("truncate[10]", "truncate[7]", "truncate[16]"), _limits(it.INT_RANGE)),
+    Case(it.LONG, ("truncate[10]", "truncate[3]", "truncate[1]"), _limits(it.LONG_RANGE)),
     Case(DEC, ("truncate[50]", "bucket[4]"), DECIMALS),
     Case(DEC, ("identity",), st.integers(-999, 999).map(lambda n: decimal_of(n, 2))),
     Case(it.STRING, ("truncate[2]", "bucket[8]"), TEXT),
@@ -203,6 +213,20 @@ def _normalize(expr: Any, strict: bool) -> tuple[str, Any]:
     return (op.value, sorted(v.bytes if isinstance(v, uuid.UUID) else v for v in values))
 
 
+def _without_wrapped(expr: Expression, t: it.PrimitiveType, transform: str) -> Expression:
+    """A truncate projection of int/long less its term for the partition of the values near the minimum
+    (wrapped around; PyIceberg does not account for it)."""
+    if not transform.startswith("truncate") or t not in (it.INT, it.LONG) or not isinstance(expr, (And, Or)):
+        return expr
+    low = (it.INT_RANGE if t == it.INT else it.LONG_RANGE)[0]
+    wrapped = gt.apply(transform, t, pa.array([low], it.to_arrow(t))).to_pylist()[0]
+    sides = [
+        e for e in (expr.left, expr.right) if not (isinstance(e, BoundPredicate) and e.literals == (wrapped,))
+    ]
+    assert len(sides) == 1, expr
+    return sides[0]
+
+
 def _legacy_fix(expected: tuple[str, Any], strict: bool) -> tuple[str, Any]:
     """What Java's fix{Inclusive,Strict}TimeProjection makes of PyIceberg's (unfixed) projection."""
     op, values = expected
@@ -269,7 +293,8 @@ def test_projection_matches_pyiceberg(
     py_t = pt.parse_transform(transform)
     spec = _spec((transform,))
     for strict in (False, True):
-        got = _normalize((project_strict if strict else project_inclusive)(ours, spec), strict)
+        projected = (project_strict if strict else project_inclusive)(ours, spec)
+        got = _normalize(_without_wrapped(projected, t, transform), strict)
         theirs = py_t.strict_project("p0", bound) if strict else py_t.project("p0", bound)
         expected = _normalize(theirs, strict)
         if transform in TEMPORAL and not (transform == "day" and t == it.DATE):
