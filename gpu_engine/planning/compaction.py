@@ -24,7 +24,7 @@ The plan is a frozen, picklable value: the snapshot it read, the sequence number
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -129,24 +129,36 @@ def plan_compaction(
     groups = _limit(_order(groups, options.rewrite_job_order), options.max_files_to_rewrite)
     built = tuple(_group(i, g, output_spec_id, options) for i, g in enumerate(groups))
     seq = snapshot.sequence_number if snapshot is not None else 0
-    full = scan if where_text == "true" else plan_scan(md, io, replace(scan_options, filter=TRUE))
+
+    def every_task() -> tuple[ScanTask, ...]:
+        return (
+            scan.tasks
+            if where_text == "true"
+            else plan_scan(md, io, replace(scan_options, filter=TRUE)).tasks
+        )
+
+    targets = _position_targets(built, every_task)
     return CompactionPlan(
         md.location, branch, None if snapshot is None else snapshot.snapshot_id, seq, strategy, options,
-        where_text, built, len(files), len(selected), _position_targets(built, full.tasks),
+        where_text, built, len(files), len(selected), targets,
     )  # fmt: skip
 
 
 def _position_targets(
-    groups: Sequence[FileGroup], tasks: Sequence[ScanTask]
+    groups: Sequence[FileGroup], every_task: Callable[[], Sequence[ScanTask]]
 ) -> tuple[tuple[tuple[str, int | None], frozenset[str]], ...]:
+    """The data files each position delete file of the groups applies to, over the whole snapshot
+    (``every_task``: its unfiltered tasks, planned only when the groups have position delete files)."""
     wanted = {
         (d.path, d.content_offset)
         for g in groups
         for d in g.delete_files
         if d.content == 1 and not d.is_deletion_vector
     }
+    if not wanted:
+        return ()
     targets: dict[tuple[str, int | None], set[str]] = {k: set() for k in wanted}
-    for t in tasks:
+    for t in every_task():
         for d in t.deletes:
             key = (d.path, d.content_offset)
             if key in targets:
