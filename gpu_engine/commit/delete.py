@@ -28,10 +28,10 @@ from .delete_cow import COPY_ON_WRITE, delete_mode, write_copy_on_write
 from .delete_plan import plan_row_deletes, write_row_deletes
 from .isolation import SERIALIZABLE, delete_isolation_level, isolation_level, validate_no_conflicting_data
 from .producer import check_committable, commit
+from .removal_scope import RemovalScope
 from .update import (
     CommitResult,
     Faults,
-    ManifestKind,
     Operation,
     Removed,
     SnapshotUpdate,
@@ -64,8 +64,8 @@ class DeleteResult:
 class PreparedDelete:
     """A delete by filter planned on snapshot ``planned`` (None: an empty table) with its files written
     (delete files, or the rewritten data files when ``copy_on_write``), not committed yet. ``targets``: the
-    data files with matching rows (recorded paths); ``removed_from``: the kinds of manifest that list the
-    removed files (the targets' specs, and the removed delete files')."""
+    data files with matching rows (recorded paths); ``removed_from``: the manifests that can list the
+    removed files."""
 
     planned: int | None
     deleted_rows: int
@@ -74,7 +74,7 @@ class PreparedDelete:
     added: tuple[ContentFile, ...] = ()
     removed_data_files: tuple[str, ...] = ()
     removed_delete_files: tuple[ContentFile, ...] = ()
-    removed_from: frozenset[ManifestKind] = frozenset()
+    removed_from: RemovalScope | None = None
 
     @property
     def removed(self) -> list[Removed]:
@@ -124,11 +124,13 @@ def prepare_delete(
         return PreparedDelete(plan.snapshot_id, 0, cow, frozenset())
     out = write_copy_on_write(table, plan, backend=backend) if cow else write_row_deletes(table, plan)
     targets = frozenset(f.path for f in plan.files)
-    kinds: set[ManifestKind] = {("data", f.spec_id) for f in plan.files}  # removed data files are targets
-    kinds |= {("deletes", d.spec_id) for d in out.removed_delete_files}
+    removed = frozenset(out.removed_data_files)
+    scope = RemovalScope.of_files(
+        md, data=(f for f in plan.files if f.path in removed), deletes=out.removed_delete_files
+    )
     return PreparedDelete(
         plan.snapshot_id, plan.deleted_rows, cow, targets, out.added, out.removed_data_files,
-        out.removed_delete_files, frozenset(kinds),
+        out.removed_delete_files, scope,
     )  # fmt: skip
 
 

@@ -23,7 +23,8 @@ from ..iceberg.manifests import ADDED, DELETED, EXISTING, read_manifest
 from ..iceberg.metadata import TableMetadata
 from ..io.fileio import FileIO
 from .entries import entries_of, manifest_spec_id
-from .update import Faults, FileKey, ManifestKind, file_key
+from .removal_scope import RemovalScope
+from .update import Faults, FileKey, file_key
 
 NewPath = Callable[[], str]
 """Returns the recorded path of the next manifest to write."""
@@ -86,11 +87,6 @@ def write_entries(
     return replace(manifest, manifest_path=path)
 
 
-def kind_of(m: ManifestFile) -> ManifestKind:
-    assert m.partition_spec_id is not None
-    return ("deletes" if m.content == 1 else "data", m.partition_spec_id)
-
-
 def filter_existing(
     io: FileIO,
     md: TableMetadata,
@@ -102,7 +98,7 @@ def filter_existing(
     faults: Faults,
     written: list[str],
     rewritten_entries: dict[str, list[ManifestEntry]] | None = None,
-    removed_from: frozenset[ManifestKind] | None = None,
+    removed_from: RemovalScope | None = None,
 ) -> tuple[list[ManifestFile], list[ContentFile], int, int]:
     """The parent's ``manifests`` with ``removed`` files marked DELETED: (manifests, removed files' entries,
     manifests replaced, entries processed). Entries match by :data:`FileKey` (a DV by its Puffin path and
@@ -110,15 +106,15 @@ def filter_existing(
 
     ``rewritten_entries`` receives, by recorded path, the entries of each manifest written here (v2+ tables,
     whose entries carry their sequence numbers explicitly and read back as written), so that a merge in
-    the same commit need not read them back. ``removed_from``: the kinds of manifest that can list a
-    removed file; the others are kept unread (None: every manifest is read)."""
+    the same commit need not read them back. ``removed_from``: the manifests that can list a removed
+    file; the others are kept unread (None: every manifest is read)."""
     paths = pa.array(sorted({p for p, _ in removed}), pa.string())
     out: list[ManifestFile] = []
     gone: list[ContentFile] = []
     replaced = processed = 0
     for m in manifests:
         legacy = m.manifest_length is None or m.partition_spec_id is None  # a v1 snapshot's ``manifests``
-        if not legacy and (not removed or (removed_from is not None and kind_of(m) not in removed_from)):
+        if not legacy and (not removed or (removed_from is not None and not removed_from.may_list(md, m))):
             out.append(m)
             continue
         table = read_manifest(replace(m, manifest_path=io.resolve(m.manifest_path)), open_input=io.open_input)

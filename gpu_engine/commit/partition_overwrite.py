@@ -38,8 +38,9 @@ from ..planning.deletes import PartitionKey, partition_key
 from .entries import live_entries, snapshot_manifests
 from .isolation import SERIALIZABLE, isolation_level
 from .producer import check_committable, commit, delete_files
+from .removal_scope import RemovalScope
 from .table_update import parent_of
-from .update import CommitResult, Faults, ManifestKind, Removed, SnapshotUpdate, file_key
+from .update import CommitResult, Faults, Removed, SnapshotUpdate, file_key
 
 if TYPE_CHECKING:
     from ..table import Table
@@ -102,10 +103,10 @@ def dynamic_partition_overwrite(
         scope = None if everything else replaced
         _no_files_added_in(io, base, branch, planned, scope, data=level == SERIALIZABLE)
 
-    kinds: set[ManifestKind] = {("data" if f.content == DATA else "deletes", f.spec_id) for f in gone}
+    scope = RemovalScope.of_files(md, data=[f for f in gone if f.content == DATA], deletes=removed_deletes)
     update = SnapshotUpdate(
         "overwrite", added=files, removed=removed, validate=validate, summary={"replace-partitions": "true"},
-        removed_from=kinds,
+        removed_from=scope,
     )  # fmt: skip
     result = commit(table, update, branch=branch, faults=faults, sleep=sleep, owned=[f.path for f in files])
     return PartitionOverwriteResult(

@@ -25,7 +25,8 @@ from ..iceberg.metadata import TableMetadata
 from ..planning.compaction import CompactionPlan
 from ..tasks import DeleteFile, FileGroup, RewriteResult
 from .producer import commit
-from .update import CommitResult, Faults, FileKey, ManifestKind, SnapshotUpdate
+from .removal_scope import RemovalScope
+from .update import CommitResult, Faults, FileKey, SnapshotUpdate
 from .validation import Respec, validate_no_new_deletes
 
 if TYPE_CHECKING:
@@ -100,11 +101,12 @@ def commit_rewrite(
     removed: list[str | FileKey] = sorted(targets)
     dropped = dropped_keys(plan, [g for g, _ in done], replaced_before)
     removed += dropped
-    kinds: set[ManifestKind] = {("data", f.spec_id) for g, _ in done for f in g.files}
     gone = set(dropped)
-    kinds |= {
-        ("deletes", d.spec_id) for g, _ in done for d in g.delete_files if (d.path, d.content_offset) in gone
-    }
+    scope = RemovalScope.of_files(
+        table.metadata,
+        data=(f for g, _ in done for f in g.files),
+        deletes=(d for g, _ in done for d in g.delete_files if (d.path, d.content_offset) in gone),
+    )
     added = [f for _, r in done for f in r.added]
 
     def validate(base: TableMetadata) -> None:
@@ -113,7 +115,7 @@ def commit_rewrite(
     seq = plan.starting_sequence_number if plan.options.use_starting_sequence_number else None
     update = SnapshotUpdate(
         "replace", added=added, removed=removed, validate=validate, data_sequence_number=seq or None,
-        removed_from=kinds,
+        removed_from=scope,
     )  # fmt: skip
     return commit(
         table, update, branch=plan.branch, faults=faults, sleep=sleep, owned=[f.path for f in added]

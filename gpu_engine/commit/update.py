@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Literal, Protocol, TypeAlias
 from ..errors import ValidationError
 from ..iceberg.content_file import DATA, ContentFile
 from ..iceberg.metadata import TableMetadata
+from .removal_scope import RemovalScope
 
 if TYPE_CHECKING:
     from ..iceberg.manifest_list import ManifestFile
@@ -60,16 +61,14 @@ class ManifestRewriter(Protocol):
 FileKey: TypeAlias = tuple[str, int | None]
 """A manifest entry's identity: (recorded path, ``content_offset``). A deletion vector is one blob of a Puffin
 file that may hold DVs of other data files, so its key carries its offset; other files have offset None."""
-ManifestKind: TypeAlias = tuple[Literal["data", "deletes"], int]
-"""A manifest's content and partition spec id: which files it can list."""
 Removed: TypeAlias = str | FileKey
 """A file to remove: a recorded path (a data file or a whole position/equality delete file, i.e. the key
 ``(path, None)``) or a :data:`FileKey`."""
 
 
-def deletes_only(md: TableMetadata) -> frozenset[ManifestKind]:
+def deletes_only(md: TableMetadata) -> RemovalScope:
     """``removed_from`` of an update that removes delete files only: the delete manifests of every spec."""
-    return frozenset(("deletes", spec_id) for spec_id in md.specs)
+    return RemovalScope.of_kinds(("deletes", spec_id) for spec_id in md.specs)
 
 
 def file_key(item: Removed | ContentFile) -> FileKey:
@@ -92,9 +91,9 @@ class SnapshotUpdate:
     data sequence number of the added files (a compaction keeps the one it read at, so that deletes
     committed meanwhile still apply to the rewritten rows); None: the new snapshot's, by inheritance.
     ``manifest_rewrite``: a ``replace`` that adds and removes no files but rewrites the parent's manifests
-    (instead of the commit's manifest merging). ``removed_from``: the (manifest content, partition spec id)
-    pairs of the manifests that can list the removed files (a file's content and spec never change), so
-    that the commit reads only those of the parent's manifests; None: any manifest may.
+    (instead of the commit's manifest merging). ``removed_from``: the parent's manifests that can list the
+    removed files (:class:`~.removal_scope.RemovalScope`: by content and spec, and by partition summaries
+    when built from the files), so that the commit reads only those; None: any manifest may.
     """
 
     operation: Operation
@@ -104,7 +103,7 @@ class SnapshotUpdate:
     summary: Mapping[str, str]
     data_sequence_number: int | None
     manifest_rewrite: ManifestRewriter | None = field(compare=False)
-    removed_from: frozenset[ManifestKind] | None
+    removed_from: RemovalScope | None
 
     def __init__(
         self,
@@ -115,7 +114,7 @@ class SnapshotUpdate:
         summary: Mapping[str, str] | None = None,
         data_sequence_number: int | None = None,
         manifest_rewrite: ManifestRewriter | None = None,
-        removed_from: Iterable[ManifestKind] | None = None,
+        removed_from: RemovalScope | None = None,
     ) -> None:
         if operation not in OPERATIONS:
             raise ValueError(f"operation must be one of {', '.join(OPERATIONS)}, not {operation!r}")
@@ -126,7 +125,7 @@ class SnapshotUpdate:
         object.__setattr__(self, "summary", dict(summary or {}))
         object.__setattr__(self, "data_sequence_number", data_sequence_number)
         object.__setattr__(self, "manifest_rewrite", manifest_rewrite)
-        object.__setattr__(self, "removed_from", None if removed_from is None else frozenset(removed_from))
+        object.__setattr__(self, "removed_from", removed_from)
         self._check()
 
     def _check(self) -> None:

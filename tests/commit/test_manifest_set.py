@@ -15,6 +15,7 @@ import pytest
 
 from gpu_engine.commit import manifest_set
 from gpu_engine.commit.entries import snapshot_manifests
+from gpu_engine.commit.removal_scope import RemovalScope
 from gpu_engine.commit.update import SnapshotUpdate
 from gpu_engine.errors import ValidationError
 from gpu_engine.iceberg.manifest_list import ManifestFile
@@ -60,7 +61,11 @@ def test_manifests_of_other_kinds_are_not_read(tmp_path: Path, monkeypatch: pyte
     assert len(deletes) >= 3
     victim = tbl.scan().plan().tasks[0].file
     reads = _counting_reads(monkeypatch)
-    tbl.commit(SnapshotUpdate("delete", removed=[victim.path], removed_from=[("data", victim.spec_id)]))
+    tbl.commit(
+        SnapshotUpdate(
+            "delete", removed=[victim.path], removed_from=RemovalScope.of_kinds([("data", victim.spec_id)])
+        )
+    )
     assert reads and not set(reads) & deletes
     assert victim.path not in {t.file.path for t in tbl.scan().plan().tasks}
     assert {m.manifest_path for m in _manifests(tbl) if m.content == 1} >= {
@@ -74,11 +79,19 @@ def test_a_removed_file_outside_its_given_kinds_fails_the_commit(tmp_path: Path)
     victim = tbl.scan().plan().tasks[0].file
     with pytest.raises(ValidationError, match="not live"):
         tbl.commit(
-            SnapshotUpdate("delete", removed=[victim.path], removed_from=[("deletes", victim.spec_id)])
+            SnapshotUpdate(
+                "delete",
+                removed=[victim.path],
+                removed_from=RemovalScope.of_kinds([("deletes", victim.spec_id)]),
+            )
         )
     with pytest.raises(ValidationError, match="not live"):
         tbl.commit(
-            SnapshotUpdate("delete", removed=[victim.path], removed_from=[("data", victim.spec_id + 1)])
+            SnapshotUpdate(
+                "delete",
+                removed=[victim.path],
+                removed_from=RemovalScope.of_kinds([("data", victim.spec_id + 1)]),
+            )
         )
     assert tbl.metadata.current_snapshot_id == before
 
