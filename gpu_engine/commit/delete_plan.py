@@ -48,13 +48,13 @@ from ..iceberg.deletion_vectors import read_dv, sorted_unique
 from ..iceberg.manifest_list import ManifestFile
 from ..iceberg.manifests import DELETED, read_manifest
 from ..iceberg.metadata import TableMetadata
+from ..iceberg.partitioning import partition_key
 from ..io.dv_write import DeletionVector, write_deletion_vectors
 from ..io.fileio import FileIO
 from ..io.paths import normalize
 from ..io.position_delete_write import write_position_deletes
 from ..io.position_deletes import PositionDeletes, load_position_deletes
 from ..planning import pruning
-from ..planning.deletes import partition_key
 from ..planning.scan import ScanOptions, plan_scan
 from ..tasks import EQUALITY_DELETES, DeleteFile, ScanPlan, ScanTask
 from .entries import entries_of, snapshot_manifests

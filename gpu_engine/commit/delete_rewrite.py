@@ -32,8 +32,8 @@ import numpy as np
 from ..errors import InvalidOption
 from ..expressions import TRUE
 from ..iceberg.content_file import ContentFile
+from ..iceberg.partitioning import partition_key
 from ..io.paths import normalize
-from ..planning.deletes import partition_key
 from ..planning.scan import ScanOptions, plan_scan
 from ..tasks import EQUALITY_DELETES, POSITION_DELETES, DeleteFile, ScanPlan, ScanTask
 from .dangling import dangling_deletes

@@ -30,11 +30,10 @@ from ..iceberg.content_file import DATA, ContentFile
 from ..iceberg.manifest_list import FieldSummary, ManifestFile
 from ..iceberg.manifests import ADDED
 from ..iceberg.metadata import TableMetadata
-from ..iceberg.partitioning import PartitionSpec
+from ..iceberg.partitioning import PartitionKey, PartitionSpec, partition_key
 from ..iceberg.snapshots import Snapshot
 from ..io.fileio import FileIO
 from ..io.parquet_write import Data, write_data_files
-from ..planning.deletes import PartitionKey, partition_key
 from .entries import live_entries, snapshot_manifests
 from .isolation import SERIALIZABLE, isolation_level
 from .producer import check_committable, commit, delete_files

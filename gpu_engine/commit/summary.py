@@ -7,11 +7,11 @@ a total the parent does not record is left out, since it cannot be known without
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from ..iceberg.content_file import DATA, EQUALITY_DELETES, POSITION_DELETES, ContentFile
+from ..iceberg.partitioning import partition_key
 
 ENGINE_NAME = "gpu-engine"
 TOTALS = (
@@ -50,11 +50,6 @@ class _Counts:
             self.equality_deletes += f.record_count
 
 
-def _partition_key(f: ContentFile) -> tuple[object, ...]:
-    values = tuple(("nan",) if isinstance(v, float) and math.isnan(v) else v for v in f.partition)
-    return (f.spec_id, values)
-
-
 def snapshot_summary(
     operation: str,
     *,
@@ -72,10 +67,10 @@ def snapshot_summary(
     partitions: set[tuple[object, ...]] = set()
     for f in added:
         plus.add(f)
-        partitions.add(_partition_key(f))
+        partitions.add(partition_key(f.spec_id, f.partition))
     for f in removed:
         minus.add(f)
-        partitions.add(_partition_key(f))
+        partitions.add(partition_key(f.spec_id, f.partition))
     out: dict[str, str] = {"operation": operation}
     pairs = (
         ("added-data-files", plus.data_files), ("deleted-data-files", minus.data_files),

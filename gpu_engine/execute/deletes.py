@@ -30,10 +30,10 @@ from ..errors import DataFileError
 from ..iceberg.deletion_vectors import read_dv, sorted_unique
 from ..iceberg.metadata import TableMetadata
 from ..iceberg.name_mapping import NameMapping
+from ..iceberg.partitioning import partition_key
 from ..iceberg.schema import Schema
 from ..io.fileio import FileIO
 from ..io.position_deletes import PositionDeletes, load_position_deletes
-from ..planning.deletes import partition_key
 from ..tasks import EQUALITY_DELETES, DeleteFile, ScanTask
 from .delete_cache import DeleteCache
 from .equality import EqualitySet, FileKeys, load_equality_set, read_file_keys

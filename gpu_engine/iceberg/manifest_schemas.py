@@ -19,6 +19,7 @@ Per version (the spec's tables):
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -249,9 +250,12 @@ def map_datum(values: dict[int, Any]) -> list[dict[str, Any]] | None:
 
 def partition_datum(t: it.IcebergType, value: Any) -> Any:
     """A partition value (:mod:`.serde`'s physical form) as fastavro writes it for the field's Avro type:
-    decimals as sign-extended ``fixed`` bytes, uuids as their 16 bytes, the rest unchanged."""
+    decimals as sign-extended ``fixed`` bytes, uuids as their 16 bytes, NaN as the canonical NaN (Avro
+    writes floats as Java's ``doubleToLongBits`` / ``floatToIntBits``), the rest unchanged."""
     if value is None:
         return None
+    if isinstance(value, float) and math.isnan(value):
+        return math.nan
     if isinstance(t, it.DecimalType):
         unscaled = int.from_bytes(serde.to_bytes(t, value), "big", signed=True)
         return unscaled.to_bytes(decimal_bytes(t.precision), "big", signed=True)

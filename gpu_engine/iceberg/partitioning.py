@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import struct
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -9,6 +11,23 @@ from ..errors import InvalidType
 from ..transforms.spec import Transform, parse_transform
 from . import types as it
 from .schema import Schema
+
+PartitionKey = tuple[int, tuple[Any, ...]]
+
+
+def partition_key(spec_id: int, values: tuple[Any, ...]) -> PartitionKey:
+    """A hashable key equal exactly when spec ids and partition values are equal per the spec: floats by
+    their bits, NaN canonical, so all NaNs are one partition and -0.0 and 0.0 two ("Scan Planning",
+    note 3)."""
+    return spec_id, tuple(map(value_key, values))
+
+
+def value_key(value: Any) -> Any:
+    """One partition value as :func:`partition_key` compares it."""
+    if isinstance(value, float):
+        return ("f64", struct.pack("<d", math.nan if value != value else value))
+    return value
+
 
 V1_FIRST_PARTITION_FIELD_ID = 1000  # the reference implementation's v1 assignment
 _FIELD_KEYS = {"source-id", "source-ids", "field-id", "name", "transform"}

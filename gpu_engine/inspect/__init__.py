@@ -28,6 +28,7 @@ from ..iceberg.content_file import DATA, EQUALITY_DELETES, POSITION_DELETES
 from ..iceberg.manifest_list import ManifestFile
 from ..iceberg.manifest_write import ManifestEntry
 from ..iceberg.manifests import read_manifest
+from ..iceberg.partitioning import value_key
 from ..iceberg.snapshots import Snapshot
 from .metrics import readable_metrics
 from .rows import (
@@ -40,7 +41,6 @@ from .rows import (
     entry_schema,
     file_row,
     file_schema,
-    hashable,
     manifest_row,
     manifest_schema,
     order,
@@ -251,7 +251,7 @@ class InspectTable:
         for entry, ids in self._entries(snapshot_id):
             f = entry.file
             value = partition.row(ids, f.partition)
-            key = (f.spec_id, *(hashable(v) for v in value.values()))
+            key = (f.spec_id, *(value_key(v) for v in value.values()))  # floats by their bits
             row = groups.setdefault(key, empty_partition(value, f.spec_id))
             if f.content == DATA:
                 row["record_count"] += f.record_count

@@ -153,10 +153,6 @@ class Partitions:
         return {name: by_id.get(i) for name, i in zip(self.names, self.ids, strict=True)}
 
 
-def hashable(value: Any) -> Any:
-    return value.hex() if isinstance(value, bytes) else value
-
-
 def empty_partition(partition: dict[str, Any], spec_id: int) -> dict[str, Any]:
     return {
         "partition": partition,

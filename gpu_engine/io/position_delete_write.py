@@ -30,9 +30,8 @@ from ..errors import PlanningError
 from ..iceberg import serde
 from ..iceberg import types as it
 from ..iceberg.content_file import POSITION_DELETES, ContentFile
-from ..iceberg.partitioning import PartitionSpec
+from ..iceberg.partitioning import PartitionSpec, partition_key
 from ..iceberg.schema import Schema
-from ..planning.deletes import partition_key
 from .arrow_schema import field_metadata
 from .fileio import FileIO
 from .parquet_read import _starting_offset

@@ -31,6 +31,7 @@ from typing import Any
 from ..errors import InvalidOption, PlanningError
 from ..expressions import TRUE, Expression
 from ..iceberg.metadata import TableMetadata
+from ..iceberg.partitioning import partition_key
 from ..io.fileio import FileIO
 from ..tasks import DataFile, DeleteFile, FileGroup, RewriteStrategy, ScanTask
 from .binpack import expected_output_files, pack
@@ -226,10 +227,15 @@ def _group_worth_rewriting(group: list[_File], o: RewriteOptions, output_spec_id
 
 
 def _by_partition(files: Sequence[_File], output_spec_id: int) -> dict[tuple[Any, ...], list[_File]]:
-    """Files by (spec id, partition); files of other specs than the output spec under one key."""
+    """Files by (spec id, partition) compared as the spec compares them (all NaNs one partition, -0.0 and
+    0.0 two); files of other specs than the output spec under one key."""
     out: dict[tuple[Any, ...], list[_File]] = {}
     for f in files:
-        key = (f.data.spec_id, f.data.partition) if f.data.spec_id == output_spec_id else (None, ())
+        key = (
+            partition_key(f.data.spec_id, f.data.partition)
+            if f.data.spec_id == output_spec_id
+            else (None, ())
+        )
         out.setdefault(key, []).append(f)
     return out
 

@@ -19,29 +19,14 @@ Partition values compare by their bits for floats (NaN canonical, -0.0 != 0.0), 
 from __future__ import annotations
 
 import bisect
-import math
-import struct
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
+from ..iceberg.partitioning import PartitionKey, partition_key
 from ..io.paths import normalize
 from ..tasks import EQUALITY_DELETES, DataFile, DeleteFile
 from .position_scope import PathScope
-
-PartitionKey = tuple[int, tuple[Any, ...]]
-
-
-def partition_key(spec_id: int, values: tuple[Any, ...]) -> PartitionKey:
-    """A hashable key equal exactly when spec ids and partition values are equal per the spec."""
-    return spec_id, tuple(_value_key(v) for v in values)
-
-
-def _value_key(value: Any) -> Any:
-    if isinstance(value, float):
-        return ("f64", struct.pack("<d", math.nan if value != value else value))
-    return value
 
 
 @dataclass(frozen=True, eq=False)

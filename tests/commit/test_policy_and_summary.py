@@ -79,3 +79,6 @@ def test_summary_totals_the_parent_lacks_are_left_out() -> None:
     nan = snapshot_summary("append", added=[f("/x", 1, 1, (float("nan"),)), f("/y", 1, 1, (float("nan"),))],
                            removed=[], parent=None, has_parent=False)  # fmt: skip
     assert nan["changed-partition-count"] == "1"
+    zeros = snapshot_summary("append", added=[f("/x", 1, 1, (-0.0,)), f("/y", 1, 1, (0.0,))],
+                             removed=[], parent=None, has_parent=False)  # fmt: skip
+    assert zeros["changed-partition-count"] == "2"  # partition values compare by their bits

@@ -411,6 +411,20 @@ def test_every_partition_type_round_trips(tmp_path: Path) -> None:
     assert m.partitions == tuple(FieldSummary(True, False, b, b) for b in bounds)
 
 
+def test_nan_partition_values_are_written_canonical(tmp_path: Path) -> None:
+    """Avro writes floats as Java's doubleToLongBits / floatToIntBits: one NaN bit pattern."""
+    schema = Schema((it.NestedField(1, "d", it.DOUBLE), it.NestedField(2, "f", it.FLOAT)))
+    spec = PartitionSpec(
+        0, (PartitionField((1,), 1000, "d", "identity"), PartitionField((2,), 1001, "f", "identity"))
+    )
+    negative_nan = struct.unpack("<d", bytes.fromhex("000000000000f8ff"))[0]
+    es = [ManifestEntry.added(ContentFile("/d/0", "PARQUET", 0, (negative_nan, negative_nan), 1, 1))]
+    m = wm(tmp_path / "m.avro", 2, es, spec=spec, schema=schema)
+    (record,) = read_avro(m.manifest_path)[1]
+    d, f = record["data_file"]["partition"].values()
+    assert struct.pack("<d", d).hex() == "000000000000f87f" and struct.pack("<f", f).hex() == "0000c07f"
+
+
 # -- partition summaries ----------------------------------------------------------------------------------
 
 

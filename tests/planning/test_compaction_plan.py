@@ -181,6 +181,27 @@ def test_groups_never_span_partitions(tmp_path: Path) -> None:
     assert all(g.spec_id == 0 for g in p.groups)
 
 
+def test_float_partitions_compare_by_their_bits(tmp_path: Path) -> None:
+    """The spec's partition equality: all NaNs are one partition, -0.0 and 0.0 are two."""
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.float64())])
+    cat = catalog(tmp_path)
+    cat.create_namespace("db")
+    tbl = cat.create_table("db.f", schema, partition_spec=["v"])
+    nan_bits = [float("nan"), float("-nan"), float("inf") * 0]  # NaNs of other bit patterns too
+    files = [
+        tbl.append(pa.table({"id": [i], "v": [v]}, schema=schema)).files[0] for i, v in enumerate(nan_bits)
+    ]
+    zeros = [
+        tbl.append(pa.table({"id": [10 + i], "v": [v]}, schema=schema)).files[0]
+        for i, v in enumerate([-0.0, 0.0])
+    ]
+    p = plan(tbl, {"min-input-files": 2})
+    assert [paths(g.files) for g in p.groups] == [paths(files)]
+    p = plan(tbl, {"rewrite-all": "true"})
+    assert sorted(map(len, (g.files for g in p.groups))) == [1, 1, 3]
+    assert {frozenset(paths(g.files)) for g in p.groups} >= {frozenset(paths([z])) for z in zeros}
+
+
 def test_rewrite_all_takes_every_file_and_every_group(tmp_path: Path) -> None:
     tbl = new_table(tmp_path)
     eu = add(tbl, range(5), "eu")

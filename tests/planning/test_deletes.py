@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from gpu_engine.planning.deletes import DeleteIndex, partition_key
+from gpu_engine.iceberg.partitioning import partition_key
+from gpu_engine.planning.deletes import DeleteIndex
 from gpu_engine.tasks import EQUALITY_DELETES, POSITION_DELETES, DataFile, DeleteFile
 
 UNPARTITIONED = frozenset({0})
