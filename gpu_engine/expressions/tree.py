@@ -9,6 +9,9 @@ Semantics (shared by every evaluator in this package):
   null).
 - NaN matches no ordering comparison (``<``, ``<=``, ``>``, ``>=``) and no ``=``/``in``; it matches ``!=`` and
   ``not in``. NaN is never a literal: use ``is_nan``/``not_nan``.
+- Floats compare as IEEE 754 numbers: ``-0.0`` equals ``0.0`` for ``=``, ``!=``, ``in`` and ``not in`` alike
+  (as in Spark SQL and DuckDB). Partition values are another matter: they compare by their bits (spec
+  "Scan Planning", note 3; :func:`gpu_engine.iceberg.partitioning.partition_key`).
 - ``not`` is defined by Iceberg's negation table (:meth:`Op.negate`, as Iceberg Java's ``RewriteNot``):
   ``not (x < 5)`` means ``x >= 5``, so it matches neither null nor NaN.
 """
