@@ -112,8 +112,8 @@ def write_manifest(
     records = []
     for entry in entries:
         _check_entry(path, format_version, content, spec, entry)
+        stats.add(path, entry)  # first: it checks the partition values, naming the file and field
         records.append(_entry_record(format_version, snapshot_id, ptype, entry))
-        stats.add(path, entry)
     metadata = {
         "schema": json.dumps(schema_to_json(schema), separators=(",", ":")),
         "schema-id": str(schema.schema_id),

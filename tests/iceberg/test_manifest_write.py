@@ -425,6 +425,17 @@ def test_nan_partition_values_are_written_canonical(tmp_path: Path) -> None:
     assert struct.pack("<d", d).hex() == "000000000000f87f" and struct.pack("<f", f).hex() == "0000c07f"
 
 
+def test_a_partition_value_its_type_cannot_hold_names_the_file_and_field(tmp_path: Path) -> None:
+    """truncate(10) of decimal(9, 2) -9999999.99 is -10000000.00: ten digits (Java refuses it too)."""
+    schema = Schema((it.NestedField(1, "d", it.decimal(9, 2)),))
+    spec = PartitionSpec(0, (PartitionField((1,), 1000, "d_trunc", "truncate[10]"),))
+    es = [ManifestEntry.added(ContentFile("/d/0.parquet", "PARQUET", 0, (Decimal("-10000000.00"),), 1, 1))]
+    with pytest.raises(
+        ManifestError, match=r"'/d/0.parquet': partition field 'd_trunc': .*needs more than 9 digits"
+    ):
+        wm(tmp_path / "m.avro", 2, es, spec=spec, schema=schema)
+
+
 # -- partition summaries ----------------------------------------------------------------------------------
 
 
