@@ -83,11 +83,11 @@ def _lookup(data: pa.Table | pa.RecordBatch, name: str | Sequence[str]) -> Colum
     path = [name] if isinstance(name, str) else list(name)
     try:
         col: Any = data.column(path[0])
-        for part in path[1:]:
-            if isinstance(col, pa.ChunkedArray):
-                col = pa.chunked_array([c.field(part) for c in col.chunks], type=col.type.field(part).type)
-            else:
-                col = col.field(part)
+        for part in path[1:]:  # struct_field: a null struct makes its children null, whatever they hold
+            index = col.type.get_field_index(part)
+            if index < 0:
+                raise KeyError(part)
+            col = pc.struct_field(col, [index])
     except (KeyError, IndexError):
         raise ExpressionError(f"column {name!r} is not in the data (columns: {data.schema.names})") from None
     return col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col

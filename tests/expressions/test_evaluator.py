@@ -234,6 +234,18 @@ def test_nested_columns_by_path() -> None:
     assert table.filter(to_arrow_filter(expr, {2: ("p", "q")})).num_rows == 1
 
 
+def test_a_null_struct_makes_its_children_null() -> None:
+    """A child may hold a value under a null parent (a default column built for rows written before the
+    child was added): the filter sees null, as the read value is."""
+    schema = Schema((NF(1, "p", it.StructType((NF(2, "q", it.LONG),))),))
+    child = pa.array([7, 7, None], pa.int64())
+    table = pa.table({"p": pa.StructArray.from_arrays([child], ["q"], mask=pa.array([False, True, False]))})
+    for text, expected in [("p.q = 7", [True, False, False]), ("p.q is null", [False, True, True])]:
+        expr = bind(parse(text), schema)
+        assert evaluate(expr, table, {2: ("p", "q")}).to_pylist() == expected, text
+        assert table.filter(to_arrow_filter(expr, {2: ("p", "q")})).num_rows == sum(expected), text
+
+
 def test_constants_and_empty_inputs() -> None:
     table = pa.table({"l": pa.array([1, None], pa.int64())})
     assert evaluate(TRUE, table).to_pylist() == [True, True]
