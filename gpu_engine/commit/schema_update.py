@@ -33,6 +33,7 @@ still the one it started from; otherwise it fails with :class:`ValidationError` 
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeAlias
@@ -443,6 +444,11 @@ def _default_json(t: it.IcebergType, value: Any, where: str) -> Any:
     """The JSON single-value form of the Python ``value`` as a default of type ``t``."""
     if not isinstance(t, it.PrimitiveType):
         raise InvalidSchemaChange(f"{where}: defaults are supported for primitive columns only, not {t}")
+    if t.name == "uuid" and isinstance(value, str):
+        try:
+            value = uuid.UUID(value)
+        except ValueError as exc:
+            raise InvalidSchemaChange(f"{where}: default {value!r} is not a {t}: {exc}") from None
     try:
         scalar = pa.scalar(value, type=it.to_arrow(t))
         physical = scalar.value if isinstance(scalar, pa.ExtensionScalar) else scalar

@@ -225,7 +225,14 @@ def to_json(t: it.IcebergType, value: Any) -> Any:
     if isinstance(t, it.FixedType) or name == "binary":
         return bytes(value).hex()
     if name == "uuid":
+        if isinstance(value, (bytes, bytearray)):
+            return str(uuid.UUID(bytes=bytes(value)))
         return str(value if isinstance(value, uuid.UUID) else uuid.UUID(str(value)))
+    if name in ("float", "double") and not math.isfinite(value):
+        raise SingleValueError(
+            f"Iceberg {name} JSON single value: {value!r} has none (the form is a JSON number, which NaN and "
+            "infinities are not)"
+        )
     if name == "date":
         return (_EPOCH + dt.timedelta(days=value)).isoformat()
     if name == "time":

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import uuid
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -158,6 +159,39 @@ def test_v3_defaults_fill_rows_written_before(tmp_path: Path) -> None:
     scan = StaticTable.from_metadata(tbl.metadata_location).scan(selected_fields=("id", "region", "since"))
     theirs = scan.to_arrow().sort_by("id").to_pylist()
     assert theirs == [{k: r[k] for k in ("id", "region", "since")} for r in got]
+
+
+def test_a_nested_default_under_a_null_struct_is_null_to_filters_and_deletes(tmp_path: Path) -> None:
+    schema = pa.schema([pa.field("id", pa.int32()), pa.field("s", pa.struct([("a", pa.int32())]))])
+    tbl = sql_catalog(tmp_path).create_table("db.n", schema, properties={"format-version": "3"})
+    tbl.append(pa.table({"id": pa.array([1, 2], pa.int32()), "s": [{"a": 1}, None]}, schema=schema))
+    with tbl.update_schema() as u:
+        u.add_column(("s", "w"), "int", default=7)  # rows written before: 7, unless s itself is null
+
+    def ids(text: str) -> list[int]:
+        return sorted(tbl.scan(filter=text).to_arrow()["id"].to_pylist())
+
+    assert (ids("s.w = 7"), ids("s.w is null"), ids("s.w > 6"), ids("s.w in (7, 8)")) == ([1], [2], [1], [1])
+    assert tbl.delete("s.w = 7").deleted_rows == 1
+    assert tbl.scan().to_arrow().to_pylist() == [{"id": 2, "s": None}]
+
+
+def test_uuid_defaults_and_float_defaults_without_a_json_number(tmp_path: Path) -> None:
+    tbl = make(tmp_path, 3)
+    tbl.append(first_rows())
+    value = uuid.UUID("f79c3e09-677c-4bbd-a479-3f349cb785e7")
+    with tbl.update_schema() as u:
+        u.add_column("u1", "uuid", default=value)
+        u.add_column("u2", "uuid", default=str(value))
+    f = fields_of(metadata(tbl)["schemas"][-1])
+    assert f["u1"]["initial-default"] == f["u2"]["initial-default"] == str(value)
+    got = tbl.scan(columns=["u1", "u2"]).to_arrow().to_pylist()
+    assert {(r["u1"], r["u2"]) for r in got} == {(value.bytes, value.bytes)}
+    before = tbl.metadata_location
+    for bad in (float("nan"), float("inf")):  # the JSON form of a double is a number: none for these
+        with pytest.raises(InvalidSchemaChange, match="NaN and infinities"), tbl.update_schema() as u:
+            u.add_column("x", "double", default=bad)
+    assert tbl.refresh().metadata_location == before
 
 
 def test_going_back_to_an_earlier_schema_reuses_its_id(tmp_path: Path) -> None:
