@@ -3,17 +3,20 @@
 :class:`SchemaChanges` is filled by :class:`~gpu_engine.commit.schema_update.SchemaUpdate` (which checks each
 change when it is made); :func:`rebuild` applies them: deleted fields dropped, renames, promotions, docs and
 optionality set (list elements and map values too: their type and requiredness live on the list or map),
-added fields appended to their struct, then the struct's moves applied in the order they were made.
+added fields appended to their struct, then the struct's moves applied in the order they were made;
+:func:`column_properties_after` carries the table properties that name columns over the changes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from ..errors import ValidationError
 from ..iceberg import types as it
+from ..iceberg.schema import Schema
+from ..io.metrics_config import COLUMN_MODE_PREFIX
 
 MoveKind = Literal["first", "before", "after"]
 
@@ -153,3 +156,33 @@ def _nested_structs(owner: int, t: it.IcebergType) -> Iterator[tuple[int, Sequen
     elif isinstance(t, it.MapType):
         yield from _nested_structs(t.key_id, t.key)
         yield from _nested_structs(t.value_id, t.value)
+
+
+COLUMN_PROPERTY_PREFIXES = (COLUMN_MODE_PREFIX, "write.parquet.bloom-filter-enabled.column.")
+"""Table properties that name a column: they follow its renames and go with it when it is deleted."""
+
+
+def column_properties_after(
+    properties: Mapping[str, str], old: Schema, new: Schema, changes: SchemaChanges
+) -> dict[str, str]:
+    """``properties`` with the column settings of renamed columns under their new names and those of
+    deleted columns removed, as Iceberg Java's schema updates keep them (a column set to metrics ``none``
+    keeps it when renamed)."""
+    old_names, new_names = old.names_by_id, new.names_by_id
+    deleted = {old_names[i] for i in changes.deletes if i in old_names}
+    renamed = {
+        old_names[i]: new_names[i]
+        for i in changes.renames
+        if i in old_names and i in new_names and old_names[i] != new_names[i]
+    }
+    out: dict[str, str] = {}
+    for key, value in properties.items():
+        prefix = next((p for p in COLUMN_PROPERTY_PREFIXES if key.startswith(p)), None)
+        column = None if prefix is None else key[len(prefix) :]
+        if prefix is None or column is None:
+            out[key] = value
+        elif column in deleted:
+            continue
+        else:
+            out[prefix + renamed.get(column, column)] = value
+    return out

@@ -60,6 +60,7 @@ from .schema_changes import (
     MoveKind,
     SchemaChanges,
     children_by_parent,
+    column_properties_after,
     fresh,
     ids_in,
     rebuild,
@@ -253,7 +254,7 @@ class SchemaUpdate(MetadataUpdate):
             if schema.schema_id == base.current_schema_id:
                 return None  # no change
             schemas = base.schemas if schema.schema_id in base.schemas_by_id else (*base.schemas, schema)
-            props = dict(base.properties)
+            props = column_properties_after(base.properties, self._schema, schema, self._c)
             mapping = name_mapping_of(base)
             if mapping is not None:
                 props[NAME_MAPPING_PROPERTY] = json.dumps(name_mapping_to_json(self._mapping(mapping)))
@@ -275,6 +276,9 @@ class SchemaUpdate(MetadataUpdate):
             changed = {k: v for k, v in new.properties.items() if base.properties.get(k) != v}
             if changed:
                 updates.append({"action": "set-properties", "updates": changed})
+            removed = sorted(base.properties.keys() - new.properties.keys())
+            if removed:
+                updates.append({"action": "remove-properties", "removals": removed})
             return requirements, updates
 
         commit_metadata_change(self._table, change, action="update_schema", faults=faults, rest=rest)

@@ -143,6 +143,27 @@ def test_schema_and_spec_updates_through_rest(
     assert md.default_sort_order_id == 1 and len(md.sort_orders) == 2
 
 
+def test_column_properties_follow_renames_and_deletes_through_rest(
+    server: RestCatalogServer, tmp_path: Path
+) -> None:
+    """As Iceberg Java's schema updates: a renamed column keeps its metrics mode and bloom filter setting
+    under its new name; a deleted column's go (remove-properties)."""
+    cat, tbl = _partitioned_table(server, tmp_path, 2)
+    metrics, bloom = "write.metadata.metrics.column.", "write.parquet.bloom-filter-enabled.column."
+    with tbl.update_properties() as p:
+        p.set(metrics + "s", "none")
+        p.set(bloom + "s", "true")
+        p.set(metrics + "id", "full")
+    with tbl.update_schema() as u:
+        u.rename_column("s", "label")
+        u.delete_column("id")
+    props = cat.load_table("db.t").metadata.properties
+    assert {k: v for k, v in props.items() if k.startswith((metrics, bloom))} == {
+        metrics + "label": "none",
+        bloom + "label": "true",
+    }
+
+
 def test_schema_update_503_is_unknown(server: RestCatalogServer, tmp_path: Path) -> None:
     cat = _catalog(server, tmp_path)
     cat.create_namespace("db")

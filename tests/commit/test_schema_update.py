@@ -194,6 +194,18 @@ def test_uuid_defaults_and_float_defaults_without_a_json_number(tmp_path: Path) 
     assert tbl.refresh().metadata_location == before
 
 
+def test_a_renamed_column_keeps_its_metrics_mode(tmp_path: Path) -> None:
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("ssn", pa.string())])
+    props = {"format-version": "2", "write.metadata.metrics.column.ssn": "none"}
+    tbl = sql_catalog(tmp_path).create_table("db.m", schema, properties=props)
+    with tbl.update_schema() as u:
+        u.rename_column("ssn", "tax_id")
+    assert "write.metadata.metrics.column.tax_id" in tbl.metadata.properties
+    tbl.append(pa.table({"id": pa.array([2], pa.int64()), "tax_id": ["987-65-4321"]}))
+    (row,) = tbl.inspect.files().to_pylist()
+    assert [fid for fid, _ in row["value_counts"]] == [1] and [fid for fid, _ in row["lower_bounds"]] == [1]
+
+
 def test_going_back_to_an_earlier_schema_reuses_its_id(tmp_path: Path) -> None:
     tbl = make(tmp_path, 2)
     with tbl.update_schema() as u:
