@@ -58,7 +58,14 @@ def append(
     if faults is not None:
         faults("data")
     files = write_data_files(
-        table.io, md.location, md.schema, md.spec, data, properties=md.properties, backend=backend
+        table.io,
+        md.location,
+        md.schema,
+        md.spec,
+        data,
+        properties=md.properties,
+        backend=backend,
+        table_order=md.sort_order,
     )
     update = SnapshotUpdate.append(files)
     result = commit(table, update, branch=branch, faults=faults, sleep=sleep, owned=[f.path for f in files])

@@ -72,7 +72,14 @@ def overwrite(
     prepared = prepare_delete(table, filter, branch=branch, backend=backend, case_sensitive=case_sensitive)
     try:
         files = write_data_files(
-            io, md.location, md.schema, md.spec, data, properties=md.properties, backend=backend
+            io,
+            md.location,
+            md.schema,
+            md.spec,
+            data,
+            properties=md.properties,
+            backend=backend,
+            table_order=md.sort_order,
         )
     except BaseException:
         delete_files(io, [f.path for f in prepared.added], fault=None)

@@ -80,7 +80,16 @@ def dynamic_partition_overwrite(
     if faults is not None:
         faults("data")
     files = tuple(
-        write_data_files(io, md.location, md.schema, md.spec, data, properties=md.properties, backend=backend)
+        write_data_files(
+            io,
+            md.location,
+            md.schema,
+            md.spec,
+            data,
+            properties=md.properties,
+            backend=backend,
+            table_order=md.sort_order,
+        )
     )
     if not files:
         return None

@@ -88,7 +88,14 @@ def upsert(
             )  # fmt: skip
         deletes = tuple(written)
         written += write_data_files(
-            table.io, md.location, md.schema, md.spec, data, properties=md.properties, backend=backend
+            table.io,
+            md.location,
+            md.schema,
+            md.spec,
+            data,
+            properties=md.properties,
+            backend=backend,
+            table_order=md.sort_order,
         )
     except BaseException:
         delete_files(table.io, [f.path for f in written], fault=None)

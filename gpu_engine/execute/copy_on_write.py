@@ -52,6 +52,7 @@ def rewrite_without(
     written = write_data_files(
         io, md.location, Schema((*schema.fields, *extra), schema_id=schema.schema_id), md.spec,
         _kept(batches, drop), properties=md.properties, spec_id=md.default_spec_id, backend=choice.name,
+        table_order=md.sort_order,
     )  # fmt: skip
     return tuple(without_lineage_metrics(f) for f in written)
 

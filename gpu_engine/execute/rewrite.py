@@ -97,7 +97,7 @@ def rewrite_group(
     def write(chunk: Iterator[pa.RecordBatch]) -> None:
         files = write_data_files(
             io, md.location, write_schema, spec, _counted(chunk, counts, "written"), properties=props,
-            spec_id=group.output_spec_id, backend=choice.name, sort_order=order,
+            spec_id=group.output_spec_id, backend=choice.name, sort_order=order, table_order=md.sort_order,
         )  # fmt: skip
         written.extend(files)
 

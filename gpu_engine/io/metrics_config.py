@@ -13,10 +13,13 @@ Properties (names and defaults as Iceberg's):
 
 Modes: ``none`` (no metrics, no column size), ``counts`` (value, null and NaN counts), ``truncate(N)``
 (counts and bounds, strings cut to N code points and binary to N bytes; other types keep full bounds)
-and ``full``. Columns of an order-preserving sort key get at least ``truncate(16)`` when the default is
-``none`` or ``counts``. Unlike Iceberg Java, which logs and ignores a malformed mode, a malformed value
-is an :class:`~gpu_engine.errors.InvalidProperty` naming the property; a column setting naming no
-column of the schema is ignored (it may outlive a dropped column), as in Java.
+and ``full``. Columns of an order-preserving sort key (of the rows written, and of the table's sort
+order) get at least ``truncate(16)`` when the default is ``none`` or ``counts``. Unlike Iceberg Java,
+which logs and ignores a malformed mode, a malformed value is an
+:class:`~gpu_engine.errors.InvalidProperty` naming the property; a column setting naming no column of
+the schema is ignored, as in Java (schema updates carry the settings of the columns they rename and
+drop those of the columns they delete: see
+:func:`gpu_engine.commit.schema_changes.column_properties_after`).
 """
 
 from __future__ import annotations
@@ -102,9 +105,15 @@ class MetricsConfig:
 
 
 def metrics_config(
-    schema: Schema, properties: Mapping[str, str], *, sort_order: SortOrder | None = None
+    schema: Schema,
+    properties: Mapping[str, str],
+    *,
+    sort_order: SortOrder | None = None,
+    table_order: SortOrder | None = None,
 ) -> MetricsConfig:
-    """The :class:`MetricsConfig` the table ``properties`` give for ``schema`` (see the module doc)."""
+    """The :class:`MetricsConfig` the table ``properties`` give for ``schema`` (see the module doc): the
+    columns of ``sort_order`` (the rows' order) and of ``table_order`` (the table's, whether or not the
+    rows follow it, as Java's ``MetricsConfig.forTable``) get bounds."""
     limit = _max_inferred(properties)
     columns: dict[int, MetricsMode] = {}
     configured = properties.get(DEFAULT_MODE_PROPERTY)
@@ -115,9 +124,9 @@ def metrics_config(
     else:
         columns.update(dict.fromkeys(_limited_ids(schema.as_struct, limit), DEFAULT_MODE))
         default = NONE
-    if sort_order is not None:
-        sorted_default = DEFAULT_MODE if default in (NONE, COUNTS) else default
-        for sf in sort_order.fields:
+    sorted_default = DEFAULT_MODE if default in (NONE, COUNTS) else default
+    for order in (o for o in (sort_order, table_order) if o is not None):
+        for sf in order.fields:
             if len(sf.source_ids) == 1 and isinstance(sf.parsed, _ORDER_PRESERVING):
                 columns[sf.source_id] = sorted_default
     for key, value in properties.items():

@@ -146,16 +146,19 @@ def write_data_files(
     spec_id: int | None = None,
     backend: str = "auto",
     sort_order: SortOrder | None = None,
+    table_order: SortOrder | None = None,
 ) -> list[ContentFile]:
     """Write ``data`` (matched to ``schema`` by column name) as Parquet data files; see the module doc.
 
     ``location``: the table location (files go to ``<location>/data/<partition path>/``) or a
     :class:`LocationProvider`. ``sort_order``: the order the caller wrote the rows in (recorded as the
-    files' ``sort_order_id``; its columns get bounds). Files already written are deleted when it fails.
+    files' ``sort_order_id``; its columns get bounds). ``table_order``: the table's sort order, whose
+    columns get bounds too (as Iceberg Java's writers keep them). Files already written are deleted when
+    it fails.
     """
     props = dict(properties or {})
     provider = DataLocations(location, props) if isinstance(location, str) else location
-    config = metrics_config(schema, props, sort_order=sort_order)
+    config = metrics_config(schema, props, sort_order=sort_order, table_order=table_order)
     options = WriteOptions.from_properties(props)
     workers = _workers()
     with ThreadPoolExecutor(workers) if workers > 1 else contextlib.nullcontext() as pool:

@@ -168,3 +168,19 @@ def test_metadata_log_limit_and_gzip_metadata(tmp_path: Path) -> None:
     assert Path(locations[-1]).read_bytes()[:2] == b"\x1f\x8b"
     assert [e.metadata_file for e in tbl.metadata.metadata_log] == locations[2:4]  # the newest two
     assert_all_readers(tbl, pa.concat_tables([rows(i * 5, 5) for i in range(4)]))
+
+
+def test_every_write_keeps_bounds_on_the_tables_sort_columns(tmp_path: Path) -> None:
+    """Appends, overwrites and upserts too, not only a sorting compaction (Java's MetricsConfig.forTable)."""
+    data = pa.table({"id": pa.array([3, 1, 2], pa.int64()), "v": ["c", "a", "b"]})
+    tbl = sql_catalog(tmp_path).create_table(
+        "db.s", data.schema, sort_order="id", properties={"write.metadata.metrics.default": "counts"}
+    )
+    tbl.append(data)
+    tbl.overwrite(data.slice(0, 1), "id = 3")
+    tbl.upsert(pa.table({"id": pa.array([4], pa.int64()), "v": ["d"]}), on=["id"])
+    files = [f for f in tbl.inspect.files().to_pylist() if f["content"] == 0]
+    assert len(files) == 3
+    for f in files:  # id (field 1) has bounds; v, counts only, has none
+        assert [fid for fid, _ in f["lower_bounds"]] == [1] and [fid for fid, _ in f["upper_bounds"]] == [1]
+        assert f["sort_order_id"] is None  # the rows were not sorted

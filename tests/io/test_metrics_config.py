@@ -173,3 +173,10 @@ def test_sorted_columns_get_bounds_when_the_default_has_none():
 def test_sorted_columns_keep_a_default_with_bounds():
     got = modes({"write.metadata.metrics.default": "full"}, sort_order=order((1, "identity")))
     assert got == dict.fromkeys(LEAVES, FULL)
+
+
+def test_the_tables_sort_order_gets_bounds_too():
+    """As Java's MetricsConfig.forTable: the table's order counts whether or not the rows follow it."""
+    props = {"write.metadata.metrics.default": "counts"}
+    got = modes(props, sort_order=order((1, "identity")), table_order=order((2, "truncate[4]")))
+    assert got == {**dict.fromkeys(LEAVES, COUNTS), 1: truncate(16), 2: truncate(16)}
