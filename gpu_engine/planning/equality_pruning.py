@@ -203,8 +203,9 @@ def _values(bounds: Sequence[Any]) -> np.ndarray:
 
 def _disjoint(d: ColumnMetrics, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
     """Whether each delete range [lower, upper] misses the data range (False where they do not compare)."""
+    data_lower, data_upper = _like(d.lower, lower), _like(d.upper, upper)
     try:
-        return np.asarray((d.upper < lower) | (upper < d.lower), dtype=bool)
+        return np.asarray((data_upper < lower) | (upper < data_lower), dtype=bool)
     except TypeError:  # bounds of unlike Python types (a malformed entry): judge them one by one
         out = np.zeros(len(lower), dtype=bool)
         for j, (lo, hi) in enumerate(zip(lower, upper, strict=True)):
@@ -213,6 +214,17 @@ def _disjoint(d: ColumnMetrics, lower: np.ndarray, upper: np.ndarray) -> np.ndar
             except TypeError:
                 continue
         return out
+
+
+def _like(value: Any, bounds: np.ndarray) -> Any:
+    """``value`` ready to compare with ``bounds``: boxed as an object when they are objects, since NumPy
+    would otherwise make a ``bytes`` or ``str`` a fixed-width scalar, which drops trailing NULs
+    (``b"\\x01\\x00"`` would compare as ``b"\\x01"``)."""
+    if bounds.dtype != object:
+        return value
+    box = np.empty((), dtype=object)
+    box[()] = value
+    return box
 
 
 class RunMetrics:

@@ -77,7 +77,7 @@ def test_any_disjoint_field_of_a_multi_column_key_rules_out() -> None:
     assert may_match(data, {1: M(5, 6, 0, 2, None), 2: M("fr", "fr", 0, 2, None)}, [1, 2], types)
 
 
-RUN_TYPES = {1: it.LONG, 2: it.STRING, 3: it.DOUBLE, 4: it.BOOLEAN}
+RUN_TYPES = {1: it.LONG, 2: it.STRING, 3: it.DOUBLE, 4: it.BOOLEAN, 6: it.BINARY}
 _BOUNDS: dict[int, st.SearchStrategy[Any]] = {
     1: st.integers(-3, 3),
     2: st.text("abz\u00e9", max_size=2),
@@ -137,6 +137,8 @@ def test_a_run_follows_each_rule() -> None:
         ({3: M(0.0, 0.5, 0, 5, 0)}, {3: M(1.0, 2.0, 0, 2, 0)}, (3,), False),
         ({2: M("a", "b", 0, 5, None)}, {2: M(1, "z", 0, 2, None)}, (2,), True),  # unlike types
         ({2: M("a", "b", 0, 5, None)}, {2: M("c", "d", 0, 2, None)}, (2,), False),
+        ({2: M("a", "b\x00", 0, 5, None)}, {2: M("b\x00", "b\x00", 0, 2, None)}, (2,), True),  # NUL ends
+        ({6: M(b"\x00", b"\x01\x00", 0, 5, None)}, {6: M(b"\x01\x00", b"\x01\x00", 0, 2, None)}, (6,), True),
         ({1: M(0, 9, 0, 5, None)}, {1: M(20, 30, 0, 2, None)}, (5,), True),  # not an equality field here
     ]
     files = [
