@@ -28,7 +28,13 @@ from typing import TYPE_CHECKING, Any, Self, TypeAlias
 from ..errors import CommitConflict, CommitStateUnknown, GpuEngineError, UnsupportedFeature, ValidationError
 from ..iceberg.metadata import TableMetadata
 from . import table_update
-from .producer import check_committable, delete_files, is_file_system_catalog, is_rest_catalog
+from .producer import (
+    check_committable,
+    delete_files,
+    is_file_system_catalog,
+    is_rest_catalog,
+    table_uuid_requirement,
+)
 from .retry import RetryPolicy
 from .update import Faults
 
@@ -141,7 +147,7 @@ def _rest_commit(
     try:
         committed = catalog.commit_table(
             table.identifier,
-            requirements=[{"type": "assert-table-uuid", "uuid": base.table_uuid}, *requirements],
+            requirements=[*table_uuid_requirement(base), *requirements],
             updates=updates,
         )
     except (CommitConflict, CommitStateUnknown, GpuEngineError):

@@ -275,7 +275,7 @@ class _Producer:
         snapshot = new_md.snapshots_by_id[self.snapshot_id]
         head = new_md.refs[self.branch]  # the branch's retention settings travel with it, as in Java
         requirements: list[dict[str, Any]] = [
-            {"type": "assert-table-uuid", "uuid": base.table_uuid},
+            *table_uuid_requirement(base),
             {"type": "assert-ref-snapshot-id", "ref": self.branch,
              "snapshot-id": None if parent is None else parent.snapshot_id},
         ]  # fmt: skip
@@ -342,3 +342,9 @@ def _manifest_counts(parent: Sequence[ManifestFile], manifests: Sequence[Manifes
         "manifests-kept": str(kept),
         "manifests-replaced": str(len(before - now)),
     }
+
+
+def table_uuid_requirement(base: TableMetadata) -> list[dict[str, Any]]:
+    """``assert-table-uuid`` for ``base``; none for a v1 table without a uuid (the spec's requirement
+    holds a string: a null would be refused)."""
+    return [] if base.table_uuid is None else [{"type": "assert-table-uuid", "uuid": base.table_uuid}]

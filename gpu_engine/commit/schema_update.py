@@ -270,7 +270,13 @@ class SchemaUpdate(MetadataUpdate):
             ]
             updates: list[dict[str, Any]] = []
             if schema.schema_id not in base.schemas_by_id:  # the server numbers it: -1 = the one just added
-                updates.append({"action": "add-schema", "schema": schema_to_json(schema)})
+                # last-column-id: deprecated, but servers still read it (and refuse one that decreases)
+                add = {
+                    "action": "add-schema",
+                    "schema": schema_to_json(schema),
+                    "last-column-id": new.last_column_id,
+                }
+                updates.append(add)
             added = schema.schema_id not in base.schemas_by_id
             updates.append({"action": "set-current-schema", "schema-id": -1 if added else schema.schema_id})
             changed = {k: v for k, v in new.properties.items() if base.properties.get(k) != v}

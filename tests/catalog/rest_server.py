@@ -303,6 +303,8 @@ class RestCatalogServer:
             if kind not in CHECKED:
                 return error(400, "BadRequestException", f"unknown requirement type {kind!r}")
             if failure := _check(req, md):
+                if failure.startswith("bad request: "):
+                    return error(400, "BadRequestException", failure)
                 return error(409, "CommitFailedException", f"Requirement failed: {kind}: {failure}")
         new = copy.deepcopy(md)
         for upd in body["updates"]:
@@ -395,6 +397,8 @@ def _check(req: dict[str, Any], md: dict[str, Any]) -> str | None:
     kind = req["type"]
     if kind == "assert-create":
         return "table already exists"
+    if kind == "assert-table-uuid" and not isinstance(req.get("uuid"), str):
+        return "bad request: assert-table-uuid needs a uuid string"  # Java's parser refuses a null
     if kind == "assert-table-uuid" and req["uuid"] != md.get("table-uuid"):
         return f"table UUID does not match: expected {req['uuid']} != {md.get('table-uuid')}"
     if kind == "assert-current-schema-id" and req["current-schema-id"] != md.get("current-schema-id"):
@@ -437,7 +441,14 @@ def _highest_id(t: Any) -> int:
 
 
 def _add_schema(md: dict[str, Any], upd: dict[str, Any]) -> str | None:
-    """A schema equal to a known one (fields and identifier fields) reuses its id, else takes the next."""
+    """A schema equal to a known one (fields and identifier fields) reuses its id, else takes the next.
+    As AWS S3 Tables and older Nessie and Java servers: ``last-column-id`` is required and never lower
+    than the table's."""
+    last = upd.get("last-column-id")
+    if not isinstance(last, int):
+        return "add-schema needs last-column-id"
+    if last < md["last-column-id"]:
+        return f"Invalid last column ID: {last} < {md['last-column-id']} (previous last column ID)"
     schema = dict(upd["schema"])
     same = [s for s in md["schemas"] if _without_id(s) == _without_id(schema)]
     if same:
@@ -445,7 +456,7 @@ def _add_schema(md: dict[str, Any], upd: dict[str, Any]) -> str | None:
         return None
     schema["schema-id"] = max(s["schema-id"] for s in md["schemas"]) + 1
     md["schemas"] = [*md["schemas"], schema]
-    md["last-column-id"] = max(md["last-column-id"], _highest_id(schema["fields"]))
+    md["last-column-id"] = max(last, _highest_id(schema["fields"]))
     md["_last_added_schema"] = schema["schema-id"]
     return None
 
