@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
+import pyarrow as pa
+
 from ..errors import (
     CatalogError,
     CommitConflict,
@@ -38,6 +40,9 @@ from ..errors import (
     UnsupportedFeature,
 )
 from ..iceberg.metadata import metadata_from_json
+from ..iceberg.partitioning import PartitionSpec, spec_to_json
+from ..iceberg.schema import Schema, schema_to_json
+from ..iceberg.sorting import SortOrder, sort_order_to_json
 from ..io.fileio import FileIO, load_file_io
 from ..table import Table
 from .base import Catalog, Identifier, IdentifierLike, table_identifier, to_identifier
@@ -235,13 +240,52 @@ class RestCatalog(Catalog):
         query = {"purgeRequested": "true"} if purge_requested else None
         self._client.request("DELETE", path, query=query, not_found=NoSuchTable)
 
+    def create_table(
+        self,
+        identifier: IdentifierLike,
+        schema: Schema | pa.Schema,
+        partition_spec: PartitionSpec | Sequence[str] | None = None,
+        properties: Mapping[str, str] | None = None,
+        location: str | None = None,
+        sort_order: SortOrder | str | Sequence[str] | None = None,
+    ) -> Table:
+        """``POST .../namespaces/{ns}/tables`` (CreateTableRequest), as Iceberg Java and PyIceberg create
+        REST tables: the server picks the location unless ``location`` is given, writes the first metadata
+        file and answers with the table (its config and storage credentials). The arguments are checked
+        here first (see :meth:`Catalog.create_table`). Raises :class:`TableAlreadyExists`,
+        :class:`NoSuchNamespace`; :class:`CommitStateUnknown` when the answer was lost (the table may exist).
+        """
+        from ..commit.create import new_table_metadata
+
+        self._require(f"POST {_NS}/tables")
+        ident, _ = self._table_path(identifier)
+        md = new_table_metadata(
+            schema, location=location or "server:/", partition_spec=partition_spec, properties=properties,
+            sort_order=sort_order,
+        )  # fmt: skip
+        payload: dict[str, Any] = {
+            "name": ident[-1],
+            "schema": schema_to_json(md.schema),
+            "partition-spec": spec_to_json(md.spec),
+            "write-order": sort_order_to_json(md.sort_order),
+            "stage-create": False,
+            "properties": {**md.properties, "format-version": str(md.format_version)},
+        }
+        if location is not None:
+            payload["location"] = location
+        path = self._path("namespaces", self._ns(ident[:-1]), "tables")
+        obj = self._json(
+            "POST", path, payload=payload, not_found=NoSuchNamespace, conflict=TableAlreadyExists, commit=True
+        )
+        return self._table(ident, obj, self._client.where("POST", path))
+
     def register_table(self, identifier: IdentifierLike, metadata_location: str) -> Table:
         self._require(f"POST {_NS}/register")
         ident, _ = self._table_path(identifier)
         path = self._path("namespaces", self._ns(ident[:-1]), "register")
         payload = {"name": ident[-1], "metadata-location": metadata_location}
-        obj = self._json(
-            "POST", path, payload=payload, not_found=NoSuchNamespace, conflict=TableAlreadyExists
+        obj = self._json(  # a lost answer: the table may be registered (commit_metadata keeps the file)
+            "POST", path, payload=payload, not_found=NoSuchNamespace, conflict=TableAlreadyExists, commit=True
         )
         return self._table(ident, obj, self._client.where("POST", path))
 

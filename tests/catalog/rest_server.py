@@ -1,6 +1,6 @@
 """A minimal in-memory Iceberg REST catalog on 127.0.0.1 for the client tests (stdlib ``http.server``).
 
-Routes (``/v1/config``, ``/v1/oauth/tokens``, namespaces, tables, register, rename, commit) follow the
+Routes (``/v1/config``, ``/v1/oauth/tokens``, namespaces, tables, create, register, rename, commit) follow the
 REST OpenAPI; every route but the token endpoint needs a valid bearer token. Tables hold real metadata
 JSON; a commit checks ``assert-create``, ``assert-table-uuid``, ``assert-ref-snapshot-id`` and
 ``assert-current-schema-id`` (409 naming the failed requirement), applies ``set-properties`` /
@@ -10,7 +10,8 @@ JSON; a commit checks ``assert-create``, ``assert-table-uuid``, ``assert-ref-sna
 Failure injection: ``server.faults`` is a queue of one-shot faults. ``"unauthorized"`` answers the next
 authenticated request 401 whatever its token; ``"plain-500"`` answers it 500 with a text body;
 ``"commit-503"``, ``"commit-drop"`` (close the connection without an answer) and ``"commit-slow"``
-(answer after ``slow_s``) act after the next commit was applied.
+(answer after ``slow_s``) act after the next commit was applied, ``"create-504"`` after the next table
+was created or registered.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ Key = tuple[tuple[str, ...], str]
 NS = "/v1/{prefix}/namespaces/{namespace}"
 ENDPOINTS = [
     "GET /v1/{prefix}/namespaces", "POST /v1/{prefix}/namespaces", f"GET {NS}", f"HEAD {NS}", f"DELETE {NS}",
-    f"POST {NS}/properties", f"GET {NS}/tables", f"POST {NS}/register", f"GET {NS}/tables/{{table}}",
+    f"POST {NS}/properties", f"GET {NS}/tables", f"POST {NS}/tables", f"POST {NS}/register",
+    f"GET {NS}/tables/{{table}}",
     f"HEAD {NS}/tables/{{table}}", f"POST {NS}/tables/{{table}}", f"DELETE {NS}/tables/{{table}}",
     "POST /v1/{prefix}/tables/rename",
 ]  # fmt: skip
@@ -201,6 +203,8 @@ class RestCatalogServer:
             return Reply(200, {"identifiers": found, **token})
         if rest == ["register"] and method == "POST":
             return self._register((ns, body["name"]), body["metadata-location"])
+        if rest == ["tables"] and method == "POST":
+            return self._create((ns, body["name"]), body)
         if len(rest) == 2 and rest[0] == "tables":
             return self._table_op(method, (ns, unquote(rest[1])), body)
         return error(406, "UnsupportedOperationException", f"{method} {path} is not supported here")
@@ -271,6 +275,50 @@ class RestCatalogServer:
             )
         metadata = json.loads(Path(location).read_text())
         self.tables[key] = {"metadata-location": location, "metadata": metadata}
+        if self.faults and self.faults[0] == "create-504":
+            self.faults.pop(0)
+            return error(504, "GatewayTimeoutException", "Gateway timeout")
+        return Reply(200, self._load_result(self.tables[key]))
+
+    def _create(self, key: Key, body: dict[str, Any]) -> Reply:
+        """CreateTableRequest, as Iceberg Java's CatalogHandlers create: the location defaults to the
+        server's warehouse; the first metadata file is written under ``root``."""
+        if key in self.tables:
+            return error(
+                409, "AlreadyExistsException", f"Table already exists: {'.'.join((*key[0], key[1]))}"
+            )
+        if body.get("stage-create"):
+            return error(406, "UnsupportedOperationException", "staged creation is not supported here")
+        props = dict(body.get("properties") or {})
+        version = int(props.pop("format-version", "2"))
+        name = ".".join((*key[0], key[1]))
+        location = body.get("location") or str(self.root / "warehouse" / name)
+        schema = {**body["schema"], "schema-id": 0}
+        spec = {"fields": [], **(body.get("partition-spec") or {}), "spec-id": 0}
+        order = body.get("write-order") or {"order-id": 0, "fields": []}
+        order = {**order, "order-id": 1 if order["fields"] else 0}
+        md: dict[str, Any] = {
+            "format-version": version, "table-uuid": str(uuid.uuid4()), "location": location,
+            "last-sequence-number": 0, "last-updated-ms": int(time.time() * 1000),
+            "last-column-id": _highest_id(schema["fields"]), "schemas": [schema], "current-schema-id": 0,
+            "partition-specs": [spec], "default-spec-id": 0,
+            "last-partition-id": max((f["field-id"] for f in spec["fields"]), default=999),
+            "properties": props, "current-snapshot-id": -1, "snapshots": [], "snapshot-log": [],
+            "metadata-log": [], "sort-orders": [order], "default-sort-order-id": order["order-id"],
+            "refs": {},
+        }  # fmt: skip
+        if version == 1:
+            md["schema"], md["partition-spec"] = schema, spec["fields"]
+        if version >= 3:
+            md["next-row-id"] = 0
+        directory = self.root / name / "metadata"
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / f"00000-{uuid.uuid4()}.metadata.json"
+        path.write_text(json.dumps(md))
+        self.tables[key] = {"metadata-location": str(path), "metadata": md}
+        if self.faults and self.faults[0] == "create-504":
+            self.faults.pop(0)
+            return error(504, "GatewayTimeoutException", "Gateway timeout")
         return Reply(200, self._load_result(self.tables[key]))
 
     def _rename(self, body: dict[str, Any]) -> Reply:

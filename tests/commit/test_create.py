@@ -15,6 +15,7 @@ from gpu_engine.commit import new_table_metadata
 from gpu_engine.commit.schema_from_arrow import schema_from_arrow
 from gpu_engine.commit.spec_parse import parse_partition_spec
 from gpu_engine.errors import (
+    CommitStateUnknown,
     InvalidType,
     NoSuchNamespace,
     TableAlreadyExists,
@@ -23,7 +24,7 @@ from gpu_engine.errors import (
 )
 from gpu_engine.iceberg import types as it
 
-from ._support import SCHEMA, pyiceberg_catalog, sql_catalog
+from ._support import SCHEMA, pyiceberg_catalog, rows, sql_catalog
 
 
 @pytest.mark.parametrize("version", [1, 2, 3])
@@ -184,20 +185,40 @@ def test_file_system_catalog(tmp_path: Path) -> None:
     assert ge.load_table(tmp_path / "db" / "t").metadata == tbl.metadata
 
 
-def test_rest_catalog_creates_by_registering(tmp_path: Path) -> None:
+def test_rest_catalog_creates_through_the_server(tmp_path: Path) -> None:
+    """CreateTableRequest (as Java and PyIceberg): the server picks the location unless one is given and
+    writes the first metadata; a lost answer is an unknown state (the table exists: nothing to clean)."""
     from ..catalog.rest_server import RestCatalogServer
 
     server = RestCatalogServer(tmp_path / "server").start()
     try:
-        cat = ge.load_catalog(
-            "rest", uri=server.url, credential="client:secret", warehouse=str(tmp_path / "wh")
-        )
+        cat = ge.load_catalog("rest", uri=server.url, credential="client:secret", warehouse="polaris_catalog")
         cat.create_namespace("db")
-        tbl = cat.create_table("db.t", SCHEMA, partition_spec=["region"], properties={"format-version": "3"})
-        assert tbl.location == str(tmp_path / "wh" / "db" / "t")
+        tbl = cat.create_table(
+            "db.t", SCHEMA, partition_spec=["region"], properties={"format-version": "3", "k": "v"},
+            sort_order="id DESC",
+        )  # fmt: skip
+        assert tbl.location == str(tmp_path / "server" / "warehouse" / "db.t")  # the server's choice
         assert tbl.metadata.format_version == 3 and tbl.spec().fields[0].name == "region"
+        assert tbl.metadata.properties["k"] == "v" and "format-version" not in tbl.metadata.properties
+        assert [f.source_id for f in tbl.metadata.sort_order.fields] == [1]
+        assert not list(Path.cwd().glob("polaris_catalog"))  # nothing written under the warehouse name
+        tbl.append(rows(0, 3))
+        assert cat.load_table("db.t").scan().to_arrow().num_rows == 3
         with pytest.raises(TableAlreadyExists):
             cat.create_table("db.t", SCHEMA)
+        with pytest.raises(NoSuchNamespace):
+            cat.create_table("nope.t", SCHEMA)
+        there = cat.create_table("db.u", SCHEMA, location=str(tmp_path / "elsewhere"))
+        assert there.location == str(tmp_path / "elsewhere")
+        server.faults.append("create-504")
+        with pytest.raises(CommitStateUnknown):
+            cat.create_table("db.v", SCHEMA)
+        assert cat.table_exists("db.v")
+        server.faults.append("create-504")
+        with pytest.raises(CommitStateUnknown):
+            cat.register_table("db.w", cat.load_table("db.v").metadata_location)
+        assert cat.table_exists("db.w")
     finally:
         server.stop()
     assert not server.errors, server.errors
