@@ -218,13 +218,18 @@ class Table:
         return ChangelogScan(self, options, since, picked, backend, remove_carry_overs, keys, net_changes)
 
     def refresh(self) -> Table:
-        """Reload the current metadata (from the catalog, or re-read a static metadata file); returns self."""
-        if self._catalog is not None:
-            location = self._catalog.current_metadata_location(self._identifier)
-        else:
-            location = self.metadata_location
-        if location != self.metadata_location or self._catalog is None:
-            self._state = (read_metadata(self._io, location), location)
+        """Reload the current metadata (from the catalog, or re-read a static metadata file); returns self.
+        Through a REST catalog the table's IO is renewed too (its config and vended credentials, which
+        expire), keeping this handle's path map."""
+        if self._catalog is None:
+            self._state = (read_metadata(self._io, self.metadata_location), self.metadata_location)
+            return self
+        location, loaded = self._catalog.reload(self._identifier)
+        if loaded is not None:
+            self._io = loaded.io.with_path_map(self._io.path_map)
+        if location != self.metadata_location:
+            metadata = loaded.metadata if loaded is not None else read_metadata(self._io, location)
+            self._state = (metadata, location)
         return self
 
     def append(

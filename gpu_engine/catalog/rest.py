@@ -217,6 +217,10 @@ class RestCatalog(Catalog):
     def current_metadata_location(self, identifier: IdentifierLike) -> str:
         return self.load_table(identifier).metadata_location
 
+    def reload(self, identifier: IdentifierLike) -> tuple[str, Table | None]:
+        loaded = self.load_table(identifier)
+        return loaded.metadata_location, loaded
+
     def table_exists(self, identifier: IdentifierLike) -> bool:
         """``HEAD`` on the table when the server lists that endpoint, else ``GET``."""
         _, path = self._table_path(identifier)

@@ -270,6 +270,18 @@ def test_table_config_configures_table_io(server: RestCatalogServer, cat: RestCa
     assert io is not cat.io and getattr(io, "properties", {}).get("s3.region") == "eu-west-1"
 
 
+def test_refresh_renews_the_tables_config_and_credentials(
+    server: RestCatalogServer, cat: RestCatalog
+) -> None:
+    """Vended credentials expire: a refresh (every commit retry does one) takes the load response's."""
+    server.table_config = {"s3.session-token": "TOKEN-A"}
+    tbl = cat.load_table("db.orders")
+    assert getattr(tbl.io, "properties", {}).get("s3.session-token") == "TOKEN-A"
+    server.table_config = {"s3.session-token": "TOKEN-B"}
+    assert tbl.refresh() is tbl
+    assert getattr(tbl.io, "properties", {}).get("s3.session-token") == "TOKEN-B"
+
+
 def test_read_restrictions_are_refused(server: RestCatalogServer, cat: RestCatalog) -> None:
     server.read_restrictions = {"required-row-filter": {"type": "eq", "term": "id", "value": 1}}
     with pytest.raises(UnsupportedFeature, match="read-restrictions"):
