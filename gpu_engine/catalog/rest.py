@@ -90,6 +90,7 @@ class RestCatalog(Catalog):
         self.prefix = ""
         self.endpoints = DEFAULT_ENDPOINTS
         self._sep = DEFAULT_NAMESPACE_SEPARATOR
+        self._table_tokens: dict[Identifier, str] = {}
         self._client = RestClient(name, uri, properties=self.properties, timeout=self._timeout)
         self._configure()
 
@@ -194,6 +195,9 @@ class RestCatalog(Catalog):
             )
         md = metadata_from_json(metadata, source=f"{where} (metadata of {location})")
         io = self._table_io(obj, md.location)
+        token = str_map(obj.get("config"), "table config").get("token")
+        if token:  # the spec: a table-scoped bearer token for the requests on this table
+            self._table_tokens[identifier] = token
         return Table(identifier=identifier, metadata=md, metadata_location=location, io=io, catalog=self)
 
     def _table_io(self, obj: dict[str, Any], table_location: str) -> FileIO:
@@ -210,9 +214,8 @@ class RestCatalog(Catalog):
 
     def load_table(self, identifier: IdentifierLike) -> Table:
         ident, path = self._table_path(identifier)
-        return self._table(
-            ident, self._json("GET", path, not_found=NoSuchTable), self._client.where("GET", path)
-        )
+        obj = self._json("GET", path, not_found=NoSuchTable, token=self._table_tokens.get(ident))
+        return self._table(ident, obj, self._client.where("GET", path))
 
     def current_metadata_location(self, identifier: IdentifierLike) -> str:
         return self.load_table(identifier).metadata_location
@@ -332,8 +335,9 @@ class RestCatalog(Catalog):
             "updates": [dict(u) for u in updates],
         }
         response = self._client.request(
-            "POST", path, payload=payload, not_found=NoSuchTable, conflict=CommitConflict, commit=True
-        )
+            "POST", path, payload=payload, not_found=NoSuchTable, conflict=CommitConflict, commit=True,
+            token=self._table_tokens.get(ident),
+        )  # fmt: skip
         where = self._client.where("POST", path)
         try:
             return self._table(ident, json_object(response, where), where)

@@ -303,15 +303,19 @@ class RestClient:
         not_found: type[GpuEngineError] = CatalogError,
         conflict: type[GpuEngineError] = CatalogError,
         commit: bool = False,
+        token: str | None = None,
     ) -> HttpResponse:
-        """A 2xx response, or the typed error (see the module docstring); one re-auth after 401/419."""
+        """A 2xx response, or the typed error (see the module docstring); one re-auth after 401/419.
+        ``token``: a bearer token for this request instead of the catalog's (a table's, from its load
+        response's ``config``); refused, the request is sent once more with the catalog's."""
         url = self.uri + path + (f"?{urlencode(query)}" if query else "")
         body = None if payload is None else json.dumps(payload).encode()
         for attempt in (1, 2):
             headers = {"Accept": "application/json", **self.headers}
             if body is not None:
                 headers["Content-Type"] = "application/json"
-            if (auth := self.auth.header()) is not None:
+            auth = f"Bearer {token}" if token is not None else self.auth.header()
+            if auth is not None:
                 headers["Authorization"] = auth
             try:
                 response = http_request(method, url, headers=headers, body=body, timeout=self.timeout)
@@ -323,8 +327,12 @@ class RestClient:
                 raise CatalogError(f"{self.where(method, path)}: {e}") from e
             if 200 <= response.status < 300:
                 return response
-            if response.status in (401, 419) and attempt == 1 and self.auth.reauthenticate(auth):
-                continue
+            if response.status in (401, 419) and attempt == 1:
+                if token is not None:  # a table's token refused (expired): once more with the catalog's
+                    token = None
+                    continue
+                if self.auth.reauthenticate(auth):
+                    continue
             self._raise(response, method, path, not_found=not_found, conflict=conflict, commit=commit)
         raise AssertionError("unreachable")
 

@@ -282,6 +282,30 @@ def test_refresh_renews_the_tables_config_and_credentials(
     assert getattr(tbl.io, "properties", {}).get("s3.session-token") == "TOKEN-B"
 
 
+def test_a_table_token_authorizes_the_requests_on_the_table(
+    server: RestCatalogServer, cat: RestCatalog
+) -> None:
+    """The load response's config token is the bearer of that table's requests (loads, commits); once it
+    is refused, the catalog's token is used."""
+    server.tokens["TABLE-T"] = None
+    server.table_config = {"token": "TABLE-T"}
+    tbl = cat.load_table("db.orders")
+    server.seen.clear()
+    cat.commit_table(
+        "db.orders", requirements=[], updates=[{"action": "set-properties", "updates": {"a": "1"}}]
+    )
+    cat.load_table("db.orders")
+    assert [s.headers.get("authorization") for s in server.seen] == ["Bearer TABLE-T"] * 2
+    del server.tokens["TABLE-T"]  # expired
+    server.seen.clear()
+    cat.commit_table(
+        "db.orders", requirements=[], updates=[{"action": "set-properties", "updates": {"b": "2"}}]
+    )
+    auth = [s.headers.get("authorization") for s in server.seen]
+    assert auth[0] == "Bearer TABLE-T" and auth[1] != "Bearer TABLE-T" and len(auth) == 2
+    assert cat.load_table("db.orders").metadata.properties["b"] == "2" and tbl.identifier == ("db", "orders")
+
+
 def test_read_restrictions_are_refused(server: RestCatalogServer, cat: RestCatalog) -> None:
     server.read_restrictions = {"required-row-filter": {"type": "eq", "term": "id", "value": 1}}
     with pytest.raises(UnsupportedFeature, match="read-restrictions"):
