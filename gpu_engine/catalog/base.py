@@ -139,6 +139,11 @@ class Catalog(ABC):
         """Where the table's pointer is now (default: through :meth:`load_table`)."""
         return self.load_table(identifier).metadata_location
 
+    def require_commits(self) -> None:
+        """Raise :class:`UnsupportedFeature` when this catalog cannot commit table changes (checked before
+        a write produces any file); catalogs that own their metadata pointer always can."""
+        return None
+
     def reload(self, identifier: IdentifierLike) -> tuple[str, Table | None]:
         """For :meth:`Table.refresh`: where the table's pointer is now, and the table when finding that
         loaded it (a REST load answers with its metadata, config and fresh storage credentials)."""

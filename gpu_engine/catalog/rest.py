@@ -220,6 +220,9 @@ class RestCatalog(Catalog):
     def current_metadata_location(self, identifier: IdentifierLike) -> str:
         return self.load_table(identifier).metadata_location
 
+    def require_commits(self) -> None:
+        self._require(f"POST {_TABLE}")
+
     def reload(self, identifier: IdentifierLike) -> tuple[str, Table | None]:
         loaded = self.load_table(identifier)
         return loaded.metadata_location, loaded

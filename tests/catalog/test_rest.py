@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 import gpu_engine as ge
@@ -27,7 +28,7 @@ from gpu_engine.errors import (
 )
 from gpu_engine.iceberg.metadata import metadata_to_json
 
-from .rest_server import ENDPOINTS, RestCatalogServer
+from .rest_server import ENDPOINTS, NS, RestCatalogServer
 
 FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures"
 if not FIXTURES.is_dir():  # a missing fixture tree fails the run, never skips it
@@ -423,6 +424,22 @@ def test_commit_metadata_pointer_swap_is_unsupported(server: RestCatalogServer, 
     assert cat.load_table("db.created").metadata.table_uuid == UUID
     with pytest.raises(CommitConflict, match="HTTP 409"):
         cat.commit_metadata("db.created", None, str(ORDERS))
+
+
+def test_a_server_without_table_commits_refuses_writes_before_any_file(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """A read-only catalog (no POST on tables): a write fails before writing data or manifests."""
+    srv = make_server(
+        tmp_path, request, endpoints=[e for e in ENDPOINTS if e != f"POST {NS}/tables/{{table}}"]
+    )
+    c = connect(srv, warehouse=str(tmp_path / "wh"))
+    c.create_namespace("db")
+    tbl = c.create_table("db.t", pa.schema([pa.field("id", pa.int64())]))
+    before = {p for p in Path(tbl.location).rglob("*") if p.is_file()}
+    with pytest.raises(UnsupportedFeature, match=r"does not offer POST .*/tables/\{table\}"):
+        tbl.append(pa.table({"id": pa.array([1], pa.int64())}))
+    assert {p for p in Path(tbl.location).rglob("*") if p.is_file()} == before
 
 
 def test_server_endpoint_list_is_respected(tmp_path: Path, request: pytest.FixtureRequest) -> None:
