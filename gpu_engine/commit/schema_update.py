@@ -288,7 +288,7 @@ class SchemaUpdate(MetadataUpdate):
             return requirements, updates
 
         commit_metadata_change(self._table, change, action="update_schema", faults=faults, rest=rest)
-        return schema
+        return self._table.metadata.schema  # as committed (a REST server numbers it)
 
     # -- lookups -------------------------------------------------------------------------------------------
 

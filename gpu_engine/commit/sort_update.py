@@ -75,4 +75,4 @@ class SortOrderUpdate(MetadataUpdate):
             return requirements, updates
 
         commit_metadata_change(self._table, change, action="replace_sort_order", faults=faults, rest=rest)
-        return order
+        return self._table.metadata.sort_order  # as committed (a REST server numbers it)

@@ -149,7 +149,7 @@ class SpecUpdate(MetadataUpdate):
             return requirements, updates
 
         commit_metadata_change(self._table, change, action="update_spec", faults=faults, rest=rest)
-        return spec
+        return self._table.metadata.spec  # as committed (a REST server numbers it)
 
     def _find(self, name: str, where: str) -> PartitionField:
         for f in self._spec.fields:
