@@ -20,6 +20,7 @@ from ..io.paths import PathMap
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from ..iceberg.metadata import TableMetadata
     from ..iceberg.partitioning import PartitionSpec
     from ..iceberg.schema import Schema
     from ..iceberg.sorting import SortOrder
@@ -104,7 +105,8 @@ class Catalog(ABC):
         sort_order: SortOrder | str | Sequence[str] | None = None,
     ) -> Table:
         """Create a table: its first metadata file (format version ``properties["format-version"]``: 1, 2 or
-        3, default 2), registered through :meth:`commit_metadata`; the table loaded.
+        3, default 2), registered through :meth:`commit_metadata` (or created by the catalog:
+        :meth:`create_from`); the table loaded.
 
         ``schema``: an Iceberg schema, or a pyarrow schema (fresh field ids). ``partition_spec``: strings
         such as ``["day(ts)", "bucket(16, id)", "region"]`` or a spec. ``sort_order``: the table's sort
@@ -138,6 +140,14 @@ class Catalog(ABC):
     def current_metadata_location(self, identifier: IdentifierLike) -> str:
         """Where the table's pointer is now (default: through :meth:`load_table`)."""
         return self.load_table(identifier).metadata_location
+
+    def create_from(
+        self, identifier: IdentifierLike, md: TableMetadata, location: str | None
+    ) -> Table | None:
+        """For :meth:`create_table`: the table created from its first metadata ``md`` by a catalog that
+        writes it itself (REST: the server; ``location``: the one asked for, None: the catalog's choice);
+        None: the caller writes ``md`` and registers it through :meth:`commit_metadata`."""
+        return None
 
     def require_commits(self) -> None:
         """Raise :class:`UnsupportedFeature` when this catalog cannot commit table changes (checked before

@@ -25,8 +25,6 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
-import pyarrow as pa
-
 from ..errors import (
     CatalogError,
     CommitConflict,
@@ -39,10 +37,10 @@ from ..errors import (
     TableAlreadyExists,
     UnsupportedFeature,
 )
-from ..iceberg.metadata import metadata_from_json
-from ..iceberg.partitioning import PartitionSpec, spec_to_json
-from ..iceberg.schema import Schema, schema_to_json
-from ..iceberg.sorting import SortOrder, sort_order_to_json
+from ..iceberg.metadata import TableMetadata, metadata_from_json
+from ..iceberg.partitioning import spec_to_json
+from ..iceberg.schema import schema_to_json
+from ..iceberg.sorting import sort_order_to_json
 from ..io.fileio import FileIO, load_file_io
 from ..table import Table
 from .base import Catalog, Identifier, IdentifierLike, table_identifier, to_identifier
@@ -250,29 +248,13 @@ class RestCatalog(Catalog):
         query = {"purgeRequested": "true"} if purge_requested else None
         self._client.request("DELETE", path, query=query, not_found=NoSuchTable)
 
-    def create_table(
-        self,
-        identifier: IdentifierLike,
-        schema: Schema | pa.Schema,
-        partition_spec: PartitionSpec | Sequence[str] | None = None,
-        properties: Mapping[str, str] | None = None,
-        location: str | None = None,
-        sort_order: SortOrder | str | Sequence[str] | None = None,
-    ) -> Table:
+    def create_from(self, identifier: IdentifierLike, md: TableMetadata, location: str | None) -> Table:
         """``POST .../namespaces/{ns}/tables`` (CreateTableRequest), as Iceberg Java and PyIceberg create
         REST tables: the server picks the location unless ``location`` is given, writes the first metadata
-        file and answers with the table (its config and storage credentials). The arguments are checked
-        here first (see :meth:`Catalog.create_table`). Raises :class:`TableAlreadyExists`,
-        :class:`NoSuchNamespace`; :class:`CommitStateUnknown` when the answer was lost (the table may exist).
-        """
-        from ..commit.create import new_table_metadata
-
+        file and answers with the table (its config and storage credentials). :class:`CommitStateUnknown`
+        when the answer was lost (the table may exist)."""
         self._require(f"POST {_NS}/tables")
         ident, _ = self._table_path(identifier)
-        md = new_table_metadata(
-            schema, location=location or "server:/", partition_spec=partition_spec, properties=properties,
-            sort_order=sort_order,
-        )  # fmt: skip
         payload: dict[str, Any] = {
             "name": ident[-1],
             "schema": schema_to_json(md.schema),

@@ -1,7 +1,7 @@
 """Appends: Arrow data written as Parquet data files of the table, committed as an ``append`` snapshot.
 
 Rows are written with the table's current schema, default partition spec and write properties
-(:func:`gpu_engine.io.parquet_write.write_data_files`; a schema mismatch is a :class:`SchemaMismatch`
+(:func:`gpu_engine.io.parquet_write.write_table_data`; a schema mismatch is a :class:`SchemaMismatch`
 before anything is committed). With ``merge_schema`` (Spark's ``mergeSchema``) the table's schema is first
 evolved to hold the data's, as ``update_schema().union_by_name`` does (new columns added as optional, wider
 types promoted), in a commit of its own, except that nullable Arrow fields leave required columns required:
@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from ..errors import InvalidOption
 from ..iceberg.content_file import ContentFile
-from ..io.parquet_write import Data, write_data_files
+from ..io.parquet_write import Data, write_table_data
 from .producer import check_committable, commit
 from .update import CommitResult, Faults, SnapshotUpdate
 
@@ -57,16 +57,7 @@ def append(
     md = table.metadata
     if faults is not None:
         faults("data")
-    files = write_data_files(
-        table.io,
-        md.location,
-        md.schema,
-        md.spec,
-        data,
-        properties=md.properties,
-        backend=backend,
-        table_order=md.sort_order,
-    )
+    files = write_table_data(table.io, md, data, backend=backend)
     update = SnapshotUpdate.append(files)
     result = commit(table, update, branch=branch, faults=faults, sleep=sleep, owned=[f.path for f in files])
     return AppendResult(result.snapshot_id, tuple(files), sum(f.record_count for f in files), result)

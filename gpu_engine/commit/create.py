@@ -131,19 +131,26 @@ def create_table(
     if namespace and not catalog.namespace_exists(namespace):
         raise NoSuchNamespace(f"namespace {'.'.join(namespace)} does not exist in catalog {catalog.name!r}")
     file_system = is_file_system_catalog(catalog)
+    requested = location
     warehouse = catalog.properties.get("warehouse")
     default = None if not warehouse else join(warehouse, *namespace, name)
-    if location is None:
-        if default is None:
-            raise CatalogError(f"catalog {catalog.name!r} has no warehouse: create_table needs location=")
-        location = default
-    elif file_system and location.rstrip("/") != (default or "").rstrip("/"):
+    location = default if location is None else location
+    if file_system and requested is not None and requested.rstrip("/") != (default or "").rstrip("/"):
         raise UnsupportedFeature(
-            f"a file-system catalog keeps table {shown} in {default}; it cannot be created at {location}"
+            f"a file-system catalog keeps table {shown} in {default}; it cannot be created at {requested}"
         )
     md = new_table_metadata(
-        schema, location=location, partition_spec=partition_spec, properties=properties, sort_order=sort_order
-    )
+        schema,
+        location=location or "catalog:/",
+        partition_spec=partition_spec,
+        properties=properties,
+        sort_order=sort_order,
+    )  # fmt: skip  (the placeholder location: a catalog that chooses it, else an error below)
+    created = catalog.create_from(identifier, md, requested)
+    if created is not None:
+        return created
+    if location is None:
+        raise CatalogError(f"catalog {catalog.name!r} has no warehouse: create_table needs location=")
     path = metadata_path(md, None, file_system_table=file_system)
     write_metadata(catalog.io, path, md)
     try:

@@ -3,7 +3,7 @@
 
 The matching rows are deleted as :func:`~.delete.delete` deletes them (the table's ``write.delete.mode``:
 delete files, or data files rewritten without them; files left empty are removed) and the new rows are
-written as an append writes them (:func:`gpu_engine.io.parquet_write.write_data_files`: current schema,
+written as an append writes them (:func:`gpu_engine.io.parquet_write.write_table_data`: current schema,
 default spec, write properties). Both go into one snapshot, so readers see the old rows or the new ones,
 never both or neither. Each attempt validates as a delete does, at the isolation level given
 (:mod:`.isolation`; ``serializable`` by default: rows matching the filter appended meanwhile fail it).
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from ..expressions import TRUE, Expression
 from ..iceberg.content_file import DATA, ContentFile
-from ..io.parquet_write import Data, write_data_files
+from ..io.parquet_write import Data, write_table_data
 from .delete import prepare_delete
 from .isolation import isolation_level
 from .producer import check_committable, commit, delete_files
@@ -71,16 +71,7 @@ def overwrite(
         faults("data")
     prepared = prepare_delete(table, filter, branch=branch, backend=backend, case_sensitive=case_sensitive)
     try:
-        files = write_data_files(
-            io,
-            md.location,
-            md.schema,
-            md.spec,
-            data,
-            properties=md.properties,
-            backend=backend,
-            table_order=md.sort_order,
-        )
+        files = write_table_data(io, md, data, backend=backend)
     except BaseException:
         delete_files(io, [f.path for f in prepared.added], fault=None)
         raise

@@ -33,7 +33,7 @@ from ..iceberg.metadata import TableMetadata
 from ..iceberg.partitioning import PartitionKey, PartitionSpec, partition_key
 from ..iceberg.snapshots import Snapshot
 from ..io.fileio import FileIO
-from ..io.parquet_write import Data, write_data_files
+from ..io.parquet_write import Data, write_table_data
 from .entries import live_entries, snapshot_manifests
 from .isolation import SERIALIZABLE, isolation_level
 from .producer import check_committable, commit, delete_files
@@ -79,18 +79,7 @@ def dynamic_partition_overwrite(
     md, io = table.metadata, table.io
     if faults is not None:
         faults("data")
-    files = tuple(
-        write_data_files(
-            io,
-            md.location,
-            md.schema,
-            md.spec,
-            data,
-            properties=md.properties,
-            backend=backend,
-            table_order=md.sort_order,
-        )
-    )
+    files = tuple(write_table_data(io, md, data, backend=backend))
     if not files:
         return None
     everything = md.spec.is_unpartitioned

@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 from ..errors import InvalidData, ValidationError
 from ..iceberg.content_file import ContentFile
 from ..io.equality_delete_write import write_equality_deletes
-from ..io.parquet_write import write_data_files
+from ..io.parquet_write import write_table_data
 from .equality_delete import delete_specs, key_columns, same_delete_specs
 from .producer import check_committable, commit, delete_files
 from .update import CommitResult, Faults, SnapshotUpdate
@@ -87,16 +87,7 @@ def upsert(
                 properties=md.properties, backend=backend,
             )  # fmt: skip
         deletes = tuple(written)
-        written += write_data_files(
-            table.io,
-            md.location,
-            md.schema,
-            md.spec,
-            data,
-            properties=md.properties,
-            backend=backend,
-            table_order=md.sort_order,
-        )
+        written += write_table_data(table.io, md, data, backend=backend)
     except BaseException:
         delete_files(table.io, [f.path for f in written], fault=None)
         raise

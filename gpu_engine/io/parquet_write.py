@@ -51,6 +51,7 @@ import pyarrow.parquet as pq
 
 from ..errors import InvalidProperty, UnsupportedFeature
 from ..iceberg.content_file import ContentFile
+from ..iceberg.metadata import TableMetadata
 from ..iceberg.partitioning import PartitionSpec
 from ..iceberg.schema import Schema
 from ..iceberg.sorting import SortOrder
@@ -133,6 +134,17 @@ class DataLocations:
     def new_data_location(self, file_name: str, partition_path: str | None) -> str:
         base = self.properties.get("write.data.path") or f"{self.table_location.rstrip('/')}/data"
         return "/".join(p for p in (base.rstrip("/"), partition_path, file_name) if p)
+
+
+def write_table_data(
+    io: FileIO, md: TableMetadata, data: Data, *, backend: str = "auto"
+) -> list[ContentFile]:
+    """Rows in the table's current schema and default spec, as appends, overwrites and upserts write them
+    (bounds kept for the table's sort order columns): :func:`write_data_files` for ``md``."""
+    return write_data_files(
+        io, md.location, md.schema, md.spec, data, properties=md.properties, backend=backend,
+        table_order=md.sort_order,
+    )  # fmt: skip
 
 
 def write_data_files(
