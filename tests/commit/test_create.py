@@ -215,6 +215,8 @@ def test_rest_catalog_creates_through_the_server(tmp_path: Path) -> None:
         with pytest.raises(CommitStateUnknown):
             cat.create_table("db.v", SCHEMA)
         assert cat.table_exists("db.v")
+        bare = ge.load_catalog("rest2", uri=server.url, credential="client:secret")  # no warehouse at all
+        assert bare.create_table("db.x", SCHEMA).location == str(tmp_path / "server" / "warehouse" / "db.x")
         server.faults.append("create-504")
         with pytest.raises(CommitStateUnknown):
             cat.register_table("db.w", cat.load_table("db.v").metadata_location)
