@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from ..errors import CatalogError, NoSuchTable, UnsupportedFeature
+from ..errors import CatalogError, NoSuchNamespace, NoSuchTable, UnsupportedFeature
 from ..io.fileio import FileIO, load_file_io
 from ..io.paths import PathMap
 
@@ -162,7 +162,7 @@ class Catalog(ABC):
     def table_exists(self, identifier: IdentifierLike) -> bool:
         try:
             self.load_table(identifier)
-        except NoSuchTable:
+        except (NoSuchTable, NoSuchNamespace):
             return False
         return True
 

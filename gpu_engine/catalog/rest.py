@@ -231,7 +231,7 @@ class RestCatalog(Catalog):
         method = "HEAD" if f"HEAD {_TABLE}" in self.endpoints else "GET"
         try:
             self._client.request(method, path, not_found=NoSuchTable)
-        except NoSuchTable:
+        except (NoSuchTable, NoSuchNamespace):
             return False
         return True
 

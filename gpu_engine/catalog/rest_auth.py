@@ -40,6 +40,8 @@ from ..errors import (
     CatalogError,
     CommitStateUnknown,
     GpuEngineError,
+    NoSuchNamespace,
+    NoSuchTable,
     NotAuthorized,
     UnsupportedFeature,
 )
@@ -351,8 +353,11 @@ class RestClient:
         if commit and status >= 500 and status != 501:
             raise CommitStateUnknown(f"{message}; the commit may or may not have been applied")
         cls: type[GpuEngineError] = CatalogError
-        if status == 404:
-            cls = not_found
+        if status == 404:  # the server's error type names what is missing (a rename's namespace, say)
+            kind = detail.split(":", 1)[0]
+            cls = {"NoSuchNamespaceException": NoSuchNamespace, "NoSuchTableException": NoSuchTable}.get(
+                kind, not_found
+            )
         elif status == 409:
             cls = conflict
         elif status in (401, 403, 419):

@@ -326,6 +326,8 @@ class RestCatalogServer:
         dst = (tuple(body["destination"]["namespace"]), body["destination"]["name"])
         if src not in self.tables:
             return error(404, "NoSuchTableException", f"Table does not exist: {src}")
+        if dst[0] not in self.namespaces:
+            return error(404, "NoSuchNamespaceException", f"Namespace does not exist: {'.'.join(dst[0])}")
         if dst in self.tables:
             return error(409, "AlreadyExistsException", f"Table already exists: {dst}")
         self.tables[dst] = self.tables.pop(src)

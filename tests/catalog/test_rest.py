@@ -307,6 +307,15 @@ def test_a_table_token_authorizes_the_requests_on_the_table(
     assert cat.load_table("db.orders").metadata.properties["b"] == "2" and tbl.identifier == ("db", "orders")
 
 
+def test_a_404_names_what_is_missing(server: RestCatalogServer, cat: RestCatalog) -> None:
+    """By the server's error type, as Java's error handlers: a rename into a missing namespace."""
+    with pytest.raises(NoSuchNamespace, match="NoSuchNamespaceException"):
+        cat.rename_table("db.orders", "nope.orders")
+    with pytest.raises(NoSuchTable):
+        cat.rename_table("db.missing", "db.other")
+    assert not cat.table_exists("nope.orders") and not cat.table_exists("db.missing")
+
+
 def test_read_restrictions_are_refused(server: RestCatalogServer, cat: RestCatalog) -> None:
     server.read_restrictions = {"required-row-filter": {"type": "eq", "term": "id", "value": 1}}
     with pytest.raises(UnsupportedFeature, match="read-restrictions"):
