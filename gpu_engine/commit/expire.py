@@ -231,7 +231,7 @@ def expire_snapshots(
 
 
 def _rest_form(base: TableMetadata, new: TableMetadata) -> RestForm:
-    """``remove-snapshots`` and ``remove-snapshot-ref`` updates, required to apply while every ref of the base
+    """``remove-snapshot-ref`` and ``remove-snapshots`` updates, required to apply while every ref of the base
     still points where it did (else the expiration is planned again on the refreshed table)."""
     requirements: list[dict[str, Any]] = [
         {"type": "assert-ref-snapshot-id", "ref": name, "snapshot-id": ref.snapshot_id}
@@ -239,12 +239,13 @@ def _rest_form(base: TableMetadata, new: TableMetadata) -> RestForm:
     ]
     kept = {s.snapshot_id for s in new.snapshots}
     gone = [s.snapshot_id for s in base.snapshots if s.snapshot_id not in kept]
-    updates: list[dict[str, Any]] = [{"action": "remove-snapshots", "snapshot-ids": gone}] if gone else []
-    updates += [
+    updates: list[dict[str, Any]] = [  # refs first, as Java sends them: no ref left on a removed snapshot
         {"action": "remove-snapshot-ref", "ref-name": name}
         for name in sorted(base.snapshot_refs)
         if name not in new.snapshot_refs
     ]
+    if gone:
+        updates.append({"action": "remove-snapshots", "snapshot-ids": gone})
     return requirements, updates
 
 

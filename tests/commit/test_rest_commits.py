@@ -216,6 +216,23 @@ def test_expire_snapshots_through_rest(server: RestCatalogServer, tmp_path: Path
     assert_all_readers(landed, expected.filter(pa.compute.greater_equal(expected["id"], 5)))
 
 
+def test_expire_removes_an_aged_tag_and_its_snapshot_through_rest(
+    server: RestCatalogServer, tmp_path: Path
+) -> None:
+    """The ref goes before its snapshot in the updates (servers refuse removing a snapshot a ref holds)."""
+    cat = _catalog(server, tmp_path)
+    cat.create_namespace("db")
+    tbl = cat.create_table("db.t", rows(0, 0).schema, properties={"format-version": "2", **PROPS})
+    tbl.append(rows(0, 10))
+    old = tbl.metadata.current_snapshot_id
+    tbl.manage_snapshots().create_tag("t1", max_ref_age_ms=1).commit()
+    tbl.append(rows(10, 10, seed=1))
+    time.sleep(0.01)
+    tbl.expire_snapshots(older_than=int(time.time() * 1000) + 1, retain_last=1)
+    md = cat.load_table("db.t").metadata
+    assert "t1" not in md.refs and old not in md.snapshots_by_id and len(md.snapshots) == 1
+
+
 def test_properties_and_format_upgrade_through_rest(server: RestCatalogServer, tmp_path: Path) -> None:
     cat = _catalog(server, tmp_path)
     cat.create_namespace("db")
