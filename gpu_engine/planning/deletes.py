@@ -119,14 +119,14 @@ class DeleteIndex:
             positional = [d for d in by_file if seq <= d.data_sequence_number and _same(key, d)]
             if by_partition:
                 scoped = [d for d in by_partition if seq <= d.data_sequence_number and _same(key, d)]
-                kept = [d for d in scoped if self._may_hold(d, path)]
+                kept = [d for d in scoped if self._may_hold(d, data.path)]
                 self.skipped_by_metrics += len(scoped) - len(kept)
                 positional += kept
         return tuple(positional)
 
-    def _may_hold(self, d: DeleteFile, normalized_path: str) -> bool:
+    def _may_hold(self, d: DeleteFile, path: str) -> bool:
         scope = self.path_ranges.get(id(d))
-        return scope is None or scope.may_hold(normalized_path)
+        return scope is None or scope.may_hold(path)
 
 
 def _same(key: PartitionKey, d: DeleteFile) -> bool:

@@ -8,6 +8,11 @@ column (Iceberg Java's ``ContentFileUtil.referencedDataFile`` and ``canContainPo
 Bounds are recorded paths; data files are planned under the table's path map. A bound is compared only
 when the map leaves it alone (no map) or rewrites its prefix as it rewrites the data files' paths; one a
 relocation leaves untouched (say, truncated inside the recorded prefix) rules nothing out.
+
+Paths compare as written (Java's rule): normalising scheme and authority away does not keep their order
+(a truncated ``file://0`` becomes ``/0``). Reads match a delete's ``file_path`` to a data file across
+spellings (``file:/x``, ``file:///x``, ``/x``), so a data file outside the bounds is ruled out only when
+both bounds are spelled as its path is (same scheme and authority): then so is every path between them.
 """
 
 from __future__ import annotations
@@ -24,19 +29,30 @@ from .pruning import lookup
 
 @dataclass(frozen=True, slots=True)
 class PathScope:
-    """``target``: the one data file (mapped like recorded paths); ``lower``/``upper``: the normalised,
-    mapped range of paths otherwise; all None when unknown."""
+    """``target``: the one data file (mapped like recorded paths); ``lower``/``upper``: the mapped range
+    of paths otherwise, as written; all None when unknown."""
 
     target: str | None = None
     lower: str | None = None
     upper: str | None = None
 
-    def may_hold(self, normalized_path: str) -> bool:
-        """Whether rows for the data file at ``normalized_path`` may be in the delete file (for files of
-        its partition; the target, when set, is matched by the index itself)."""
-        if self.lower is not None and normalized_path < self.lower:
-            return False
-        return not (self.upper is not None and normalized_path > self.upper)
+    def may_hold(self, path: str) -> bool:
+        """Whether rows for the data file at ``path`` (mapped, as written) may be in the delete file (for
+        files of its partition; the target, when set, is matched by the index itself)."""
+        lower, upper = self.lower, self.upper
+        if (lower is None or lower <= path) and (upper is None or path <= upper):
+            return True
+        if lower is None or upper is None:
+            return True  # paths below (or above) one bound may be other spellings of this one
+        head = _head(path)
+        return head is None or _head(lower) != head or _head(upper) != head
+
+
+def _head(path: str) -> str | None:
+    """The scheme and authority of ``path`` as written (``file://``, ``s3://bucket``, ``""``); None when
+    normalising changes more than that prefix."""
+    rest = normalize(path)
+    return path[: len(path) - len(rest)] if path.endswith(rest) else None
 
 
 UNSCOPED = PathScope()
@@ -68,4 +84,4 @@ def _bound(raw: bytes | None, path_map: PathMap) -> str | None:
     mapped = path_map.apply(recorded)
     if path_map and mapped == recorded:
         return None  # outside the relocated prefix: not comparable with the mapped data paths
-    return normalize(mapped)
+    return mapped

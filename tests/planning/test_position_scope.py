@@ -11,6 +11,9 @@ import pyarrow.parquet as pq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import gpu_engine as ge
+from gpu_engine.commit.update import SnapshotUpdate
+from gpu_engine.iceberg.content_file import ContentFile
 from gpu_engine.io.fileio import local_path
 from gpu_engine.io.paths import PathMap
 from gpu_engine.io.position_deletes import PATH_FIELD_ID
@@ -49,13 +52,32 @@ def test_scopes_from_file_path_bounds() -> None:
     )
     scopes = path_scopes(entries, PathMap())
     assert scopes[0] == PathScope(target="s3://b/t/data/a.parquet")
-    assert scopes[1] == PathScope(lower="/t/data/b", upper="/t/data/d")
-    assert scopes[2] == PathScope(upper="/t/data/d")
-    assert scopes[3] == PathScope(upper="/t/data/e")
+    assert scopes[1] == PathScope(lower="s3://b/t/data/b", upper="s3://b/t/data/d")
+    assert scopes[2] == PathScope(upper="s3://b/t/data/d")
+    assert scopes[3] == PathScope(upper="s3://b/t/data/e")
     assert scopes[4] == UNSCOPED
-    assert scopes[1].may_hold("/t/data/c.parquet") and not scopes[1].may_hold("/t/data/e.parquet")
-    assert not scopes[1].may_hold("/t/data/a.parquet") and scopes[1].may_hold("/t/data/b")
-    assert scopes[2].may_hold("/a") and UNSCOPED.may_hold("/anything")
+    assert scopes[1].may_hold("s3://b/t/data/c.parquet") and not scopes[1].may_hold("s3://b/t/data/e.parquet")
+    assert not scopes[1].may_hold("s3://b/t/data/a.parquet") and scopes[1].may_hold("s3://b/t/data/b")
+    assert scopes[2].may_hold("s3://b/a") and UNSCOPED.may_hold("/anything")
+    # one bound unknown: paths past the other may be other spellings of the data file's
+    assert scopes[2].may_hold("s3://b/z")
+
+
+def test_bounds_compare_as_written_and_only_rule_out_paths_spelled_alike() -> None:
+    """Normalising does not keep the order of paths (``file://0`` -> ``/0``), and a delete file may spell
+    a data file's path another way (reads match them): a file outside the bounds is ruled out only when
+    both bounds share its scheme and authority."""
+    a, b = "file:///wh/t/data/a.parquet", "file:///wh/t/data/b.parquet"
+    truncated = PathScope(lower="file:///", upper="file://0")  # truncate(8) of a file:/// path
+    assert truncated.may_hold(a) and truncated.may_hold(b)
+    mixed = PathScope(lower="file:///wh/t/data/b.parquet", upper="file:/wh/t/data/a.parquet")
+    assert mixed.may_hold(a)  # bounds of two spellings: nothing ruled out
+    alike = PathScope(lower=b, upper=b + "x")
+    assert not alike.may_hold(a) and not alike.may_hold("file:///wh/t/data/c.parquet")
+    bare = PathScope(lower="/wh/t/data/b.parquet", upper="/wh/t/data/b.parquet0")
+    assert bare.may_hold(a) and not bare.may_hold("/wh/t/data/a.parquet")  # a bare spelling of a may be there
+    other_authority = PathScope(lower="file:/wh/t/data/b.parquet", upper="file:/wh/t/data/c.parquet")
+    assert other_authority.may_hold(a)
 
 
 def test_bounds_outside_a_relocated_prefix_rule_nothing_out() -> None:
@@ -116,3 +138,43 @@ def test_pruned_scan_equals_unpruned(data: st.DataObject) -> None:
             setattr(planning_scan, "path_scopes", real)  # noqa: B010
         assert sorted(pruned.column("id").to_pylist()) == sorted(unpruned.column("id").to_pylist())
         assert sorted(pruned.column("id").to_pylist()) == [i for i in range(files * 10) if i not in doomed]
+
+
+def test_a_delete_file_with_truncated_or_mixed_spelling_bounds_applies(tmp_path: Path) -> None:
+    """Bounds valid for their paths (truncated; two spellings of the paths) never hide their deletes."""
+    cat = ge.load_catalog("c", uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=f"file://{tmp_path}/wh")
+    cat.create_namespace("db")
+    tbl = cat.create_table("db.t", pa.schema([("id", pa.int64())]))  # paths written as file:///...
+    for start in (0, 10):
+        tbl.append(pa.table({"id": pa.array(range(start, start + 10), pa.int64())}))
+    rows = tbl.scan(columns=["id", "_file", "_pos"]).to_arrow().to_pylist()
+    first, second = sorted({r["_file"] for r in rows})
+    assert first.startswith("file:///")
+    schema = pa.schema(
+        [
+            pa.field("file_path", pa.string(), False, {b"PARQUET:field_id": str(PATH_FIELD_ID).encode()}),
+            pa.field("pos", pa.int64(), False, {b"PARQUET:field_id": b"2147483545"}),
+        ]
+    )
+    doomed: set[int] = set()
+    for i, (paths, lower, upper) in enumerate(
+        [
+            ([first, second], first[:8], first[:7] + chr(ord(first[7]) + 1)),  # truncate(8)
+            (["file:" + first[7:], second], second, "file:" + first[7:]),  # file:/x and file:///y
+        ]
+    ):
+        path = tmp_path / f"deletes-{i}.parquet"
+        positions = [2 * i + 1, 2 * i + 2]
+        pq.write_table(pa.table({"file_path": paths, "pos": positions}, schema=schema), path)
+        doomed |= {
+            r["id"]
+            for r in rows
+            if (r["_file"], r["_pos"]) in {(first, positions[0]), (second, positions[1])}
+        }
+        deletes = ContentFile(
+            str(path), "PARQUET", 0, (), 2, path.stat().st_size, content=POSITION_DELETES,
+            lower_bounds={PATH_FIELD_ID: lower.encode()}, upper_bounds={PATH_FIELD_ID: upper.encode()},
+        )  # fmt: skip
+        tbl.commit(SnapshotUpdate("delete", added=[deletes]))
+    assert len(doomed) == 4
+    assert sorted(tbl.scan().to_arrow().column("id").to_pylist()) == sorted(set(range(20)) - doomed)
