@@ -25,7 +25,9 @@ from ..iceberg.manifests import DELETED, read_manifest
 from ..iceberg.metadata import TableMetadata
 from ..iceberg.snapshots import Snapshot
 from ..io.fileio import FileIO
+from ..io.paths import PathMap, normalize
 from ..io.position_deletes import PATH_FIELD_ID
+from ..planning.position_scope import range_scope
 from .entries import entries_of, snapshot_manifests
 from .table_update import parent_of
 
@@ -125,10 +127,8 @@ def _may_target(f: ContentFile, targets: frozenset[str], equality: bool) -> str 
         return min(targets) if equality and targets else None
     if f.content != POSITION_DELETES:
         return None
-    if f.referenced_data_file is not None:
-        return f.referenced_data_file if f.referenced_data_file in targets else None
-    lower, upper = f.lower_bounds.get(PATH_FIELD_ID), f.upper_bounds.get(PATH_FIELD_ID)
-    for t in sorted(targets):
-        if lower is None or upper is None or lower <= t.encode("utf-8") <= upper:
-            return t
-    return None
+    if f.referenced_data_file is not None:  # reads match it across spellings: so must a conflict
+        wanted = normalize(f.referenced_data_file)
+        return next((t for t in sorted(targets) if normalize(t) == wanted), None)
+    scope = range_scope(f.lower_bounds.get(PATH_FIELD_ID), f.upper_bounds.get(PATH_FIELD_ID), PathMap())
+    return next((t for t in sorted(targets) if scope.may_hold(t)), None)

@@ -70,8 +70,13 @@ def path_scopes(entries: pa.Table, path_map: PathMap) -> list[PathScope]:
         elif lo is not None and lo == hi:
             out.append(PathScope(target=path_map.apply(lo.decode("utf-8", "replace"))))
         else:
-            out.append(PathScope(lower=_bound(lo, path_map), upper=_bound(hi, path_map)))
+            out.append(range_scope(lo, hi, path_map))
     return out
+
+
+def range_scope(lower: bytes | None, upper: bytes | None, path_map: PathMap) -> PathScope:
+    """The :class:`PathScope` of ``file_path`` bounds (Appendix D bytes) read under ``path_map``."""
+    return PathScope(lower=_bound(lower, path_map), upper=_bound(upper, path_map))
 
 
 def _bound(raw: bytes | None, path_map: PathMap) -> str | None:

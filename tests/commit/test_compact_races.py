@@ -321,3 +321,46 @@ def test_a_rollback_under_the_compaction_loses_no_row(tmp_path: Path, version: i
     assert rollback.done
     fresh = assert_table(cat, expected)  # every row of the rolled-back-to snapshot, none deleted again
     assert fresh.metadata.current_snapshot_id == before_delete
+
+
+def test_a_concurrent_delete_naming_the_file_in_another_spelling_fails_the_compaction(tmp_path: Path) -> None:
+    """Reads match a position delete's path across spellings (file:///x and /x), so validation must too:
+    else the rewrite lands without the concurrent delete and its row comes back."""
+    import pyarrow.parquet as pq
+
+    from gpu_engine.iceberg.content_file import POSITION_DELETES, ContentFile
+    from gpu_engine.io.position_deletes import PATH_FIELD_ID
+
+    from ._support import sql_catalog
+
+    tbl = sql_catalog(tmp_path).create_table(
+        "db.r", pa.schema([("id", pa.int64())]), properties={"format-version": "2"}
+    )
+    tbl.append(pa.table({"id": pa.array(range(10), pa.int64())}))
+    recorded = tbl.scan(columns=["_file"]).to_arrow().column(0)[0].as_py()
+    other_spelling = (
+        recorded.removeprefix("file://") if recorded.startswith("file://") else "file://" + recorded
+    )
+    path = tmp_path / "concurrent-deletes.parquet"
+    schema = pa.schema(
+        [
+            pa.field("file_path", pa.string(), False, {b"PARQUET:field_id": str(PATH_FIELD_ID).encode()}),
+            pa.field("pos", pa.int64(), False, {b"PARQUET:field_id": b"2147483545"}),
+        ]
+    )
+    pq.write_table(pa.table({"file_path": [other_spelling], "pos": [4]}, schema=schema), path)
+    deletes = ContentFile(
+        str(path), "PARQUET", 0, (), 1, path.stat().st_size, content=POSITION_DELETES,
+        referenced_data_file=other_spelling,
+    )  # fmt: skip
+    other = tbl.catalog.load_table("db.r") if tbl.catalog is not None else tbl
+    landed: list[int] = []
+
+    def concurrent_writer(stage: str) -> None:
+        if stage == "manifest" and not landed:
+            landed.append(other.commit(SnapshotUpdate("delete", added=[deletes])).snapshot_id)
+
+    with pytest.raises(ValidationError, match="delete"):
+        tbl.compact(options={"rewrite-all": "true"}, faults=concurrent_writer)
+    assert landed
+    assert 4 not in tbl.refresh().scan().to_arrow().column("id").to_pylist()
