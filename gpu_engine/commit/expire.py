@@ -38,7 +38,6 @@ from ..iceberg.manifests import read_manifest
 from ..iceberg.metadata import TableMetadata
 from ..iceberg.snapshots import MAIN_BRANCH, Snapshot, SnapshotRef
 from ..io.fileio import FileIO
-from . import table_update
 from .entries import snapshot_manifests
 from .metadata_commit import RestForm, commit_metadata_change
 from .producer import delete_files
@@ -161,7 +160,9 @@ def plan_expiration(
                 f"table {md.location}: cannot expire snapshot {sid}: it is the head of "
                 f"{heads.get(sid, MAIN_BRANCH)!r} (remove or move that ref first)"
             )
-    in_ref_history = _ancestors(md, (r.snapshot_id for r in kept_refs.values()))
+    # a branch's history is referenced (it expires by the branch's retention); a tag references its
+    # snapshot only, as in Java's RemoveSnapshots: a tag's ancestors are unreferenced, kept while young
+    in_ref_history = _ancestors(md, (r.snapshot_id for r in kept_refs.values() if r.is_branch))
     expired = []
     for s in md.snapshots:
         if s.snapshot_id in snapshot_ids:
@@ -204,13 +205,15 @@ def expire_snapshots(
     faults: Faults | None = None,
 ) -> ExpireResult:
     """Expire snapshots of ``table`` (see the module doc); ``table`` moves to the new metadata."""
+    check_gc_enabled(table.metadata, "expire snapshots")
     cutoff = None if older_than is None else to_ms(older_than)
     named = frozenset(snapshot_ids)
     planned: list[tuple[TableMetadata, _Plan]] = []  # per attempt: its base and what it expires
 
     def change(base: TableMetadata) -> TableMetadata | None:
-        plan = plan_expiration(
-            base, now=table_update.now_ms(base), older_than=cutoff, retain_last=retain_last,
+        check_gc_enabled(base, "expire snapshots")
+        plan = plan_expiration(  # ages by this clock, as Java's: not by a fast writer's last-updated-ms
+            base, now=int(time.time() * 1000), older_than=cutoff, retain_last=retain_last,
             snapshot_ids=named,
         )  # fmt: skip
         if not plan.expired and not plan.removed_refs:
@@ -314,3 +317,16 @@ def _delete_unreachable(
         deleted_statistics_files=done(sorted(stats)),
         undeleted=tuple(sorted(left)),
     )
+
+
+GC_ENABLED = "gc.enabled"
+
+
+def check_gc_enabled(md: TableMetadata, action: str) -> None:
+    """:class:`ValidationError` when the table's ``gc.enabled`` is false (Iceberg's guard for tables whose
+    files may belong to another table, such as those made by a snapshot procedure)."""
+    if md.properties.get(GC_ENABLED, "true").strip().lower() == "false":
+        raise ValidationError(
+            f"table {md.location}: cannot {action}: {GC_ENABLED}=false (deleting files may corrupt other "
+            "tables)"
+        )

@@ -4,7 +4,9 @@ in flight survive).
 
 Reachable: the current metadata file and those in ``metadata-log``, ``version-hint.text``, and for every
 snapshot its manifest list, manifests and every entry's file (any status), plus statistics and partition
-statistics files. Local tables only: file ages come from ``os.stat``.
+statistics files, as the catalog's current metadata has them (the table is refreshed first, and again
+before deleting). Refused when the table's ``gc.enabled`` is false. Local tables only: file ages come from
+``os.stat``.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from ..iceberg.manifest_list import ManifestFile
 from ..iceberg.manifests import read_manifest
 from ..io.fileio import FileIO, local_path, scheme_of
 from .entries import snapshot_manifests
-from .expire import to_ms
+from .expire import check_gc_enabled, to_ms
 from .producer import delete_files
 
 if TYPE_CHECKING:
@@ -71,7 +73,10 @@ def remove_orphan_files(
             f"table {table.location}: remove_orphan_files supports local tables only (file ages come "
             "from os.stat)"
         )
+    check_gc_enabled(table.metadata, "remove orphan files")
     cutoff = int(time.time() * 1000) - DEFAULT_AGE_MS if older_than is None else to_ms(older_than)
+    if table.catalog is not None:
+        table.refresh()  # what other writers committed since this handle was loaded is not orphaned
     reachable = reachable_files(table)
     root_dir = os.path.normpath(os.path.abspath(local_path(root)))
     orphans: list[str] = []
@@ -87,6 +92,11 @@ def remove_orphan_files(
                 if os.stat(path).st_mtime * 1000 < cutoff:
                     orphans.append(path)
     orphans.sort()
+    if table.catalog is not None:  # a commit that landed while the files were listed
+        seen = table.metadata_location
+        if table.refresh().metadata_location != seen:
+            reachable = reachable_files(table)
+            orphans = [p for p in orphans if p not in reachable]
     if not dry_run:
         left = delete_files(io, orphans, fault=None)
         if left:

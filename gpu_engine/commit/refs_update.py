@@ -182,6 +182,12 @@ class RefsUpdate(MetadataUpdate):
                 )
         for op in self._ops:
             op(md, refs)
+        for name, ref in sorted(refs.items()):  # a snapshot named when the update started may be gone
+            if md.refs.get(name) != ref and ref.snapshot_id not in md.snapshots_by_id:
+                raise ValidationError(
+                    f"table {md.location}: ref {name!r} would point at snapshot {ref.snapshot_id}, which the "
+                    "table no longer has (expired since this update started?)"
+                )
         return _with_refs(md, refs)
 
     def commit(self, *, faults: Faults | None = None) -> TableMetadata:

@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import replace
 
-from ..errors import UnsupportedFeature, ValidationError
+from ..errors import MetadataError, UnsupportedFeature, ValidationError
 from ..iceberg.manifest_write import WrittenManifestList
 from ..iceberg.metadata import TableMetadata, metadata_to_json
 from ..iceberg.snapshots import MAIN_BRANCH, MetadataLogEntry, Snapshot, SnapshotLogEntry, SnapshotRef
@@ -139,6 +139,12 @@ def metadata_path(md: TableMetadata, base_location: str | None, *, file_system_t
 
 
 def write_metadata(io: FileIO, path: str, md: TableMetadata) -> None:
-    """Write ``md`` at ``path`` (create-exclusive)."""
+    """Write ``md`` at ``path`` (create-exclusive); refused when a ref names a snapshot ``md`` lacks (a
+    reader would refuse the table: nothing is written)."""
+    dangling = sorted(n for n, r in md.refs.items() if r.snapshot_id not in md.snapshots_by_id)
+    if dangling:
+        raise MetadataError(
+            f"table {md.location}: refusing to write metadata whose refs {dangling} name snapshots it lacks"
+        )
     data = json.dumps(metadata_to_json(md), separators=(",", ":")).encode("utf-8")
     io.write_bytes(io.resolve(path), gzip.compress(data) if path.endswith(".gz.metadata.json") else data)

@@ -13,7 +13,7 @@ import pytest
 
 from gpu_engine.catalog.sql import SqlCatalog
 from gpu_engine.commit import table_update
-from gpu_engine.errors import CommitConflict
+from gpu_engine.errors import CommitConflict, ValidationError
 from gpu_engine.iceberg.snapshots import SnapshotRef
 from gpu_engine.table import Table
 
@@ -184,3 +184,51 @@ def test_named_snapshots_expire_whatever_their_age(tmp_path: Path) -> None:
 
 def ours_at(tbl: Table, snapshot_id: int) -> pa.Table:
     return tbl.scan(snapshot_id=snapshot_id).to_arrow()
+
+
+def test_a_tags_ancestors_are_unreferenced_and_kept_while_young(tmp_path: Path) -> None:
+    """As Java's RemoveSnapshots: a tag references its own snapshot only; its ancestors off every branch
+    expire by the table's age, not by the tag's retention (a few seconds old: kept)."""
+    tbl = sql_catalog(tmp_path).create_table("db.tag", pa.schema([("id", pa.int64())]))
+    tbl.append(pa.table({"id": pa.array([1], pa.int64())}))
+    first = tbl.metadata.current_snapshot_id
+    tbl.append(pa.table({"id": pa.array([2], pa.int64())}))
+    second = tbl.metadata.current_snapshot_id
+    tbl.delete("id = 2")
+    tbl.manage_snapshots().create_tag("release").commit()
+    assert first is not None
+    tbl.manage_snapshots().rollback_to(first).commit()  # second is now an ancestor of the tag only
+    tbl.append(pa.table({"id": pa.array([4], pa.int64())}))
+    result = tbl.expire_snapshots()
+    assert second not in result.expired_snapshot_ids and not result.deleted_data_files
+    assert sorted(tbl.scan(snapshot_id=second).to_arrow().column("id").to_pylist()) == [1, 2]
+
+
+def test_gc_disabled_refuses_expiry(tmp_path: Path) -> None:
+    tbl = sql_catalog(tmp_path).create_table(
+        "db.gc", pa.schema([("id", pa.int64())]), properties={"gc.enabled": "false"}
+    )
+    tbl.append(pa.table({"id": pa.array([1], pa.int64())}))
+    tbl.overwrite(pa.table({"id": pa.array([2], pa.int64())}))
+    with pytest.raises(ValidationError, match=r"gc\.enabled=false"):
+        tbl.expire_snapshots(older_than=dt.datetime.now() + dt.timedelta(days=1))
+    assert len(tbl.refresh().metadata.snapshots) == 2
+
+
+def test_ages_count_from_this_clock_not_from_a_fast_writers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer whose clock runs 10 days ahead leaves last-updated-ms in the future; expiry still ages
+    snapshots and refs by the time now, as Java's does."""
+    import time
+
+    tbl = sql_catalog(tmp_path).create_table("db.skew", pa.schema([("id", pa.int64())]))
+    tbl.append(pa.table({"id": pa.array([1], pa.int64())}))
+    tbl.manage_snapshots().create_tag("week", max_ref_age_ms=7 * 86_400_000).commit()
+    tbl.append(pa.table({"id": pa.array([2], pa.int64())}))
+    real = time.time
+    with monkeypatch.context() as m:
+        m.setattr(time, "time", lambda: real() + 10 * 86400)
+        tbl.update_properties().set("owner", "fast clock").commit()
+    result = tbl.expire_snapshots()
+    assert not result.expired_snapshot_ids and not result.removed_refs

@@ -46,3 +46,31 @@ def test_remove_orphan_files(tmp_path: Path) -> None:
 
     young = tbl.remove_orphan_files(older_than=int(time.time() * 1000) + 60_000, dry_run=True)
     assert young == [str(stray_young)]
+
+
+def test_a_stale_handle_sees_other_writers_commits_before_listing(tmp_path: Path) -> None:
+    cat = sql_catalog(tmp_path)
+    cat.create_table("db.t", rows(0, 0).schema).append(rows(0, 5))
+    stale = cat.load_table("db.t")
+    cat.load_table("db.t").append(rows(5, 5))  # another writer
+    old = time.time() - 4 * DAY_S
+    for dirpath, _, names in os.walk(stale.location):
+        for name in names:
+            os.utime(os.path.join(dirpath, name), (old, old))
+    assert stale.remove_orphan_files() == []
+    assert cat.load_table("db.t").scan().to_arrow().num_rows == 10
+
+
+def test_gc_disabled_refuses_orphan_removal(tmp_path: Path) -> None:
+    import pytest
+
+    from gpu_engine.errors import ValidationError
+
+    tbl = sql_catalog(tmp_path).create_table("db.t", rows(0, 0).schema, properties={"gc.enabled": "false"})
+    stray = Path(tbl.location) / "data" / "from-the-source-table.parquet"
+    stray.parent.mkdir(parents=True, exist_ok=True)
+    stray.write_bytes(b"x")
+    os.utime(stray, (time.time() - 10 * DAY_S,) * 2)
+    with pytest.raises(ValidationError, match=r"gc\.enabled=false"):
+        tbl.remove_orphan_files()
+    assert stray.exists()

@@ -167,3 +167,39 @@ def test_an_empty_table_needs_a_named_snapshot(tmp_path: Path) -> None:
     with pytest.raises(InvalidRefChange, match="no current snapshot; name one"):
         tbl.manage_snapshots().create_branch("b")
     assert tbl.metadata.refs == {}
+
+
+@pytest.mark.parametrize("how", ["tag", "current"])
+def test_a_snapshot_expired_since_the_update_started_is_refused(tmp_path: Path, how: str) -> None:
+    """Else the metadata would name a snapshot it lacks and no reader could load the table."""
+    cat = sql_catalog(tmp_path)
+    tbl = cat.create_table("db.t", rows(0, 0).schema)
+    tbl.append(rows(0, 5))
+    old = tbl.metadata.current_snapshot_id
+    assert old is not None
+    tbl.overwrite(rows(5, 5))
+    stale = cat.load_table("db.t")
+    update = stale.manage_snapshots()
+    update = update.create_tag("keep-old", old) if how == "tag" else update.set_current_snapshot(old)
+    cat.load_table("db.t").expire_snapshots(snapshot_ids=[old])
+    with pytest.raises(ValidationError, match="no longer has"):
+        update.commit()
+    assert cat.load_table("db.t").scan().to_arrow().num_rows == 5
+
+
+def test_metadata_naming_a_missing_snapshot_is_never_written(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from gpu_engine.commit.table_update import write_metadata
+    from gpu_engine.errors import MetadataError
+
+    tbl = sql_catalog(tmp_path).create_table("db.t", rows(0, 0).schema)
+    tbl.append(rows(0, 5))
+    md = tbl.metadata
+    bad = replace(
+        md, snapshot_refs={**md.snapshot_refs, "ghost": replace(md.snapshot_refs["main"], snapshot_id=42)}
+    )
+    target = tmp_path / "bad.metadata.json"
+    with pytest.raises(MetadataError, match=r"refs \['ghost'\]"):
+        write_metadata(tbl.io, str(target), bad)
+    assert not target.exists()
