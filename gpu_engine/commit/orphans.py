@@ -4,7 +4,8 @@ in flight survive).
 
 Reachable: the current metadata file and those in ``metadata-log``, ``version-hint.text``, and for every
 snapshot its manifest list, manifests and every entry's file (any status), plus statistics and partition
-statistics files, as the catalog's current metadata has them (the table is refreshed first, and again
+statistics files, as the catalog's current metadata has them; hidden names (``_SUCCESS``, ``.crc``) are
+left alone (the table is refreshed first, and again
 before deleting). Refused when the table's ``gc.enabled`` is false. Local tables only: file ages come from
 ``os.stat``.
 """
@@ -38,6 +39,12 @@ def _key(io: FileIO, path: str) -> str:
 
 def _is_local(path: str) -> bool:
     return scheme_of(path) in ("", "file")
+
+
+def _hidden(name: str) -> bool:
+    """Names starting with ``_`` or ``.`` (``_SUCCESS``, ``.crc`` files, ``_temporary/``) are not the
+    table's, as Java's hidden-path filter has it; a partition directory (``_p=1``) is."""
+    return name.startswith((".", "_")) and "=" not in name
 
 
 def reachable_files(table: Table) -> set[str]:
@@ -84,8 +91,11 @@ def remove_orphan_files(
         top = os.path.join(root_dir, sub)
         if not os.path.isdir(top):
             continue
-        for dirpath, _dirs, names in os.walk(top):
+        for dirpath, dirs, names in os.walk(top):
+            dirs[:] = [d for d in dirs if not _hidden(d)]
             for name in names:
+                if _hidden(name):
+                    continue
                 path = os.path.normpath(os.path.join(dirpath, name))
                 if path in reachable or os.path.islink(path):
                     continue

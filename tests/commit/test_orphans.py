@@ -74,3 +74,18 @@ def test_gc_disabled_refuses_orphan_removal(tmp_path: Path) -> None:
     with pytest.raises(ValidationError, match=r"gc\.enabled=false"):
         tbl.remove_orphan_files()
     assert stray.exists()
+
+
+def test_hidden_files_are_left_alone(tmp_path: Path) -> None:
+    """As Java's hidden-path filter: _SUCCESS, .crc files and _temporary/ are not the table's; a partition
+    directory starting with an underscore is."""
+    tbl = sql_catalog(tmp_path).create_table("db.t", rows(0, 0).schema)
+    data = Path(tbl.location) / "data"
+    hidden = [data / "_SUCCESS", data / ".part-0.parquet.crc", data / "_temporary" / "0" / "part.parquet"]
+    visible = data / "_p=1" / "stray.parquet"
+    for p in [*hidden, visible]:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(b"x")
+        os.utime(p, (time.time() - 10 * DAY_S,) * 2)
+    assert tbl.remove_orphan_files() == [str(visible)]
+    assert all(p.exists() for p in hidden)
