@@ -176,6 +176,13 @@ class _Producer:
             new_path=self._manifest_path, faults=self.faults, written=written, rewritten_entries=own_entries,
             removed_from=self.update.removed_from,
         )  # fmt: skip
+        # only manifests with live files, or written by this commit, carry on (as Java's producers): a
+        # manifest an earlier commit left holding DELETED entries only is history
+        kept = [
+            m
+            for m in kept
+            if m.has_added_files() or m.has_existing_files() or m.added_snapshot_id == self.snapshot_id
+        ]
         if self.update.manifest_rewrite is not None:
             manifests, rewritten = self.update.manifest_rewrite(
                 io, base, kept, snapshot_id=self.snapshot_id, new_path=self._manifest_path,

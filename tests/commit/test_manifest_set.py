@@ -174,3 +174,20 @@ def test_a_partition_overwrite_reads_no_delete_manifest_when_its_partitions_have
     rows = sorted((r["region"], r["id"]) for r in tbl.scan().to_arrow().to_pylist())
     us = [("us", i) for i in range(20) if i % 2 and i not in (1, 3)]
     assert rows == [("eu", 100), *us]
+
+
+def test_manifests_left_with_deleted_entries_only_are_not_carried_on(tmp_path: Path) -> None:
+    """As Java's producers: a manifest that an earlier commit left holding DELETED entries only is history;
+    the next snapshot lists only manifests with live files (or its own)."""
+    tbl = sql_catalog(tmp_path).create_table(
+        "db.d", SCHEMA, properties={"commit.manifest-merge.enabled": "false"}
+    )
+    for v in range(3):
+        tbl.append(pa.table({"id": pa.array([v], pa.int64()), "v": pa.array([v], pa.int64())}))
+    tbl.compact(options={"rewrite-all": "true"})
+    emptied = [m for m in _manifests(tbl) if not m.has_added_files() and not m.has_existing_files()]
+    assert len(emptied) == 3  # the compaction's own: its removals, recorded as DELETED entries
+    tbl.append(pa.table({"id": pa.array([9], pa.int64()), "v": pa.array([9], pa.int64())}))
+    now = _manifests(tbl)
+    assert not {m.manifest_path for m in emptied} & {m.manifest_path for m in now}
+    assert len(now) == 2 and sorted(tbl.scan().to_arrow()["id"].to_pylist()) == [0, 1, 2, 9]
