@@ -82,3 +82,13 @@ def test_bad_option_exits_2_naming_it(table: Table, capsys: pytest.CaptureFixtur
     assert "K=V" in capsys.readouterr().err
     assert main(["compact", "db.t", "--catalog", NAME, "--strategy", "zorder"]) == 2
     assert "zorder" in capsys.readouterr().err
+
+
+def test_failed_groups_exit_1_with_json_too(table: Table, capsys: pytest.CaptureFixture[str]) -> None:
+    """A scheduled job reads --json: a group that failed must still fail the command."""
+    victim = Path(str(table.scan().plan().tasks[0].file.path).removeprefix("file://"))
+    victim.write_bytes(b"not parquet")
+    argv = ["compact", "db.t", "--catalog", NAME, "--option", "partial-progress.enabled=true", "--json"]
+    assert main(argv) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["failed-groups"]

@@ -50,7 +50,9 @@ def test_maintenance_jobs_keep_rows_and_report_what_they_did(
     assert again["message"] == "nothing to do" and again["snapshot_id"] is None
 
     manifests = _json(capsys, "rewrite-manifests", IDENT, "--catalog", NAME)
-    assert manifests["rewritten_manifests"] >= 4 and manifests["added_manifests"] == 2  # data, deletes
+    # the data manifests merge into one; the deletes' one manifest (manifests holding DELETED entries only
+    # were dropped by the commits that emptied them) is left as it is
+    assert manifests["rewritten_manifests"] >= 3 and manifests["added_manifests"] == 1
     assert manifests["entries"] >= 3 and manifests["snapshot_id"] is not None and _ids() == live
     again = _json(capsys, "rewrite-manifests", IDENT, "--catalog", NAME)
     assert again["message"] == "nothing to do" and again["snapshot_id"] is None

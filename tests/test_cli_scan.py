@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -142,3 +143,40 @@ def test_failed_scan_leaves_no_output_file(tmp_path: Path, capsys: pytest.Captur
     assert main(["scan", str(table), "--relocate", "--backend", "cpu", "-o", str(out)]) == 2
     assert str(missing) in _unwrapped(capsys.readouterr().err)
     assert not out.exists()
+
+
+def test_a_failed_scan_to_stdout_ends_without_a_footer(
+    tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    """Piped output of a failed scan must not read as a valid file missing rows."""
+    table = tmp_path / "table"
+    shutil.copytree(TABLE, table)
+    (table / "data" / "quuz" / "quuz-0.parquet").unlink()  # the last task: earlier rows were written
+    assert main(["scan", str(table), "--relocate", "--backend", "cpu", "-o", "-"]) == 2
+    out = capsysbinary.readouterr().out
+    assert out[-4:] != b"PAR1"
+    with pytest.raises(pa.ArrowInvalid):
+        pq.read_table(io.BytesIO(out))
+
+
+def test_a_reader_that_stops_early_gets_no_traceback(tmp_path: Path) -> None:
+    """`gpu-engine scan ... -o - | head -c 10`: the closed pipe ends the command quietly (exit 141)."""
+    import subprocess
+    import sys
+
+    cat = ge.load_catalog("c", uri=f"sqlite:///{tmp_path}/c.db", warehouse=f"file://{tmp_path}/wh")
+    cat.create_namespace("db")
+    rng = pa.array(range(400_000), pa.int64())
+    cat.create_table("db.big", pa.schema([("id", pa.int64()), ("s", pa.string())])).append(
+        pa.table({"id": rng, "s": pc.cast(rng, pa.string())})
+    )
+    env = {"PYICEBERG_CATALOG__C__URI": f"sqlite:///{tmp_path}/c.db",
+           "PYICEBERG_CATALOG__C__WAREHOUSE": f"file://{tmp_path}/wh"}  # fmt: skip
+    command = [str(Path(sys.executable).parent / "gpu-engine"), "scan", "db.big", "--catalog", "c", "-o", "-"]
+    proc = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **env}
+    )
+    assert proc.stdout is not None and proc.stdout.read(10)[:4] == b"PAR1"
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 141 and b"Traceback" not in err, err.decode()

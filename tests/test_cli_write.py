@@ -166,6 +166,10 @@ def test_overwrite_replaces_the_matching_rows(
         main(["overwrite", IDENT, "--catalog", NAME, new, "--filter", "id < 3", "--dynamic-partitions"]) == 2
     )
     assert "not both" in capsys.readouterr().err
+    before = ge.load_catalog(NAME).load_table(IDENT).metadata_location
+    assert main(["overwrite", IDENT, "--catalog", NAME, new, "--filter", " "]) == 2  # an empty "$VAR"
+    assert "empty filter" in capsys.readouterr().err
+    assert ge.load_catalog(NAME).load_table(IDENT).metadata_location == before
 
 
 def test_overwrite_dynamic_partitions(

@@ -5,6 +5,8 @@ convert-equality-deletes)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -41,6 +43,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = f"[red]error:[/red] {escape(str(exc))}"
         Console(stderr=True, soft_wrap=True).print(message, highlight=False)
         return 2
+    except BrokenPipeError:  # the reader of stdout went away (`| head`): no traceback, as a shell tool
+        with contextlib.suppress(OSError, ValueError):  # the flush at exit must not fail again
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     return code
 
 

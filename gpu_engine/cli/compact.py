@@ -86,7 +86,7 @@ def cmd_compact(args: argparse.Namespace, console: Console) -> int:
             )  # fmt: skip
     if args.json:
         print(json.dumps({**result.to_json(), "plan": result.plan.explain().splitlines()}, indent=2))
-        return 0
+        return 1 if result.failures else 0  # a scheduled job must see its failed groups
     console.print(result.plan.explain(), highlight=False)
     if not args.dry_run:
         _report(console, result)

@@ -3,6 +3,7 @@ file behind, and a preview table of the first rows."""
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 from pathlib import Path
@@ -18,18 +19,52 @@ from ..errors import GpuEngineError
 PREVIEW_ROWS = 20
 
 
+class _Gate(io.RawIOBase):
+    """stdout for a Parquet stream that can be cut: once cut, nothing more is written, so a failed scan
+    leaves a stream without a footer (a reader refuses it) instead of a valid file missing rows."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cut = False
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        size = len(memoryview(data))
+        if not self.cut:
+            sys.stdout.buffer.write(data)
+        return size
+
+    def flush(self) -> None:
+        if not self.cut:
+            sys.stdout.buffer.flush()
+
+
+_GATES: dict[int, _Gate] = {}
+
+
 def open_sink(output: str | None, schema: pa.Schema) -> pq.ParquetWriter | None:
     if output is None:
         return None
-    target: Any = sys.stdout.buffer if output == "-" else output
+    target: Any = output
+    if output == "-":
+        target = _Gate()
     try:
-        return pq.ParquetWriter(target, schema, compression="zstd")
+        sink = pq.ParquetWriter(target, schema, compression="zstd")
     except OSError as e:
         raise GpuEngineError(f"-o {output}: cannot write there ({e})") from None
+    if isinstance(target, _Gate):
+        _GATES[id(sink)] = target
+    return sink
 
 
 def discard(sink: pq.ParquetWriter, output: str) -> None:
-    """Close the writer of a failed scan and remove its unfinished output file (stdout cannot be)."""
+    """Close the writer of a failed scan and remove its unfinished output file; on stdout, cut the
+    stream first so that it ends without a footer."""
+    gate = _GATES.pop(id(sink), None)
+    if gate is not None:
+        gate.cut = True
     sink.close()
     if output != "-":
         Path(output).unlink(missing_ok=True)

@@ -152,6 +152,8 @@ def cmd_overwrite(args: argparse.Namespace, console: Console) -> int:
             "metadata_location": replaced.commit.metadata_location,
         }
         return report(args, console, f"replaced partitions of {args.table}", summary)
+    if args.filter is not None and not args.filter.strip():  # an empty "$VAR" must not replace every row
+        raise GpuEngineError("overwrite --filter: an empty filter; to replace every row, leave --filter out")
     result = table.overwrite(data, args.filter or "true", backend=args.backend, isolation=args.isolation)
     summary = {
         "snapshot_id": result.snapshot_id,

@@ -47,6 +47,7 @@ from .delete_plan import (
 )
 from .delete_plan import write_row_deletes as write_deletes
 from .producer import check_committable, commit
+from .table_update import require_branch
 from .update import CommitResult, Faults, FileKey, SnapshotUpdate, deletes_only
 from .validation import validate_no_new_deletes
 
@@ -76,6 +77,7 @@ def rewrite_position_deletes(
 ) -> DeleteRewriteResult:
     """Rewrite the position delete files and DVs of ``branch`` (see the module doc)."""
     check_committable(table)
+    require_branch(table.metadata, branch, "rewrite_position_deletes")
     rewrite_all, min_input = _options(options)
     plan = _plan(table, branch)
     if plan is None:
@@ -107,6 +109,7 @@ def convert_equality_deletes(
 ) -> DeleteRewriteResult:
     """Turn the equality deletes of ``branch`` into DVs (v3) or position deletes (v2); see the module doc."""
     check_committable(table)
+    require_branch(table.metadata, branch, "convert_equality_deletes")
     plan = _plan(table, branch)
     if plan is None:
         return DeleteRewriteResult()

@@ -35,7 +35,7 @@ from .entries import entries_of, manifest_spec_id, snapshot_manifests
 from .manifest_merge import MergePolicy
 from .manifest_set import NewPath, write_entries
 from .producer import check_committable, commit
-from .table_update import parent_of
+from .table_update import parent_of, require_branch
 from .update import CommitResult, Faults, SnapshotUpdate
 
 if TYPE_CHECKING:
@@ -134,6 +134,7 @@ def rewrite_manifests(
     table's ``commit.manifest.target-size-bytes``."""
     check_committable(table)
     md = table.metadata
+    require_branch(md, branch, "rewrite_manifests")
     if spec_id is not None:
         md.spec_by_id(spec_id)  # SpecNotFound naming the table
     if target_size_bytes is not None and target_size_bytes < 1:

@@ -24,7 +24,7 @@ from ..iceberg.manifests import read_manifest
 from ..io.fileio import FileIO, local_path, scheme_of
 from .entries import snapshot_manifests
 from .expire import check_gc_enabled, to_ms
-from .producer import delete_files
+from .producer import check_committable, delete_files
 
 if TYPE_CHECKING:
     from ..table import Table
@@ -80,6 +80,9 @@ def remove_orphan_files(
             f"table {table.location}: remove_orphan_files supports local tables only (file ages come "
             "from os.stat)"
         )
+    check_committable(
+        table
+    )  # the catalog's current metadata, with paths as written: else all may look orphaned
     check_gc_enabled(table.metadata, "remove orphan files")
     cutoff = int(time.time() * 1000) - DEFAULT_AGE_MS if older_than is None else to_ms(older_than)
     if table.catalog is not None:

@@ -48,6 +48,18 @@ def next_sequence_number(md: TableMetadata) -> int:
     return md.last_sequence_number + 1 if md.format_version >= 2 else 0
 
 
+def require_branch(md: TableMetadata, branch: str, action: str) -> None:
+    """:class:`ValidationError` unless ``branch`` is main or a branch of the table: a maintenance job on a
+    misspelt branch must not create it (or report nothing to do)."""
+    ref = md.refs.get(branch)
+    if ref is None and branch != "main":
+        raise ValidationError(
+            f"table {md.location}: {action}: no branch named {branch!r} (refs: {sorted(md.refs)})"
+        )
+    if ref is not None and ref.is_tag:
+        raise ValidationError(f"table {md.location}: {action}: {branch!r} is a tag, not a branch")
+
+
 def parent_of(md: TableMetadata, branch: str) -> Snapshot | None:
     """The head of ``branch``; a branch not created yet forks from the current snapshot (None for an empty
     table), as in Iceberg Java. A tag cannot be committed to."""

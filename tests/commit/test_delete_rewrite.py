@@ -204,3 +204,19 @@ def test_bad_options(tmp_path: Path) -> None:
         tbl.rewrite_position_deletes(options={"max-file-size": "1"})
     with pytest.raises(InvalidOption, match="min-input-files"):
         tbl.rewrite_position_deletes(options={"min-input-files": "0"})
+
+
+def test_maintenance_on_a_branch_that_does_not_exist_is_refused(tmp_path: Path) -> None:
+    """A misspelt branch must not be created by the job, nor read as 'nothing to do'."""
+    from ._support import rows, sql_catalog
+
+    tbl = sql_catalog(tmp_path).create_table("db.b", rows(0, 0).schema, properties={"format-version": "2"})
+    tbl.append(rows(0, 10))
+    tbl.manage_snapshots().create_tag("t").commit()
+    before = tbl.metadata_location
+    for job in (tbl.rewrite_manifests, tbl.rewrite_position_deletes, tbl.convert_equality_deletes):
+        with pytest.raises(ValidationError, match="no branch named 'nosuch'"):
+            job(branch="nosuch")
+        with pytest.raises(ValidationError, match="is a tag"):
+            job(branch="t")
+    assert tbl.refresh().metadata_location == before and set(tbl.metadata.refs) == {"main", "t"}

@@ -89,3 +89,28 @@ def test_hidden_files_are_left_alone(tmp_path: Path) -> None:
         os.utime(p, (time.time() - 10 * DAY_S,) * 2)
     assert tbl.remove_orphan_files() == [str(visible)]
     assert all(p.exists() for p in hidden)
+
+
+def test_a_table_read_from_a_metadata_file_or_through_a_path_map_is_refused(tmp_path: Path) -> None:
+    """Its metadata may not be the current one (an old vN.metadata.json would leave every newer file
+    unreachable), nor its paths as written: nothing is deleted."""
+    import pytest
+
+    import gpu_engine as ge
+    from gpu_engine.errors import UnsupportedFeature
+
+    tbl = sql_catalog(tmp_path).create_table("db.t", rows(0, 0).schema)
+    tbl.append(rows(0, 5))
+    first = (
+        tbl.metadata.metadata_log[-1].metadata_file if tbl.metadata.metadata_log else tbl.metadata_location
+    )
+    tbl.append(rows(5, 5))
+    files = {p for p in Path(tbl.location).rglob("*") if p.is_file()}
+    with pytest.raises(UnsupportedFeature, match="no catalog"):
+        ge.load_table(first).remove_orphan_files(older_than=int(time.time() * 1000) + 60_000)
+    moved = tmp_path / "moved"
+    os.rename(tbl.location, moved)
+    with pytest.raises(UnsupportedFeature, match="path map"):
+        ge.load_table(moved, relocate=True).remove_orphan_files(older_than=int(time.time() * 1000) + 60_000)
+    os.rename(moved, tbl.location)
+    assert {p for p in Path(tbl.location).rglob("*") if p.is_file()} == files
