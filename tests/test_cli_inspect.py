@@ -95,3 +95,32 @@ def test_inspect_errors_exit_2(
     _table(tmp_path, capsys)
     assert main(["inspect", IDENT, "--catalog", NAME, *argv]) == 2
     assert message in " ".join(capsys.readouterr().err.split())
+
+
+def test_unpartitioned_parquet_output_stdout_and_strict_json(
+    catalog_env: Path, tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    """An unpartitioned table's files table as Parquet (no field-less partition struct), to stdout with
+    ``-o -``; --json stays strict JSON when bounds are infinite."""
+    import io
+
+    import pyarrow as pa
+
+    cat = ge.load_catalog(NAME)
+    cat.create_namespace("u")
+    tbl = cat.create_table("u.f", pa.schema([("x", pa.float64())]))
+    tbl.append(pa.table({"x": pa.array([float("-inf"), 1.0, float("inf")])}))
+    out = tmp_path / "files.parquet"
+    assert main(["inspect", "u.f", "--catalog", NAME, "files", "-o", str(out)]) == 0
+    assert pq.read_table(out).num_rows == 1 and "partition" not in pq.read_table(out).column_names
+    capsysbinary.readouterr()
+    assert main(["inspect", "u.f", "--catalog", NAME, "files", "-o", "-"]) == 0
+    assert pq.read_table(io.BytesIO(capsysbinary.readouterr().out)).num_rows == 1
+    assert not (Path.cwd() / "-").exists()
+    assert main(["inspect", "u.f", "--catalog", NAME, "files", "--json"]) == 0
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"not JSON: {constant}")
+
+    rows = json.loads(capsysbinary.readouterr().out, parse_constant=refuse)
+    assert rows[0]["record_count"] == 3

@@ -12,6 +12,8 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import math
+import sys
 from typing import Any
 
 import pyarrow as pa
@@ -38,7 +40,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--snapshot", type=int, metavar="ID", help="for " + ", ".join(_BY_SNAPSHOT))
     p.add_argument("--columns", metavar="COLS", help="comma-separated columns")
     p.add_argument("--limit", type=int, default=50, metavar="N", help="rows on the screen (default 50)")
-    p.add_argument("-o", "--output", metavar="FILE", help="write the whole table as Parquet")
+    p.add_argument("-o", "--output", metavar="FILE", help="write the whole table as Parquet (- for stdout)")
     p.set_defaults(run=cmd_inspect)
 
 
@@ -63,12 +65,20 @@ def cmd_inspect(args: argparse.Namespace, console: Console) -> int:
             )
         result = result.select(wanted)
     if args.output:
+        # Parquet has no struct without fields (an unpartitioned table's ``partition``): such columns go
+        empty = [
+            i for i, f in enumerate(result.schema) if pa.types.is_struct(f.type) and f.type.num_fields == 0
+        ]
+        writable = result.drop_columns([result.column_names[i] for i in empty]) if empty else result
+        target: Any = sys.stdout.buffer if args.output == "-" else args.output
         try:
-            pq.write_table(result, args.output, compression="zstd")
+            pq.write_table(writable, target, compression="zstd")
         except OSError as e:
             raise GpuEngineError(f"-o {args.output}: cannot write there ({e})") from None
-    if args.json:
-        print(json.dumps(result.to_pylist(), indent=2, default=_json_value))
+        if args.output == "-":
+            return 0  # stdout holds the Parquet stream
+    if args.json:  # strict JSON: non-finite floats (bounds of a column with infinities) as strings
+        print(json.dumps(_finite(result.to_pylist()), indent=2, default=_json_value, allow_nan=False))
         return 0
     if args.limit < 0:
         raise GpuEngineError(f"--limit {args.limit}: expected 0 or more")
@@ -83,6 +93,16 @@ def cmd_inspect(args: argparse.Namespace, console: Console) -> int:
         out.add_row(*(_cell(v) for v in row.values()))
     console.print(out)
     return 0
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # "inf", "-inf", "nan"
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def _json_value(value: Any) -> Any:
