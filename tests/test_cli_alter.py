@@ -122,3 +122,15 @@ def test_alter_properties_and_upgrade_the_format(
     tbl = ge.load_catalog(NAME).load_table(IDENT)
     assert tbl.metadata.format_version == 3
     assert sorted(tbl.scan().to_arrow()["id"].to_pylist()) == list(range(3, 10))
+
+
+def test_a_failing_later_step_says_what_was_already_committed(
+    catalog_env: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    schema_file = _write(tmp_path, "schema.parquet", _rows(0, 0))
+    _json(capsys, "create", IDENT, "--catalog", NAME, "--schema", schema_file)
+    argv = ["alter", IDENT, "--catalog", NAME, "--set-property", "owner=me", "--add-column", "id:long"]
+    assert main(argv) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "already committed: the properties" in err and "id" in err
+    assert ge.load_catalog(NAME).load_table(IDENT).metadata.properties["owner"] == "me"

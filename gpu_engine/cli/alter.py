@@ -14,13 +14,16 @@ files that gained columns. ``--move`` reorders columns; ``--identifier-fields`` 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
 from ..errors import GpuEngineError
 from .common import open_table, table_options
 from .write import read_schema, report
+
+if TYPE_CHECKING:
+    from ..table import Table
 
 _SCHEMA = ("add_column", "rename_column", "drop_column", "update_column", "make_optional", "move")
 _MOVE = "NAME first | NAME before OTHER | NAME after OTHER"
@@ -69,12 +72,45 @@ def cmd_alter(args: argparse.Namespace, console: Console) -> int:
     ):
         raise GpuEngineError("alter: nothing to change (see gpu-engine alter --help)")
     table = open_table(args)
+    done: list[str] = []  # the steps committed so far: each is its own commit
+    try:
+        _apply(args, table, property_changes, schema_changes, spec_changes, done)
+    except GpuEngineError as exc:
+        if not done:
+            raise
+        raise GpuEngineError(f"{exc} (already committed: {', '.join(done)}; nothing after that)") from exc
+    md = table.metadata
+    summary = {
+        "format_version": md.format_version,
+        "properties": dict(md.properties),
+        "schema_id": md.current_schema_id,
+        "columns": [md.schema.names_by_id[f.field_id] + f": {f.type}" for f in md.schema.fields],
+        "identifier_fields": [md.schema.names_by_id[i] for i in md.schema.identifier_field_ids],
+        "spec_id": md.default_spec_id,
+        "partition_fields": [f"{f.name}: {f.transform}" for f in md.spec.fields],
+        "sort_order_id": md.default_sort_order_id,
+        "metadata_location": table.metadata_location,
+    }
+    return report(args, console, f"altered {args.table}", summary)
+
+
+def _apply(
+    args: argparse.Namespace,
+    table: Table,
+    property_changes: bool,
+    schema_changes: bool,
+    spec_changes: bool,
+    done: list[str],
+) -> None:
+    """Commit the changes in order: properties, schema, partition spec, sort order (``done`` records the
+    steps committed)."""
     if property_changes:
         with table.update_properties() as props:
             for text in args.set_property:
                 props.set(*_pair(text, "=", "--set-property", "KEY=VALUE"))
             for key in args.remove_property:
                 props.remove(key)
+        done.append("the properties")
     if schema_changes:
         with table.update_schema() as u:
             if args.union_schema_of is not None:
@@ -93,6 +129,7 @@ def cmd_alter(args: argparse.Namespace, console: Console) -> int:
                 _move(u, text)
             if args.identifier_fields is not None:
                 u.set_identifier_fields(*_columns(args.identifier_fields))
+        done.append("the schema changes")
     if spec_changes:
         with table.update_spec() as s:
             for text in args.add_partition_field:
@@ -101,21 +138,9 @@ def cmd_alter(args: argparse.Namespace, console: Console) -> int:
                 s.remove_field(name)
             for text in args.rename_partition_field:
                 s.rename_field(*_pair(text, "=", "--rename-partition-field", "OLD=NEW"))
+        done.append("the partition spec changes")
     if args.sort_order is not None or args.unsorted:
         table.replace_sort_order([] if args.unsorted else args.sort_order)
-    md = table.metadata
-    summary = {
-        "format_version": md.format_version,
-        "properties": dict(md.properties),
-        "schema_id": md.current_schema_id,
-        "columns": [md.schema.names_by_id[f.field_id] + f": {f.type}" for f in md.schema.fields],
-        "identifier_fields": [md.schema.names_by_id[i] for i in md.schema.identifier_field_ids],
-        "spec_id": md.default_spec_id,
-        "partition_fields": [f"{f.name}: {f.transform}" for f in md.spec.fields],
-        "sort_order_id": md.default_sort_order_id,
-        "metadata_location": table.metadata_location,
-    }
-    return report(args, console, f"altered {args.table}", summary)
 
 
 def _pair(text: str, sep: str, option: str, form: str) -> tuple[str, str]:
