@@ -383,3 +383,18 @@ def test_changes_lists_inserted_and_deleted_rows(
     assert counts == (1, 2, 2)  # 21 updated; 20 written back unchanged: a carry-over, no change
     net = _json(capsys, *argv, "--net-changes")  # 20 and 21 appended in the range; 3 and 15 deleted
     assert (net["inserted_rows"], net["deleted_rows"]) == (2, 2)
+
+
+def test_create_in_a_new_namespace_and_conflicting_versions(
+    catalog_env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    schema_file = _write(catalog_env, "schema.parquet", _rows(0, 0))
+    assert main(["create", "fresh.t", "--catalog", NAME, "--schema", schema_file]) == 2
+    assert "fresh" in capsys.readouterr().err
+    created = _json(
+        capsys, "create", "fresh.t", "--catalog", NAME, "--schema", schema_file, "--create-namespace"
+    )
+    assert created["table"] == "fresh.t"
+    argv = ["create", "fresh.u", "--catalog", NAME, "--schema", schema_file, "--format-version", "1"]
+    assert main([*argv, "--property", "format-version=3"]) == 2
+    assert "disagree" in capsys.readouterr().err

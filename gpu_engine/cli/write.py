@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table as RichTable
 
 from ..catalog import load_catalog
+from ..catalog.base import table_identifier
 from ..errors import GpuEngineError
 from ..iceberg.content_file import DATA, ContentFile
 from ..iceberg.schema import Schema, schema_from_json
@@ -35,6 +36,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--property", action="append", default=[], metavar="K=V", help="a table property")
     p.add_argument("--format-version", type=int, choices=[1, 2, 3], help="Iceberg format version (default 2)")
     p.add_argument("--location", help="table location (default: under the catalog's warehouse)")
+    p.add_argument("--create-namespace", action="store_true", help="create the table's namespace if missing")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(run=cmd_create)
 
@@ -90,9 +92,17 @@ def add_parsers(sub: Any) -> None:
 def cmd_create(args: argparse.Namespace, console: Console) -> int:
     properties = key_values(args.property, "--property")
     if args.format_version is not None:
+        if properties.get("format-version", str(args.format_version)) != str(args.format_version):
+            raise GpuEngineError(
+                f"--format-version {args.format_version} and --property format-version="
+                f"{properties['format-version']} disagree"
+            )
         properties["format-version"] = str(args.format_version)
     schema = read_schema(args.schema)
     catalog = load_catalog(args.catalog)
+    namespace, _ = table_identifier(args.table)
+    if args.create_namespace and namespace and not catalog.namespace_exists(namespace):
+        catalog.create_namespace(namespace)
     table = catalog.create_table(
         args.table,
         schema,
