@@ -124,6 +124,11 @@ def test_bad_table_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
 def test_bad_column_and_filter(capsys: pytest.CaptureFixture[str]) -> None:
     assert _scan("--columns", "no_such_column") == 2
     assert "no_such_column" in capsys.readouterr().err
+    assert _scan("--columns", ",") == 2  # not every column
+    assert "--columns" in capsys.readouterr().err
+    assert _scan("--columns", "id,id") == 2
+    assert _scan("--limit", "-1") == 2
+    assert "--limit -1" in _unwrapped(capsys.readouterr().err)
     assert _scan("--filter", "no_such_column = 1") == 2
     assert "no_such_column" in capsys.readouterr().err
 

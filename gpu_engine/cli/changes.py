@@ -13,7 +13,7 @@ from rich.console import Console
 
 from ..errors import PlanningError
 from ..planning.changelog import change_counts
-from .common import open_table, table_options
+from .common import column_list, open_table, table_options
 from .output import PREVIEW_ROWS, discard, open_sink, report
 
 
@@ -64,7 +64,7 @@ def cmd_changes(args: argparse.Namespace, console: Console) -> int:
     table = open_table(args)
     if args.identifier_columns and not args.compute_updates:
         raise PlanningError("--identifier-columns needs --compute-updates")
-    columns = _names(args.columns)
+    columns = column_list(args.columns, "--columns")
     scan = table.incremental_changelog_scan(
         args.from_snapshot,
         from_inclusive=args.from_inclusive,
@@ -75,7 +75,7 @@ def cmd_changes(args: argparse.Namespace, console: Console) -> int:
         backend=args.backend,
         remove_carry_overs=not args.keep_carry_overs,
         compute_updates=args.compute_updates,
-        identifier_columns=_names(args.identifier_columns),
+        identifier_columns=column_list(args.identifier_columns, "--identifier-columns"),
         net_changes=args.net_changes,
     )
     started = time.perf_counter()
@@ -112,7 +112,3 @@ def cmd_changes(args: argparse.Namespace, console: Console) -> int:
     report(shown, summary, title="changes summary", as_json=args.json, to_stdout=to_stdout,
            preview=preview if sink is None else None, schema=schema)  # fmt: skip
     return 0
-
-
-def _names(text: str | None) -> list[str] | None:
-    return [c.strip() for c in text.split(",") if c.strip()] if text else None

@@ -61,3 +61,14 @@ def snapshot_options(p: argparse.ArgumentParser) -> None:
     group.add_argument("--snapshot", type=int, help="snapshot id")
     group.add_argument("--as-of", type=int, help="timestamp in ms since the epoch")
     group.add_argument("--ref", help="branch or tag name")
+
+
+def column_list(text: str | None, option: str) -> list[str] | None:
+    """The distinct comma-separated column names of ``option`` (None when not given); an empty name or a
+    repeated one is an error naming the option."""
+    if text is None:
+        return None
+    names = [c.strip() for c in text.split(",")]
+    if not all(names) or len(set(names)) != len(names):
+        raise GpuEngineError(f"{option} {text!r}: expected distinct comma-separated column names")
+    return names

@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.table import Table as RichTable
 
 from ..errors import GpuEngineError
-from .common import open_table, table_options
+from .common import column_list, open_table, table_options
 
 _BY_SNAPSHOT = ("partitions", "files", "data_files", "delete_files", "entries", "manifests")
 TABLES = (
@@ -57,7 +57,7 @@ def cmd_inspect(args: argparse.Namespace, console: Console) -> int:
         else getattr(inspect, args.what)()
     )
     if args.columns:
-        wanted = [c.strip() for c in args.columns.split(",") if c.strip()]
+        wanted = column_list(args.columns, "--columns") or []
         unknown = [c for c in wanted if c not in result.column_names]
         if unknown:
             raise GpuEngineError(

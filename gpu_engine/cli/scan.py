@@ -14,9 +14,9 @@ import pyarrow as pa
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ..errors import PlanningError
+from ..errors import GpuEngineError, PlanningError
 from ..execute.scan import ScanProgress
-from .common import open_table, snapshot_options, table_options
+from .common import column_list, open_table, snapshot_options, table_options
 from .output import PREVIEW_ROWS, discard, open_sink, report
 
 
@@ -40,7 +40,9 @@ def add_parser(sub: Any) -> None:
 
 def cmd_scan(args: argparse.Namespace, console: Console) -> int:
     table = open_table(args)
-    columns = [c.strip() for c in args.columns.split(",") if c.strip()] if args.columns else None
+    columns = column_list(args.columns, "--columns")
+    if args.limit is not None and args.limit < 0:
+        raise GpuEngineError(f"--limit {args.limit}: expected 0 or more")
     if args.from_snapshot is None and args.from_inclusive:
         raise PlanningError("--from-inclusive needs --from-snapshot")
     if args.from_snapshot is not None:

@@ -20,7 +20,7 @@ from ..catalog.base import table_identifier
 from ..errors import GpuEngineError
 from ..iceberg.content_file import DATA, ContentFile
 from ..iceberg.schema import Schema, schema_from_json
-from .common import key_values, open_table, table_options
+from .common import column_list, key_values, open_table, table_options
 
 
 def add_parsers(sub: Any) -> None:
@@ -179,7 +179,7 @@ def cmd_overwrite(args: argparse.Namespace, console: Console) -> int:
 
 def cmd_upsert(args: argparse.Namespace, console: Console) -> int:
     data = _read_files(args.files)
-    on = None if args.on is None else [c.strip() for c in args.on.split(",") if c.strip()]
+    on = column_list(args.on, "--on")
     table = open_table(args)
     result = table.upsert(data, on, backend=args.backend)
     if result is None:
@@ -218,9 +218,7 @@ def cmd_delete(args: argparse.Namespace, console: Console) -> int:
             if not on:
                 raise GpuEngineError(f"--keys: table {args.table} has no identifier fields; give --on COLS")
         else:
-            on = [c.strip() for c in args.on.split(",") if c.strip()]
-        if not on or len(set(on)) != len(on):
-            raise GpuEngineError(f"--on {args.on!r}: expected one or more distinct comma-separated columns")
+            on = column_list(args.on, "--on") or []
         unknown = [c for c in on if c not in keys.column_names or c not in schema.ids_by_name]
         if unknown:
             raise GpuEngineError(
