@@ -264,6 +264,7 @@ def test_errors_exit_2_naming_the_cause(catalog_env: Path, capsys: pytest.Captur
         assert naming in capsys.readouterr().err.replace("\n", "")
 
     fails("create", IDENT, "--catalog", NAME, "--schema", data, naming="db.events")  # exists
+    fails("append", IDENT, "--catalog", NAME, data, "--relocate", naming="--relocate")  # not for catalogs
     fails(
         "create", "db.other", "--catalog", NAME, "--schema", str(tmp / "nope.parquet"), naming="nope.parquet"
     )

@@ -24,6 +24,10 @@ def open_table(args: argparse.Namespace) -> Table:
     """TABLE is a catalog identifier with --catalog, else a table directory or metadata JSON file."""
     path_map = _path_map(args.path_map)
     if args.catalog:
+        if getattr(args, "relocate", False):
+            raise GpuEngineError(
+                "--relocate applies to a table directory, not to a --catalog table (use --path-map)"
+            )
         catalog = load_catalog(args.catalog, path_map=path_map or None)
         return catalog.load_table(args.table)
     return load_table(args.table, relocate=args.relocate, path_map=path_map)
