@@ -338,7 +338,7 @@ def test_scan_from_snapshot_reads_the_rows_appended_since(
     assert main(["scan", IDENT, "--catalog", NAME, "--from-snapshot", str(start), "--as-of", "1"]) == 2
     assert "not at --as-of" in capsys.readouterr().err
     assert main(["scan", IDENT, "--catalog", NAME, "--from-snapshot", "42"]) == 2
-    assert "from snapshot 42 is not an ancestor" in capsys.readouterr().err
+    assert "from snapshot 42 is not in the table" in " ".join(capsys.readouterr().err.split())
 
 
 def test_changes_lists_inserted_and_deleted_rows(
@@ -370,7 +370,7 @@ def test_changes_lists_inserted_and_deleted_rows(
     assert main(["changes", IDENT, "--catalog", NAME, "--from-inclusive"]) == 2
     assert "--from-inclusive needs --from-snapshot" in capsys.readouterr().err
     assert main(["changes", IDENT, "--catalog", NAME, "--from-snapshot", "7"]) == 2
-    assert "from snapshot 7 is not an ancestor" in capsys.readouterr().err
+    assert "from snapshot 7 is not in the table" in " ".join(capsys.readouterr().err.split())
     assert main([*argv, "--compute-updates"]) == 2
     assert "compute_updates needs identifier columns" in capsys.readouterr().err
     assert main([*argv, "--identifier-columns", "id"]) == 2

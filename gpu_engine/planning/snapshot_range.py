@@ -43,6 +43,12 @@ def snapshots_in_range(md: TableMetadata, to: Snapshot, rng: SnapshotRange) -> t
             return tuple(reversed(newest_first))
     if start is None:
         return tuple(reversed(newest_first))
+    known = start in md.snapshots_by_id or any(s.parent_snapshot_id == start for s in md.snapshots)
+    if not known:  # a typo, or a snapshot expired with its children
+        raise PlanningError(
+            f"table {md.location}: from snapshot {start} is not in the table (nor the parent of one of its "
+            f"snapshots; snapshot ids: {sorted(md.snapshots_by_id)[:10]})"
+        )
     raise PlanningError(
         f"table {md.location}: from snapshot {start} is not an ancestor of snapshot {to.snapshot_id}: "
         "an incremental scan follows one line of history"
