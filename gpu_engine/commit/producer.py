@@ -22,7 +22,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from ..errors import CommitConflict, CommitStateUnknown, GpuEngineError, UnsupportedFeature, ValidationError
+from ..errors import (
+    CommitConflict,
+    CommitStateUnknown,
+    GpuEngineError,
+    ManifestError,
+    UnsupportedFeature,
+    ValidationError,
+)
 from ..iceberg.manifest_list import ManifestFile
 from ..iceberg.manifest_write import ManifestEntry, write_manifest_list
 from ..iceberg.metadata import TableMetadata
@@ -114,7 +121,11 @@ def commit(
             attempt += 1
             try:
                 return producer.attempt(attempt)
-            except CommitConflict as exc:
+            except (CommitConflict, ManifestError) as exc:
+                # a manifest gone while the attempt read its base (another writer expired the snapshot
+                # this handle started from) is a lost race too, once the table has moved on
+                if isinstance(exc, ManifestError) and not _moved_on(catalog, table):
+                    raise
                 if attempt > policy.num_retries or time.monotonic() >= deadline:
                     raise CommitConflict(
                         f"commit to {table.location} failed after {attempt} attempt(s): {exc}"
@@ -128,6 +139,10 @@ def commit(
         if not producer.swapping:
             delete_files(table.io, [*producer.files.all(), *owned], fault=None)
         raise
+
+
+def _moved_on(catalog: Catalog, table: Table) -> bool:
+    return catalog.current_metadata_location(table.identifier) != table.metadata_location
 
 
 class _Producer:

@@ -232,3 +232,19 @@ def test_ages_count_from_this_clock_not_from_a_fast_writers(
         tbl.update_properties().set("owner", "fast clock").commit()
     result = tbl.expire_snapshots()
     assert not result.expired_snapshot_ids and not result.removed_refs
+
+
+def test_a_handle_older_than_an_expiry_still_commits(tmp_path: Path) -> None:
+    """A commit builds on the catalog's current metadata from its first attempt: the handle's snapshot and
+    its manifests may have been expired and deleted by another writer meanwhile."""
+    cat = sql_catalog(tmp_path)
+    cat.create_table("db.s", pa.schema([("id", pa.int64())])).append(
+        pa.table({"id": pa.array([1], pa.int64())})
+    )
+    stale = cat.load_table("db.s")
+    other = cat.load_table("db.s")
+    other.append(pa.table({"id": pa.array([2], pa.int64())}))
+    result = other.expire_snapshots(older_than=dt.datetime.now() + dt.timedelta(seconds=1), retain_last=1)
+    assert result.deleted_manifest_lists  # the stale handle's snapshot is gone, with its manifest list
+    stale.append(pa.table({"id": pa.array([3], pa.int64())}))
+    assert sorted(cat.load_table("db.s").scan().to_arrow()["id"].to_pylist()) == [1, 2, 3]
