@@ -76,16 +76,16 @@ KEYS = st.tuples(st.one_of(st.none(), st.integers(0, 5)), st.one_of(st.none(), s
 def test_rows_deleted_only_by_files_newer_than_their_data_file(
     backend: str, files: list[tuple[int, list[Key]]], rows: list[Key], data_seq: int, collide: bool
 ) -> None:
-    root = Path(tempfile.mkdtemp(prefix="eq-set-"))
-    deletes = [_delete_file(root, file_keys, seq) for seq, file_keys in files]
     hashing = keys.row_hashes
 
     def few_hashes(columns: Any, n: int, on: str) -> np.ndarray:
         return hashing(columns, n, on) % np.uint64(3)  # most keys collide: every hit needs its confirmation
 
-    with mock.patch.object(keys, "row_hashes", few_hashes if collide else hashing):
-        eq = load_equality_set(LocalFileIO(), deletes, SCHEMA, IDS, backend, None)
-        got = eq.deleted(_batch(rows), SCHEMA, backend, data_seq)
+    with tempfile.TemporaryDirectory(prefix="eq-set-") as root:  # one per example: hypothesis reruns the body
+        deletes = [_delete_file(Path(root), file_keys, seq) for seq, file_keys in files]
+        with mock.patch.object(keys, "row_hashes", few_hashes if collide else hashing):
+            eq = load_equality_set(LocalFileIO(), deletes, SCHEMA, IDS, backend, None)
+            got = eq.deleted(_batch(rows), SCHEMA, backend, data_seq)
     assert got.tolist() == _expected(files, rows, data_seq)
     assert eq.sources == tuple(d.path for d in deletes)
 
