@@ -26,7 +26,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence, Set
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +36,7 @@ from ..errors import GpuEngineError, UnsupportedFeature, ValidationError
 from ..iceberg.manifest_list import ManifestFile
 from ..iceberg.manifests import read_manifest
 from ..iceberg.metadata import TableMetadata
-from ..iceberg.snapshots import MAIN_BRANCH, Snapshot, SnapshotRef
+from ..iceberg.snapshots import MAIN_BRANCH, Snapshot, SnapshotLogEntry, SnapshotRef
 from ..io.fileio import FileIO
 from .entries import snapshot_manifests
 from .metadata_commit import RestForm, commit_metadata_change
@@ -189,10 +189,26 @@ def _without(md: TableMetadata, plan: _Plan) -> TableMetadata:
         md,
         snapshots=tuple(s for s in md.snapshots if s.snapshot_id not in gone),
         snapshot_refs=refs,
-        snapshot_log=tuple(e for e in md.snapshot_log if e.snapshot_id not in gone),
+        snapshot_log=_log_after(md.snapshot_log, {s.snapshot_id for s in md.snapshots} - gone),
         statistics=tuple(f for f in md.statistics if f.snapshot_id not in gone),
         partition_statistics=tuple(f for f in md.partition_statistics if f.snapshot_id not in gone),
     )
+
+
+def _log_after(log: Sequence[SnapshotLogEntry], kept: Set[int]) -> tuple[SnapshotLogEntry, ...]:
+    """The snapshot-log without the expired snapshots and every entry before them.
+
+    The spec (``snapshot-log``) and Java's ``TableMetadata.Builder.updateSnapshotLog``: dropping only the
+    expired entries would show the snapshot current before a gap as current through it, so time travel
+    (``as_of``) into the gap would read a snapshot that was not current then.
+    """
+    out: list[SnapshotLogEntry] = []
+    for entry in log:
+        if entry.snapshot_id in kept:
+            out.append(entry)
+        else:
+            out.clear()
+    return tuple(out)
 
 
 def expire_snapshots(

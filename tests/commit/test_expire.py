@@ -13,7 +13,7 @@ import pytest
 
 from gpu_engine.catalog.sql import SqlCatalog
 from gpu_engine.commit import table_update
-from gpu_engine.errors import CommitConflict, ValidationError
+from gpu_engine.errors import CommitConflict, SnapshotNotFound, ValidationError
 from gpu_engine.iceberg.snapshots import SnapshotRef
 from gpu_engine.table import Table
 
@@ -121,6 +121,23 @@ def test_tags_keep_their_snapshot_and_old_refs_are_removed(tmp_path: Path) -> No
     assert_same_rows(tbl.scan(ref="keep").to_arrow(), rows(0, 10), context="tag scan")
     fresh = cat.load_table("db.t")
     assert_same_rows(pyiceberg_static(fresh), ours(fresh), context="pyiceberg after expire")
+
+
+def test_the_log_before_an_expired_snapshot_goes_with_it(tmp_path: Path) -> None:
+    """A tag keeps the first snapshot, the next two expire: the log keeps only what follows the last gap.
+
+    Keeping the first entry would show it current until the fourth, so ``as_of`` a time when the second
+    was current would read the first (Java's TableMetadata clears the log before a removed entry).
+    """
+    cat, tbl = build(tmp_path)
+    snaps = tbl.metadata.snapshots
+    set_refs(cat, tbl, {"keep": SnapshotRef(snaps[0].snapshot_id, "tag")})
+    second = next(e.timestamp_ms for e in tbl.metadata.snapshot_log if e.snapshot_id == snaps[1].snapshot_id)
+    tbl.expire_snapshots(older_than=after_all(tbl) + 5, retain_last=1)
+    assert {s.snapshot_id for s in tbl.metadata.snapshots} == {snaps[0].snapshot_id, snaps[3].snapshot_id}
+    assert [e.snapshot_id for e in tbl.metadata.snapshot_log] == [snaps[3].snapshot_id]
+    with pytest.raises(SnapshotNotFound, match="snapshot-log"):
+        tbl.scan(as_of=second).plan()
 
 
 def test_failed_commit_deletes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
