@@ -33,7 +33,7 @@ from ..errors import (
 from ..iceberg.manifest_list import ManifestFile
 from ..iceberg.manifest_write import ManifestEntry, write_manifest_list
 from ..iceberg.metadata import TableMetadata
-from ..iceberg.snapshots import Snapshot, record_to_json, snapshot_to_json
+from ..iceberg.snapshots import record_to_json, snapshot_to_json
 from ..io.fileio import FileIO
 from . import manifest_set, table_update
 from .entries import snapshot_manifests
@@ -241,7 +241,7 @@ class _Producer:
         if is_rest_catalog(self.catalog):  # the server writes the metadata file from our updates
             self.faults("metadata")
             self.faults("swap")
-            new_md, location = self._rest_commit(base, new_md, parent)
+            new_md, location = self._rest_commit(base, new_md)
         else:
             path = table_update.metadata_path(
                 new_md, base_location, file_system_table=is_file_system_catalog(self.catalog)
@@ -287,20 +287,20 @@ class _Producer:
         self.swapping = False
         return location
 
-    def _rest_commit(
-        self, base: TableMetadata, new_md: TableMetadata, parent: Snapshot | None
-    ) -> tuple[TableMetadata, str]:
+    def _rest_commit(self, base: TableMetadata, new_md: TableMetadata) -> tuple[TableMetadata, str]:
         """The REST protocol's commit: ``add-snapshot`` and ``set-snapshot-ref`` updates, required to
-        apply to the same table (uuid) with the branch still at ``parent``; the server's metadata back."""
+        apply to the same table (uuid) with the branch still where ``base`` has it (or still absent, when
+        this commit creates it); the server's metadata back."""
         from ..catalog.rest import RestCatalog
 
         assert isinstance(self.catalog, RestCatalog)
         snapshot = new_md.snapshots_by_id[self.snapshot_id]
         head = new_md.refs[self.branch]  # the branch's retention settings travel with it, as in Java
+        started = base.refs.get(self.branch)  # a branch created by this commit must not exist: null
         requirements: list[dict[str, Any]] = [
             *table_uuid_requirement(base),
             {"type": "assert-ref-snapshot-id", "ref": self.branch,
-             "snapshot-id": None if parent is None else parent.snapshot_id},
+             "snapshot-id": None if started is None else started.snapshot_id},
         ]  # fmt: skip
         updates: list[dict[str, Any]] = [
             {"action": "add-snapshot", "snapshot": snapshot_to_json(snapshot)},

@@ -20,7 +20,7 @@ from gpu_engine.errors import CommitStateUnknown, ValidationError
 from gpu_engine.table import Table
 
 from ..catalog.rest_server import RestCatalogServer
-from ._support import assert_all_readers, keyed_rows, referenced_files, rows
+from ._support import assert_all_readers, assert_same_rows, keyed_rows, referenced_files, rows
 
 PROPS = {"commit.retry.min-wait-ms": "1", "commit.retry.max-wait-ms": "5"}
 
@@ -271,6 +271,23 @@ def test_branches_tags_and_rollback_through_rest(server: RestCatalogServer, tmp_
     tbl.append(rows(20, 5, seed=2))
     with pytest.raises(ValidationError, match="ref 'main' moved"):
         stale.commit()  # 409 on assert-ref-snapshot-id, then the refreshed base fails the same check
+
+
+def test_an_append_creates_its_branch_through_rest(server: RestCatalogServer, tmp_path: Path) -> None:
+    """The new branch forks from main's head; the commit asserts the branch is still absent (null), as
+    Java's AssertRefSnapshotId does for a ref a commit creates (asserting main's id failed every attempt)."""
+    cat = _catalog(server, tmp_path)
+    cat.create_namespace("db")
+    tbl = cat.create_table("db.t", rows(0, 0).schema, properties={"format-version": "2", **PROPS})
+    tbl.append(rows(0, 10))
+    first = tbl.metadata.current_snapshot_id
+    tbl.append(rows(10, 5, seed=1), branch="audit")
+    md = cat.load_table("db.t").metadata
+    audit = md.snapshot_by_id(md.refs["audit"].snapshot_id)
+    assert md.current_snapshot_id == first and audit.parent_snapshot_id == first
+    assert_all_readers(cat.load_table("db.t"), rows(0, 10))
+    both = pa.concat_tables([rows(0, 10), rows(10, 5, seed=1)])
+    assert_same_rows(cat.load_table("db.t").scan(ref="audit").to_arrow(), both, context="the new branch")
 
 
 def test_row_level_writes_through_rest(server: RestCatalogServer, tmp_path: Path) -> None:
