@@ -13,9 +13,10 @@ changes to refs committed together as one metadata-only commit.
 Operations apply in the order they are made: ``create_branch`` / ``create_tag`` (at a snapshot, default the
 current one), ``replace_ref`` (point a branch or tag elsewhere), ``remove_branch`` / ``remove_tag``
 (``main`` stays), ``rollback_to`` (a branch back to one of its ancestors), ``set_current_snapshot`` (main
-to any snapshot), ``fast_forward`` (a branch to another ref's head, which must descend from it), and the
-retention settings :mod:`.expire` honours (``set_retention``). Moving ``main`` moves the current snapshot
-and appends to the ``snapshot-log``. Every error names the ref and the snapshot.
+to any snapshot), ``fast_forward`` (a branch to another ref's head, which must descend from it; a missing
+branch is created there), and the retention settings :mod:`.expire` honours (``set_retention``). Moving
+``main`` moves the current snapshot and appends to the ``snapshot-log``. Every error names the ref and the
+snapshot.
 
 A lost race re-applies the operations on the refreshed table while every ref they touch is still where it
 was when the update started (created refs still absent); otherwise :class:`ValidationError`. REST catalogs
@@ -86,6 +87,10 @@ class RefsUpdate(MetadataUpdate):
     ) -> RefsUpdate:
         """A new tag at ``snapshot_id`` (default: the current snapshot), kept ``max_ref_age_ms`` when set."""
         where = f"create tag {name!r}"
+        if name == MAIN_BRANCH:
+            raise InvalidRefChange(
+                f"{where}: 'main' is the table's current branch; a tag cannot take its name"
+            )
         ref = SnapshotRef(self._snapshot(snapshot_id, where), "tag", max_ref_age_ms=max_ref_age_ms)
         _check_retention(ref, where)
         return self._create(name, ref, where)
@@ -132,13 +137,22 @@ class RefsUpdate(MetadataUpdate):
         return self
 
     def fast_forward(self, branch: str, to: str) -> RefsUpdate:
-        """Move ``branch`` to the head of ref ``to``, which must descend from ``branch``'s head."""
+        """Move ``branch`` to the head of ref ``to``, which must descend from ``branch``'s head; a branch the
+        table lacks is created there (as Iceberg Java >= 1.5: publishing the first audited write of a new
+        table creates ``main``)."""
         where = f"fast-forward branch {branch!r} to {to!r}"
-        self._existing(branch, "branch", where)
+        if branch in self._preview:
+            self._existing(branch, "branch", where)
+        else:
+            self._touch(branch)  # created: it must still be absent when the commit lands
         self._existing(to, None, where)
 
         def op(md: TableMetadata, refs: Refs) -> None:
-            head, target = refs[branch].snapshot_id, refs[to].snapshot_id
+            target = refs[to].snapshot_id
+            if branch not in refs:
+                refs[branch] = SnapshotRef(target, "branch")
+                return
+            head = refs[branch].snapshot_id
             if head not in md.ancestor_ids(target):
                 raise InvalidRefChange(
                     f"{where}: {to!r} (snapshot {target}) does not descend from {branch!r} (snapshot {head})"

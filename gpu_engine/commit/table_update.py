@@ -26,7 +26,14 @@ from dataclasses import replace
 from ..errors import MetadataError, UnsupportedFeature, ValidationError
 from ..iceberg.manifest_write import WrittenManifestList
 from ..iceberg.metadata import TableMetadata, metadata_to_json
-from ..iceberg.snapshots import MAIN_BRANCH, MetadataLogEntry, Snapshot, SnapshotLogEntry, SnapshotRef
+from ..iceberg.snapshots import (
+    MAIN_BRANCH,
+    MetadataLogEntry,
+    Snapshot,
+    SnapshotLogEntry,
+    SnapshotRef,
+    check_table_refs,
+)
 from ..io.fileio import FileIO
 
 PREVIOUS_VERSIONS_MAX = "write.metadata.previous-versions-max"
@@ -151,12 +158,13 @@ def metadata_path(md: TableMetadata, base_location: str | None, *, file_system_t
 
 
 def write_metadata(io: FileIO, path: str, md: TableMetadata) -> None:
-    """Write ``md`` at ``path`` (create-exclusive); refused when a ref names a snapshot ``md`` lacks (a
-    reader would refuse the table: nothing is written)."""
-    dangling = sorted(n for n, r in md.refs.items() if r.snapshot_id not in md.snapshots_by_id)
-    if dangling:
+    """Write ``md`` at ``path`` (create-exclusive); refused when its refs are ones a reader refuses (a ref
+    naming a snapshot ``md`` lacks, a ``main`` that is a tag): nothing is written."""
+    try:
+        check_table_refs(md.current_snapshot_id, md.snapshot_refs, md.snapshots_by_id)
+    except MetadataError as exc:
         raise MetadataError(
-            f"table {md.location}: refusing to write metadata whose refs {dangling} name snapshots it lacks"
-        )
+            f"table {md.location}: refusing to write metadata a reader would refuse: {exc}"
+        ) from None
     data = json.dumps(metadata_to_json(md), separators=(",", ":")).encode("utf-8")
     io.write_bytes(io.resolve(path), gzip.compress(data) if path.endswith(".gz.metadata.json") else data)

@@ -8,7 +8,7 @@ share (``req_int``, ``opt_str``, ...), whose errors name the offending field.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Container, Mapping
 from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any, NoReturn, TypeVar
 
@@ -293,6 +293,15 @@ def table_refs_from_json(
         )
     refs_json = opt_object(obj, "refs", "") or {}
     refs = {n: ref_from_json(as_object(r, f"refs.{n}"), where=f"refs.{n}") for n, r in refs_json.items()}
+    check_table_refs(current, refs, snapshot_ids)
+    return current, refs, extra
+
+
+def check_table_refs(
+    current: int | None, refs: Mapping[str, SnapshotRef], snapshot_ids: Container[int]
+) -> None:
+    """Refuse (MetadataError) refs naming a snapshot the table lacks, and a ``main`` that is a tag or is not
+    at ``current``: what a reader refuses, and so what a writer must never write."""
     for name, ref in refs.items():
         if ref.snapshot_id not in snapshot_ids:
             raise MetadataError(f"ref {name!r} points at snapshot {ref.snapshot_id}, not among the snapshots")
@@ -304,7 +313,6 @@ def table_refs_from_json(
         raise MetadataError(
             f"the main branch is at snapshot {main.snapshot_id} but current-snapshot-id is {now}"
         )
-    return current, refs, extra
 
 
 # -- logs, statistics, encryption keys -----------------------------------------------------------------

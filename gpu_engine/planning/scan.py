@@ -24,7 +24,7 @@ from ..iceberg import manifests as mf
 from ..iceberg.manifest_list import ManifestFile
 from ..iceberg.metadata import TableMetadata
 from ..iceberg.schema import Schema
-from ..iceberg.snapshots import Snapshot
+from ..iceberg.snapshots import MAIN_BRANCH, Snapshot
 from ..io.fileio import FileIO, scheme_of
 from ..properties import int_property
 from ..tasks import DataFile, DeleteFile, PlanSummary, ScanPlan, ScanTask
@@ -65,9 +65,9 @@ def select_snapshot(md: TableMetadata, options: ScanOptions) -> Snapshot | None:
         return md.snapshot_by_id(options.snapshot_id)
     if options.as_of is not None:
         return md.snapshot_as_of(options.as_of)
-    if options.ref is not None:
+    if options.ref is not None and (options.ref != MAIN_BRANCH or MAIN_BRANCH in md.refs):
         return md.snapshot_for_ref(options.ref)
-    return md.current_snapshot()
+    return md.current_snapshot()  # also "main" of a table without a snapshot, as Java's useRef("main")
 
 
 def scan_schema(md: TableMetadata, snapshot: Snapshot | None, options: ScanOptions) -> Schema:
@@ -77,7 +77,7 @@ def scan_schema(md: TableMetadata, snapshot: Snapshot | None, options: ScanOptio
         return md.schema
     travels = options.snapshot_id is not None or options.as_of is not None
     if options.ref is not None:
-        travels = md.refs[options.ref].is_tag
+        travels = options.ref in md.refs and md.refs[options.ref].is_tag
     if travels and snapshot is not None and snapshot.schema_id is not None:
         return md.schema_by_id(snapshot.schema_id)
     return md.schema

@@ -169,6 +169,40 @@ def test_an_empty_table_needs_a_named_snapshot(tmp_path: Path) -> None:
     assert tbl.metadata.refs == {}
 
 
+def test_publishing_the_first_audited_write_creates_main(tmp_path: Path) -> None:
+    """A new table written only to a branch: ``main`` reads empty, cannot become a tag, and a fast-forward
+    creates it at the branch's head (Iceberg Java >= 1.5)."""
+    tbl = make(tmp_path)
+    tbl.append(rows(0, 5), branch="audit")
+    staged = tbl.metadata.refs["audit"].snapshot_id
+    assert tbl.metadata.current_snapshot_id is None and "main" not in refs_json(tbl)
+    assert ids(tbl, ref="main") == [] and ids(tbl) == []
+    with pytest.raises(InvalidRefChange, match="a tag cannot take its name"):
+        tbl.manage_snapshots().create_tag("main", staged)
+    tbl.manage_snapshots().fast_forward("main", "audit").commit()
+    assert refs_json(tbl)["main"] == {"snapshot-id": staged, "type": "branch"}
+    published = tbl.metadata
+    assert published.current_snapshot_id == staged
+    assert ids(tbl, ref="main") == list(range(5))
+    assert_all_readers(tbl, rows(0, 5))
+
+
+def test_metadata_whose_main_is_a_tag_is_never_written(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from gpu_engine.commit.table_update import write_metadata
+    from gpu_engine.errors import MetadataError
+
+    tbl = make(tmp_path)
+    tbl.append(rows(0, 5))
+    md = tbl.metadata
+    bad = replace(md, snapshot_refs={"main": replace(md.snapshot_refs["main"], type="tag")})
+    target = tmp_path / "bad.metadata.json"
+    with pytest.raises(MetadataError, match="'main' must be a branch"):
+        write_metadata(tbl.io, str(target), bad)
+    assert not target.exists()
+
+
 @pytest.mark.parametrize("how", ["tag", "current"])
 def test_a_snapshot_expired_since_the_update_started_is_refused(tmp_path: Path, how: str) -> None:
     """Else the metadata would name a snapshot it lacks and no reader could load the table."""
@@ -200,6 +234,6 @@ def test_metadata_naming_a_missing_snapshot_is_never_written(tmp_path: Path) -> 
         md, snapshot_refs={**md.snapshot_refs, "ghost": replace(md.snapshot_refs["main"], snapshot_id=42)}
     )
     target = tmp_path / "bad.metadata.json"
-    with pytest.raises(MetadataError, match=r"refs \['ghost'\]"):
+    with pytest.raises(MetadataError, match=r"reader would refuse: ref 'ghost' points at snapshot 42"):
         write_metadata(tbl.io, str(target), bad)
     assert not target.exists()
