@@ -50,19 +50,21 @@ def _check_totals(path: str, snapshot: Snapshot, manifests: Sequence[ManifestFil
 
 class ManifestCache:
     """Manifest tables kept between the plans of successive snapshots of one table (a changelog plans
-    every snapshot of its range, and consecutive snapshots list mostly the same manifests), by path.
-    by path and ``variant`` (which metrics ``read`` decodes). :meth:`keep_only` drops what a snapshot no
-    longer lists, so memory follows one snapshot's manifests."""
+    every snapshot of its range, and consecutive snapshots list mostly the same manifests), by path, by
+    what entries inherit from the manifest list (sequence number, ``first_row_id``: the first v3 snapshot
+    after an upgrade assigns row ids to manifests listed before without one) and by ``variant`` (which
+    metrics ``read`` decodes). :meth:`keep_only` drops what a snapshot no longer lists, so memory follows
+    one snapshot's manifests."""
 
     def __init__(self) -> None:
-        self._tables: dict[tuple[str, Hashable], pa.Table] = {}
+        self._tables: dict[tuple[str, int, int | None, Hashable], pa.Table] = {}
         self.hits = 0
         self.misses = 0
 
     def read(
         self, manifest: ManifestFile, read: Callable[[ManifestFile], pa.Table], variant: Hashable = None
     ) -> pa.Table:
-        key = (manifest.manifest_path, variant)
+        key = (manifest.manifest_path, manifest.sequence_number, manifest.first_row_id, variant)
         table = self._tables.get(key)
         if table is None:
             self.misses += 1
