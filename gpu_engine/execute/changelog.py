@@ -95,17 +95,10 @@ def execute_changelog(
     delete files loaded are kept (default: a new cache for this changelog)."""
     out = project(md, plan.schema, columns, case_sensitive=case_sensitive)
     data_columns = tuple(n for n in out.names if n not in out.metadata_names)
-    missing = [k for k in update_keys if k not in data_columns]
-    if missing:
-        raise UnsupportedFeature(
-            f"identifier columns {missing} are not among the changelog's data columns {list(data_columns)}: "
-            "updates are paired on top-level columns the changelog returns"
-        )
-    if net_changes and update_keys:
+    keys = _key_columns(update_keys, data_columns, case_sensitive)
+    if net_changes and keys:
         raise UnsupportedFeature("net changes cannot be paired into updates: choose one of the two")
-    post = _Post(
-        data_columns if remove_carry_overs else (), tuple(update_keys), data_columns if net_changes else ()
-    )
+    post = _Post(data_columns if remove_carry_overs else (), keys, data_columns if net_changes else ())
     run = ChangelogRun(plan, out)
     kept = DeleteCache() if delete_cache is None else delete_cache  # consecutive snapshots share most
 
@@ -135,6 +128,19 @@ class _Reads:
     read: Callable[[Iterable[ScanTask], Projection], Iterator[pa.RecordBatch]]
     compare: Callable[[Sequence[FilePair], Projection], Iterator[Difference]]
     keyed: Projection  # the output columns plus _file and _pos
+
+
+def _key_columns(keys: Sequence[str], data_columns: Sequence[str], case_sensitive: bool) -> tuple[str, ...]:
+    """``keys`` as the changelog's data columns they name (by any case unless ``case_sensitive``, as the
+    columns and the filter resolve)."""
+    named = {(c if case_sensitive else c.lower()): c for c in data_columns}
+    missing = [k for k in keys if (k if case_sensitive else k.lower()) not in named]
+    if missing:
+        raise UnsupportedFeature(
+            f"identifier columns {missing} are not among the changelog's data columns {list(data_columns)}: "
+            "updates are paired on top-level columns the changelog returns"
+        )
+    return tuple(named[k if case_sensitive else k.lower()] for k in keys)
 
 
 def _with_keys(out: Projection) -> list[str]:
