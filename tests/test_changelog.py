@@ -151,6 +151,24 @@ def test_copy_on_write_carry_overs_are_removed_unless_kept(tmp_path: Path) -> No
     assert tbl.incremental_changelog_scan(start, columns=["_pos"]).to_arrow().num_rows == 2 * file_rows - 1
 
 
+def test_carry_overs_of_rows_with_lists_and_maps_cancel(tmp_path: Path) -> None:
+    schema = pa.schema(
+        [("id", pa.int64()), ("tags", pa.list_(pa.string())), ("attrs", pa.map_(pa.string(), pa.float64()))]
+    )
+    tbl = sql_catalog(tmp_path).create_table(
+        "db.t", schema, properties={"format-version": "2", "write.delete.mode": "copy-on-write"}
+    )
+    tags = [None, [], ["a"], ["a", None], ["b", "a"]]
+    attrs = [None, [], [("x", 1.0)], [("x", -0.0), ("y", None)]]
+    tbl.append(pa.table({"id": range(20), "tags": [tags[i % 5] for i in range(20)],
+                         "attrs": [attrs[i % 4] for i in range(20)]}, schema=schema))  # fmt: skip
+    start = tbl.metadata.current_snapshot_id
+    tbl.delete("id = 7")
+    changes = tbl.incremental_changelog_scan(start).to_arrow()
+    assert changes.select(["id", "_change_type"]).to_pylist() == [{"id": 7, "_change_type": DELETE}]
+    assert changes["tags"].to_pylist() == [tags[2]] and changes["attrs"].to_pylist() == [attrs[3]]
+
+
 @pytest.mark.parametrize("mode", ["merge-on-read", "copy-on-write"])
 def test_net_changes_are_the_difference_of_the_range_ends(tmp_path: Path, mode: str) -> None:
     tbl = region_table(tmp_path, 2, **{"write.delete.mode": mode})

@@ -2,8 +2,9 @@
 carry-over removal (:mod:`.carry_over`) and update pairing (:mod:`.updates`).
 
 Values compare exactly: floats by their bits (so ``-0.0`` differs from ``0.0`` and equal NaNs match),
-nulls equal to nulls, structs field by field. List and map columns cannot be compared this way:
-:class:`~gpu_engine.errors.UnsupportedFeature` names the column.
+nulls equal to nulls, structs field by field, lists element by element and maps entry by entry in their
+stored order (a rewrite copies a row's map as it was; the same entries in another order count as another
+value, so such a row is listed as a DELETE and an INSERT rather than cancelled).
 
 Vectorised: both sides are stacked and sorted on the columns (then the side), so equal rows are adjacent;
 group boundaries, each row's rank within its group and side, and per-group counts come from numpy.
@@ -79,12 +80,31 @@ def comparable(arr: pa.Array, name: str) -> list[pa.Array]:
         return comparable(arr.dictionary_decode(), name)
     if isinstance(t, pa.BaseExtensionType):
         return comparable(arr.storage, name)
+    if pa.types.is_map(t):
+        return comparable(arr.cast(pa.list_(pa.struct([t.key_field, t.item_field]))), name)
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return [pc.is_valid(arr), _element_ids(arr, f"{name}.element")]
     if pa.types.is_nested(t):
-        raise UnsupportedFeature(
-            f"column {name!r} ({t}): list and map values cannot be compared to remove carried-over rows; "
-            "leave the column out, or keep carry-overs (remove_carry_overs=False)"
-        )
+        raise UnsupportedFeature(f"column {name!r} ({t}): values of this type cannot be compared")
     return [arr]
+
+
+def _element_ids(arr: pa.Array, name: str) -> pa.Array:
+    """Each list as a string of its elements' group numbers (8 bytes each), groups of equal elements
+    numbered as :func:`match_rows` groups rows: equal lists give equal strings, and only they do."""
+    values = arr.flatten()  # the elements of the valid lists, in order
+    lengths = pc.fill_null(pc.list_value_length(arr), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    ids = np.zeros(len(values), "<i8")
+    if len(values):
+        keys = comparable(values, name)
+        order = pc.sort_indices(
+            pa.table({f"k{i}": k for i, k in enumerate(keys)}),
+            sort_keys=[(f"k{i}", "ascending") for i in range(len(keys))],
+        ).to_numpy()
+        ids[order] = np.cumsum(_group_starts([k.take(pa.array(order)) for k in keys])) - 1
+    offsets = np.concatenate([[0], np.cumsum(lengths) * 8]).astype(np.int64)
+    buffers = [None, pa.py_buffer(offsets), pa.py_buffer(ids.tobytes())]
+    return pa.Array.from_buffers(pa.large_binary(), len(arr), buffers)
 
 
 def _group_starts(sorted_keys: list[pa.Array]) -> np.ndarray:
