@@ -34,6 +34,7 @@ import numpy as np
 from ..errors import ExpressionError
 from ..iceberg import types as it
 from ..iceberg.json_values import offset_nanos
+from ..iceberg.serde import decimal_of
 
 
 @dataclass(frozen=True)
@@ -90,12 +91,6 @@ def step(value: Any, t: it.PrimitiveType, delta: int) -> Any:
     if limits is not None and not limits[0] <= out <= limits[1]:
         return None
     return out
-
-
-def decimal_of(unscaled_value: int, scale: int) -> Decimal:
-    """The Decimal ``unscaled_value * 10**-scale`` with exactly ``scale`` digits (no context rounding)."""
-    digits = tuple(int(c) for c in str(abs(unscaled_value)))
-    return Decimal((1 if unscaled_value < 0 else 0, digits, -scale))
 
 
 def unscaled(value: Decimal, scale: int) -> int:

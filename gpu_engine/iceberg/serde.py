@@ -132,7 +132,14 @@ def _decimal_from_bytes(t: it.DecimalType, data: bytes) -> Decimal:
     digits = str(abs(unscaled))
     if len(digits) > t.precision:
         raise _fail(t, data, f"unscaled value {unscaled} has more than {t.precision} digits")
-    return Decimal((int(unscaled < 0), tuple(int(d) for d in digits), -t.scale))  # exact: no context rounding
+    return decimal_of(unscaled, t.scale)
+
+
+def decimal_of(unscaled_value: int, scale: int) -> Decimal:
+    """The Decimal ``unscaled_value * 10**-scale`` with exactly ``scale`` digits (no context rounding:
+    ``Decimal(n).scaleb(-scale)`` rounds to 28 digits, and 38-digit decimals would change value)."""
+    digits = tuple(int(c) for c in str(abs(unscaled_value)))
+    return Decimal((1 if unscaled_value < 0 else 0, digits, -scale))
 
 
 def _min_twos_complement(value: int) -> bytes:

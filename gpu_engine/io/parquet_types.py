@@ -30,6 +30,7 @@ import pyarrow.compute as pc
 
 from ..errors import DataFileError, SchemaMismatch
 from ..iceberg import types as it
+from ..iceberg.serde import decimal_of
 from .arrow_schema import to_arrow_type
 
 Convert = Callable[[pa.Array, pa.Array | None], pa.Array]
@@ -255,4 +256,4 @@ def _decimal_stat(raw: Any, ft: pa.DataType, t: it.DecimalType) -> Decimal | Non
         unscaled = raw
     else:
         return None
-    return Decimal(unscaled).scaleb(-t.scale)
+    return decimal_of(unscaled, t.scale)

@@ -33,11 +33,11 @@ from gpu_engine.expressions import (
     rewrite_not,
     to_arrow_filter,
 )
-from gpu_engine.expressions._literals import decimal_of
 from gpu_engine.expressions.tree import map_predicates
 from gpu_engine.iceberg import types as it
 from gpu_engine.iceberg.partitioning import PartitionField, PartitionSpec
 from gpu_engine.iceberg.schema import Schema
+from gpu_engine.iceberg.serde import decimal_of
 
 NF = it.NestedField
 COLUMNS: dict[str, tuple[it.PrimitiveType, st.SearchStrategy[Any]]] = {

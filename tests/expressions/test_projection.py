@@ -43,10 +43,10 @@ from gpu_engine.expressions import (
     project_inclusive,
     project_strict,
 )
-from gpu_engine.expressions._literals import decimal_of
 from gpu_engine.iceberg import types as it
 from gpu_engine.iceberg.partitioning import PartitionField, PartitionSpec
 from gpu_engine.iceberg.schema import Schema
+from gpu_engine.iceberg.serde import decimal_of
 
 DAY_US, HOUR_US = 86_400_000_000, 3_600_000_000
 DEC = it.decimal(9, 2)

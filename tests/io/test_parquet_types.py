@@ -175,6 +175,13 @@ def test_int96_values_are_checked_against_the_seconds_decoding() -> None:
         (b"\xff\x85", pa.decimal128(5, 2), "FIXED_LEN_BYTE_ARRAY", it.decimal(9, 2), Decimal("-1.23")),
         (-123, pa.decimal128(5, 2), "INT32", it.decimal(5, 2), Decimal("-1.23")),
         (-123, pa.decimal128(5, 3), "INT32", it.decimal(5, 2), None),
+        (  # 38 digits: exact, not rounded to the default context's 28 (a filter on the max missed it)
+            (10**37 + 1).to_bytes(16, "big", signed=True),
+            pa.decimal128(38, 10),
+            "FIXED_LEN_BYTE_ARRAY",
+            it.decimal(38, 10),
+            Decimal("1000000000000000000000000000.0000000001"),
+        ),
         (1500, pa.time32("ms"), "INT32", it.TIME, 1_500_000),
         (-1, pa.timestamp("ns"), "INT64", it.TIMESTAMP, -1),
         (-1001, pa.timestamp("ns"), "INT64", it.TIMESTAMP, -2),
