@@ -10,13 +10,15 @@ new writes (and compaction output, by default) use the new one.
         update.remove_field("region")         # by partition field name
         update.rename_field("ts_day", "day")
 
-Field ids: a field whose (source, transform) an earlier spec had gets that field's id back (v2+; Java's
-rule), others take ids after ``last-partition-id``. A format version 1 spec keeps its fields in order, so a
-removed field becomes a ``void`` field there, renamed ``<name>_<field id>`` to free its name. A field whose
-(source, transform) the spec has already, or a second time transform (year, month, day, hour) of one
-source, is refused. The new spec reuses the id of an equal earlier spec, else takes the next id. As for
-schema updates, a lost race re-applies the update only while the table's default spec is still the one it
-started from.
+As Iceberg Java's ``BaseUpdatePartitionSpec``: a field whose (source, transform) an earlier spec had gets
+that field's id back (v2+, when no other name is asked for, and while no field of the new spec holds the id),
+others take ids after ``last-partition-id``. A format version 1 spec keeps its fields in order, so a removed
+field becomes a ``void`` field there; a void field whose name a new or renamed field takes is renamed
+``<name>_<field id>``. Removing a field and adding it back in one update leaves it as it was (renamed when
+a new name is given). A field whose (source, transform) the spec has already, or two time transforms
+(year, month, day, hour) of one source added together, are refused. The new spec reuses the id of an equal
+earlier spec, else takes the next id. As for schema updates, a lost race re-applies the update only while
+the table's default spec is still the one it started from.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ class _Added:
     transform: str
     name: str
     text: str
+    named: bool  # the caller gave the name
 
 
 class SpecUpdate(MetadataUpdate):
@@ -67,16 +70,20 @@ class SpecUpdate(MetadataUpdate):
             transform, source, default_name = parse_partition_field(text, self._base.schema)
         except UnsupportedTransform as exc:
             raise InvalidSpecChange(str(exc)) from None
-        name = default_name if name is None else name
-        live = [f for f in self._spec.fields if f.field_id not in self._removes and f.transform != "void"]
-        pairs = [(f.source_id, f.transform) for f in live] + [(a.source_id, a.transform) for a in self._adds]
-        if (source.field_id, transform) in pairs:
+        same = [f for f in self._spec.fields if (f.source_id, f.transform) == (source.field_id, transform)]
+        if same and same[0].field_id in self._removes:  # removed and added back: as it was
+            self._removes.discard(same[0].field_id)
+            if name is not None and name != self._current_name(same[0]):
+                self.rename_field(self._current_name(same[0]), name)
+            return self
+        added = [(a.source_id, a.transform) for a in self._adds]
+        if same or (source.field_id, transform) in added:
             raise InvalidSpecChange(f"{where}: the spec has this field already")
-        kind = transform.split("[")[0]
-        if kind in _TIME and any(s == source.field_id and t in _TIME for s, t in pairs):
-            raise InvalidSpecChange(f"{where}: the spec has a time transform of {source.name!r} already")
-        self._check_name(name, where, source.field_id if transform == "identity" else None)
-        self._adds.append(_Added(source.field_id, transform, name, text))
+        if transform in _TIME and any(s == source.field_id and t in _TIME for s, t in added):
+            raise InvalidSpecChange(f"{where}: a time transform of {source.name!r} is added already")
+        chosen = default_name if name is None else name
+        self._check_name(chosen, where, source.field_id if transform == "identity" else None)
+        self._adds.append(_Added(source.field_id, transform, chosen, text, name is not None))
         return self
 
     def remove_field(self, name: str) -> SpecUpdate:
@@ -98,15 +105,16 @@ class SpecUpdate(MetadataUpdate):
         md = self._base
         fields: list[PartitionField] = []
         for f in self._spec.fields:
-            renamed = replace(f, name=self._renames.get(f.field_id, f.name))
+            renamed = replace(f, name=self._current_name(f))
             if f.field_id not in self._removes:
                 fields.append(renamed)
-            elif md.format_version == 1:  # v1 specs keep their fields: a removed one yields null, renamed
-                fields.append(replace(f, name=f"{f.name}_{f.field_id}", transform="void"))  # as Java does
+            elif md.format_version == 1:  # v1 specs keep their fields: a removed one yields null
+                fields.append(replace(renamed, transform="void"))
         next_id = md.last_partition_id
         for a in self._adds:
+            taken = {f.field_id for f in fields}
             field_id = self._recycled(a) if md.format_version >= 2 else None
-            if field_id is None:
+            if field_id is None or field_id in taken:  # ids are unique within a spec
                 next_id += 1
                 field_id = next_id
             fields.append(PartitionField((a.source_id,), field_id, a.name, a.transform))
@@ -158,25 +166,33 @@ class SpecUpdate(MetadataUpdate):
         names = [f.name for f in self._spec.fields]
         raise InvalidSpecChange(f"{where}: spec {self._spec.spec_id} has no such field (fields: {names})")
 
+    def _current_name(self, f: PartitionField) -> str:
+        return self._renames.get(f.field_id, f.name)
+
     def _check_name(self, name: str, where: str, identity_of: int | None) -> None:
         """``name`` is free in the new spec, and a column's name only for that column's identity field
-        (``identity_of``: the source id when the field is an identity)."""
+        (``identity_of``: the source id when the field is an identity). A void field, or one removed in this
+        update, holding it is renamed ``<name>_<field id>``, as Java does."""
         if not name:
             raise InvalidSpecChange(f"{where}: empty field name")
-        live = [f for f in self._spec.fields if f.field_id not in self._removes]
-        taken = {self._renames.get(f.field_id, f.name) for f in live} | {a.name for a in self._adds}
-        if name in taken:
+        holders = [f for f in self._spec.fields if self._current_name(f) == name]
+        live = [f for f in holders if f.transform != "void" and f.field_id not in self._removes]
+        if live or name in {a.name for a in self._adds}:
             raise InvalidSpecChange(f"{where}: the spec has a field named {name!r} already")
         column = self._base.schema.ids_by_name.get(name)
         if column is not None and column != identity_of:
             raise InvalidSpecChange(
                 f"{where}: {name!r} is a column name (only its identity field may take it)"
             )
+        for f in holders:  # void or removed: it gives the name up
+            self._renames[f.field_id] = f"{name}_{f.field_id}"
 
     def _recycled(self, a: _Added) -> int | None:
-        """The field id an earlier spec gave (source, transform), if any."""
+        """The id an earlier spec gave (source, transform), if any; a name asked for must be its name."""
         for s in self._base.partition_specs:
             for f in s.fields:
-                if f.source_id == a.source_id and f.transform == a.transform:
+                if (f.source_id, f.transform) == (a.source_id, a.transform) and (
+                    not a.named or f.name == a.name
+                ):
                     return f.field_id
         return None

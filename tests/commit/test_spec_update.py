@@ -65,7 +65,7 @@ def test_new_writes_use_the_new_spec_and_every_reader_reads_both(tmp_path: Path,
         u.remove_field("name")
     raw = metadata(tbl)
     assert raw["default-spec-id"] == 1 and raw["last-partition-id"] == 1002
-    kept = [("name_1000", 1000, "void")] if version == 1 else []  # v1 specs keep their fields, as void
+    kept = [("name", 1000, "void")] if version == 1 else []  # v1 specs keep their fields, as void
     assert spec_fields(raw, 1) == [*kept, ("id_bucket", 1001, "bucket[4]"), ("day", 1002, "day")]
     tbl.append(batch(12, 12))
     specs = tbl.scan(columns=["id", "_spec_id"]).to_arrow()
@@ -111,11 +111,69 @@ def test_field_ids_come_back_and_an_earlier_spec_is_reused(tmp_path: Path) -> No
     assert raw["default-spec-id"] == 3 and len(raw["partition-specs"]) == 5  # equal to spec 3: reused
 
 
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_field_removed_and_added_back_in_one_update_is_unchanged(tmp_path: Path, version: int) -> None:
+    tbl = make(tmp_path, version, ["name", "day(ts)"])
+    with tbl.update_spec() as u:
+        u.remove_field("ts_day").add_field("day(ts)")
+    assert metadata(tbl)["default-spec-id"] == 0 and len(metadata(tbl)["partition-specs"]) == 1
+    with tbl.update_spec() as u:
+        u.remove_field("ts_day").add_field("day(ts)", name="d")  # ... but for the name asked for
+    assert spec_fields(metadata(tbl), 1) == [("name", 1000, "identity"), ("d", 1001, "day")]
+
+
+def test_v1_void_fields_keep_their_name_until_a_new_field_takes_it(tmp_path: Path) -> None:
+    """Java's rules: a removed v1 field stays, void, under its name; adding the column back renames the void
+    field ``<name>_<id>``. After an upgrade to v2 the re-added field cannot take the void field's id (ids are
+    unique within a spec): it gets a new one, and filters on it prune and read right."""
+    tbl = make(tmp_path, 1, ["name", "bucket(4, id)"])
+    tbl.append(batch(0, 6))
+    with tbl.update_spec() as u:
+        u.remove_field("name")
+    assert spec_fields(metadata(tbl), 1) == [("name", 1000, "void"), ("id_bucket", 1001, "bucket[4]")]
+    tbl.update_properties().set("format-version", "2").commit()
+    with tbl.update_spec() as u:
+        u.add_field("name")
+    fields = spec_fields(metadata(tbl), 2)
+    assert fields == [
+        ("name_1000", 1000, "void"),
+        ("id_bucket", 1001, "bucket[4]"),
+        ("name", 1002, "identity"),
+    ]
+    tbl.append(batch(6, 6))
+    expected = pa.concat_tables([batch(0, 12)])
+    got = tbl.scan(filter="name = 'a'").to_arrow()
+    assert_same_rows(
+        got, expected.filter(pc.equal(expected["name"], "a")), context="filter on the re-added field"
+    )
+
+
+def test_a_time_transform_may_join_another_of_the_same_column(tmp_path: Path) -> None:
+    tbl = make(tmp_path, 2, ["day(ts)"])
+    with tbl.update_spec() as u:
+        u.add_field("hour(ts)")  # Java allows it: only two time transforms added together are redundant
+    assert spec_fields(metadata(tbl), 1) == [("ts_day", 1000, "day"), ("ts_hour", 1001, "hour")]
+
+
+def test_an_earlier_id_comes_back_only_under_its_own_name_when_one_is_asked(tmp_path: Path) -> None:
+    tbl = make(tmp_path, 2, ["bucket(4, id)"])
+    with tbl.update_spec() as u:
+        u.remove_field("id_bucket")
+    with tbl.update_spec() as u:
+        u.add_field("bucket(4, id)", name="b4")
+    assert spec_fields(metadata(tbl), 2) == [("b4", 1001, "bucket[4]")]
+    with tbl.update_spec() as u:
+        u.remove_field("b4")
+    with tbl.update_spec() as u:
+        u.add_field("bucket(4, id)", name="id_bucket")
+    assert metadata(tbl)["default-spec-id"] == 0  # the first spec again, its id and name
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
         (lambda u: u.add_field("name"), "has this field already"),
-        (lambda u: u.add_field("hour(ts)"), "time transform of 'ts' already"),
+        (lambda u: u.add_field("hour(ts)").add_field("month(ts)"), "time transform of 'ts' is added already"),
         (lambda u: u.add_field("bucket(4, nope)"), "no column 'nope'"),
         (lambda u: u.add_field("day(name)"), "cannot apply to column 'name'"),
         (lambda u: u.add_field("bucket(4, id)", name="ts_day"), "field named 'ts_day' already"),
