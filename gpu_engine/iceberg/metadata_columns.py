@@ -7,6 +7,8 @@ with nulls filled by inheritance (:func:`gpu_engine.execute.metadata.inherit_lin
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from . import types as it
 from .metadata import TableMetadata
 
@@ -23,14 +25,25 @@ NAMES = (FILE.name, POS.name, SPEC_ID.name, PARTITION_NAME, ROW_ID.name, LAST_UP
 
 
 def partition_field(md: TableMetadata) -> it.NestedField:
-    """``_partition``: a struct of every partition field of every spec (by partition field id, first
-    spec first), so rows of files written under different specs share one type."""
-    fields: dict[int, it.NestedField] = {}
-    for spec_id in sorted(md.specs):
+    """``_partition``: a struct of every partition field of every spec, by partition field id, so rows of
+    files written under different specs share one type. As Java's ``Partitioning.partitionType``: each
+    field named as the newest spec names it, typed by the newest spec where it is not void (a v1 field
+    removed later keeps its type)."""
+    names: dict[int, str] = {}
+    typed: dict[int, it.NestedField] = {}
+    from_void: set[int] = set()  # fields typed so far by a void field only
+    for spec_id in sorted(md.specs, reverse=True):
         spec = md.specs[spec_id]
+        void = {f.field_id for f in spec.fields if f.transform == "void"}
         for f in spec.partition_type(md.schema_for_spec(spec)).fields:
-            fields.setdefault(f.field_id, f)
-    return it.NestedField(PARTITION_ID, PARTITION_NAME, it.StructType(tuple(fields.values())), required=True)
+            names.setdefault(f.field_id, f.name)
+            if f.field_id not in typed or (f.field_id in from_void and f.field_id not in void):
+                typed[f.field_id] = f
+                from_void.discard(f.field_id)
+                if f.field_id in void:
+                    from_void.add(f.field_id)
+    fields = tuple(replace(typed[i], name=names[i]) for i in sorted(typed))
+    return it.NestedField(PARTITION_ID, PARTITION_NAME, it.StructType(fields), required=True)
 
 
 def field(md: TableMetadata, name: str) -> it.NestedField:

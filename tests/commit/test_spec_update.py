@@ -253,3 +253,21 @@ def test_delete_rows_without_partition_columns_goes_to_an_unpartitioned_spec(tmp
     expected = expected.filter(pc.invert(pc.is_in(expected["id"], pa.array([5, 17], pa.int64()))))
     assert_same_rows(tbl.scan().to_arrow(), expected, context="gpu_engine scan")
     assert_same_rows(duckdb_rows(tbl), expected, context="duckdb iceberg_scan")
+
+
+def test_the_table_partition_struct_takes_the_newest_names(tmp_path: Path) -> None:
+    """``_partition`` and the metadata tables' ``partition``: fields by id, named as the newest spec names
+    them (Java's Partitioning.partitionType; PyIceberg's inspect agrees)."""
+    tbl = make(tmp_path, 2, ["day(ts)"])
+    tbl.append(batch(0, 4))
+    with tbl.update_spec() as u:
+        u.rename_field("ts_day", "day").add_field("bucket(4, id)")
+    tbl.append(batch(4, 4))
+    rows = tbl.scan(columns=["_partition"]).to_arrow()
+    assert [f.name for f in rows.schema.field("_partition").type] == ["day", "id_bucket"]
+    partitions = tbl.inspect.partitions()
+    assert [f.name for f in partitions.schema.field("partition").type] == ["day", "id_bucket"]
+    from pyiceberg.table import StaticTable
+
+    theirs = StaticTable.from_metadata(tbl.metadata_location).inspect.partitions()
+    assert [f.name for f in theirs.schema.field("partition").type] == ["day", "id_bucket"]
