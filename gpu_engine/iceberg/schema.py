@@ -24,6 +24,9 @@ class Schema:
     schema_id_written: bool = field(default=True, compare=False)  # v1 schemas may lack schema-id
     identifiers_written: bool = field(default=False, compare=False)  # an empty list is kept as written
 
+    def __post_init__(self) -> None:
+        self.ids_by_name  # noqa: B018 -- a full name held by two fields is refused here, as Java's indexByName
+
     @property
     def as_struct(self) -> it.StructType:
         return it.StructType(self.fields)
@@ -45,7 +48,17 @@ class Schema:
 
     @cached_property
     def ids_by_name(self) -> dict[str, int]:
-        return {name: fid for fid, name in self.names_by_id.items()}
+        """Field ids by dotted full name; two fields with one full name (a column ``a.b`` beside a struct
+        ``a`` with a field ``b``) are an :class:`InvalidType`, as in Iceberg Java and PyIceberg: a name would
+        reach the wrong column."""
+        out: dict[str, int] = {}
+        for fid, name in self.names_by_id.items():
+            other = out.setdefault(name, fid)
+            if other != fid:
+                raise InvalidType(
+                    f"invalid schema: fields {other} and {fid} both have the full name {name!r}"
+                )
+        return out
 
     @property
     def highest_field_id(self) -> int:

@@ -152,6 +152,9 @@ def test_create_errors(tmp_path: Path) -> None:
         cat.create_table("db.v4", SCHEMA, properties={"format-version": "4"})
     with pytest.raises(UnsupportedFeature, match=r"'ns'.*timestamp_ns.*format-version 3"):
         cat.create_table("db.ns", pa.schema([("ns", pa.timestamp("ns"))]), properties={"format-version": "2"})
+    ambiguous = pa.schema([("a.b", pa.int64()), ("a", pa.struct([("b", pa.int64())]))])
+    with pytest.raises(InvalidType, match=r"fields 1 and 3 both have the full name 'a\.b'"):
+        cat.create_table("db.dots", ambiguous)  # Java and PyIceberg refuse it: 'a.b' would reach field 3
     assert [t[-1] for t in cat.list_tables("db")] == ["t"]
     v3 = cat.create_table(
         "db.ns3", pa.schema([("ns", pa.timestamp("ns"))]), properties={"format-version": "3"}
