@@ -138,6 +138,7 @@ class FileGroup:
     output_spec_id: int
     expected_output_files: int
     max_output_file_size: int
+    split_size: int  # input bytes per output file (planning.binpack.input_split_size)
 
     @property
     def input_bytes(self) -> int:

@@ -8,9 +8,10 @@ A pure function of the table metadata, the group and the strategy (the Spark iss
    their ids and sequence numbers in the new files);
 2. order the rows (:mod:`.rewrite_order`: as read for binpack; sorted or z-ordered, in memory or through
    spill files for groups larger than the memory budget);
-3. write them into the output spec: ``expected_output_files`` files of about equal row counts (files
-   are also rolled at ``max_output_file_size``), with full metrics, recording the sort order when it is
-   one of the table's.
+3. write them into the output spec: files of the rows of ``split_size`` input bytes each, as Java's
+   ``inputSplitSize`` splits a group (``expected_output_files`` of about equal row counts, or
+   target-sized files and the remainder in one more; files are also rolled at ``max_output_file_size``),
+   with full metrics, recording the sort order when it is one of the table's.
 
 Files are written but not committed; when the rewrite fails, every file it wrote is deleted.
 """
@@ -106,7 +107,7 @@ def rewrite_group(
         if group.spec_id is None:  # rows of other specs: the writer splits them by partition and rolls
             write(rows)
         else:
-            _chunks(rows, group.expected_output_files, _expected_rows(group), write)
+            _chunks(rows, _rows_per_file(group), write)
         clock.write = time.perf_counter() - start - clock.read - clock.order
     except BaseException:
         for f in written:
@@ -134,23 +135,25 @@ def _expected_rows(group: FileGroup) -> int:
     return max(group.input_rows - scoped, 0)
 
 
-def _chunks(
-    rows: Iterator[pa.RecordBatch],
-    files: int,
-    expected_rows: int,
-    write: Callable[[Iterator[pa.RecordBatch]], None],
-) -> None:
-    """Write ``rows`` as ``files`` chunks of ``expected_rows / files`` rows (the last takes the rest).
+def _rows_per_file(group: FileGroup) -> int:
+    """Rows of each output file but the last: the live rows of ``split_size`` input bytes."""
+    rows, size = _expected_rows(group), group.input_bytes
+    if size <= 0:
+        return max(1, math.ceil(rows / max(group.expected_output_files, 1)))
+    return max(1, math.ceil(rows * min(group.split_size, size) / size))
 
-    ``expected_rows`` counts no equality deletes nor position deletes of several files, so fewer rows may
+
+def _chunks(
+    rows: Iterator[pa.RecordBatch], per_file: int, write: Callable[[Iterator[pa.RecordBatch]], None]
+) -> None:
+    """Write ``rows`` as chunks of ``per_file`` rows, the last taking the rest.
+
+    The expected rows count no equality deletes nor position deletes of several files, so fewer rows may
     come: a remainder of at most a tenth of a chunk joins the chunk before it instead of making a tiny
     file of its own."""
-    per_file = max(1, math.ceil(expected_rows / max(files, 1)))
     splitter = _Splitter(rows)
-    for i in range(max(files, 1)):
-        if splitter.exhausted():
-            break
-        write(_chunk(splitter, None if i >= files - 1 else per_file))
+    while not splitter.exhausted():
+        write(_chunk(splitter, per_file))
 
 
 def _chunk(splitter: _Splitter, limit: int | None) -> Iterator[pa.RecordBatch]:

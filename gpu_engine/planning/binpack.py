@@ -30,6 +30,14 @@ def pack(items: Sequence[T], weight: Callable[[T], int], max_weight: int) -> lis
     return bins
 
 
+def input_split_size(input_size: int, files: int, target: int, write_max: int) -> int:
+    """Input bytes per output file (Java's ``inputSplitSize``): an equal share of ``files``, at least
+    ``target`` and at most ``write_max``. When :func:`expected_output_files` rounded up, that is ``target``:
+    target-sized files and the remainder in one more (equal files would all fall under ``min_size``, so
+    the next compaction would pick them again)."""
+    return min(max(input_size // max(files, 1), target), write_max)
+
+
 def expected_output_files(input_size: int, target: int, min_size: int, write_max: int) -> int:
     """How many files a group of ``input_size`` bytes is written as: the remainder past whole target-sized
     files gets a file of its own only when it is larger than ``min_size``; otherwise it is spread over the

@@ -34,7 +34,7 @@ from ..iceberg.metadata import TableMetadata
 from ..iceberg.partitioning import partition_key
 from ..io.fileio import FileIO
 from ..tasks import DataFile, DeleteFile, FileGroup, RewriteStrategy, ScanTask
-from .binpack import expected_output_files, pack
+from .binpack import expected_output_files, input_split_size, pack
 from .rewrite_options import RewriteOptions
 from .scan import ScanOptions, plan_scan
 
@@ -268,6 +268,9 @@ def _group(index: int, files: list[_File], output_spec_id: int, o: RewriteOption
     first = files[0].data
     same_spec = first.spec_id == output_spec_id
     size = sum(f.data.file_size_in_bytes for f in files)
+    count = expected_output_files(
+        size, o.target_file_size_bytes, o.min_file_size_bytes, o.write_max_file_size
+    )
     return FileGroup(
         index=index,
         spec_id=first.spec_id if same_spec else None,
@@ -275,8 +278,7 @@ def _group(index: int, files: list[_File], output_spec_id: int, o: RewriteOption
         files=tuple(f.data for f in files),
         tasks=tuple(t for f in files for t in f.tasks),
         output_spec_id=output_spec_id,
-        expected_output_files=expected_output_files(
-            size, o.target_file_size_bytes, o.min_file_size_bytes, o.write_max_file_size
-        ),
+        expected_output_files=count,
         max_output_file_size=o.write_max_file_size,
+        split_size=input_split_size(size, count, o.target_file_size_bytes, o.write_max_file_size),
     )

@@ -454,6 +454,22 @@ def _big_table(tmp_path: Path, version: int = 2, *, appends: int = 8, n: int = 4
     return tbl, pa.concat_tables(parts)
 
 
+def test_a_group_past_the_target_settles_in_one_compaction(tmp_path: Path) -> None:
+    """A group of about 1.4 targets is written as a target-sized file and the remainder (Java's split
+    size), not as two files of 0.7 each: those would both be under min-file-size, so every later
+    compaction would rewrite them again."""
+    tbl, expected = _big_table(tmp_path, appends=3)
+    total = sum(os.path.getsize(f) for f in data_files(tbl))
+    options = {"target-file-size-bytes": str(int(total / 1.4))}
+    result = tbl.compact(options=options, backend="cpu")
+    (group,) = result.plan.groups
+    assert group.expected_output_files == 2 and result.added_data_files == 2
+    counts = sorted(e.file.record_count for e in snapshot_entries(tbl) if e.file.content == 0)
+    assert len(counts) == 2 and counts[1] > 2 * counts[0], counts  # about 1 : 0.4
+    assert_rows_equal(tbl.scan(backend="cpu").to_arrow(), expected)
+    assert not tbl.compact(options=options, dry_run=True).plan.groups
+
+
 @pytest.mark.parametrize("deletes", ["none", "file-scoped", "equality", "spanning"])
 @pytest.mark.parametrize("strategy", ["binpack", "sort"])
 def test_small_target_gives_several_similar_files(tmp_path: Path, strategy: str, deletes: str) -> None:

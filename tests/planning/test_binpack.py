@@ -1,5 +1,6 @@
 """pack (Java's ListPacker(maxGroupSize, lookback=1, largestBinFirst=false)) and expected_output_files
-(Java's SizeBasedFileRewritePlanner.expectedOutputFiles), on hand-computed cases."""
+(Java's SizeBasedFileRewritePlanner.expectedOutputFiles) and input_split_size (its inputSplitSize), on
+hand-computed cases."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from itertools import pairwise
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gpu_engine.planning.binpack import expected_output_files, pack
+from gpu_engine.planning.binpack import expected_output_files, input_split_size, pack
 
 
 def weights(items: list[int], max_weight: int) -> list[list[int]]:
@@ -139,3 +140,12 @@ def test_java_doc_example_ten_point_one_gib() -> None:
 def test_ceiling_is_exact_past_float_precision() -> None:
     # 2**55 + 3 is not a double: float division gives exactly 2**30 and would drop the remainder file
     assert outputs(2**55 + 3, target=2**25, min_size=0, write_max=2**25 + 2**24) == 2**30 + 1
+
+
+def test_split_size_is_the_target_when_the_count_rounded_up() -> None:
+    """150 bytes as 2 files: one of the target and the remainder, not two of 75 each (both under the
+    minimum size: the next compaction would pick them again); spread remainders give equal shares."""
+    assert input_split_size(150, outputs(150), 100, 140) == 100
+    assert input_split_size(1050, outputs(1050), 100, 140) == 105  # 10 files of 105
+    assert input_split_size(1099, outputs(1099), 100, 140) == 100  # 10 of 100, the remainder 99
+    assert input_split_size(500, 1, 100, 140) == 140  # never past the writer's maximum

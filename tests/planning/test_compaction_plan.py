@@ -321,7 +321,7 @@ def test_file_group_delete_files_dedup_by_path_and_offset() -> None:
         ScanTask(data[2], 0, 500, (pos,), TRUE, 5),
         ScanTask(data[2], 500, 500, (pos,), TRUE, 5),
     )
-    g = FileGroup(0, 0, (), tuple(data), tasks, 0, 1, 1000)
+    g = FileGroup(0, 0, (), tuple(data), tasks, 0, 1, 1000, 1000)
     assert g.delete_files == (pos, dv0, dv1)  # once each, first-seen order; DVs of one Puffin file kept
     assert (g.input_bytes, g.input_rows) == (3000, 30)
     assert "deletes=3" in repr(g)
