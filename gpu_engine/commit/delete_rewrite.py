@@ -6,9 +6,9 @@ position delete files and DVs that apply to its data files are read and written 
 positions that still apply (positions of removed data files, or of data files written after the delete,
 are dropped): one position delete file per partition on v2 tables, one DV per data file on v3 tables
 (position delete files become DVs). A partition is rewritten when it has at least ``min-input-files``
-positional delete files (v2), or, on v3, any position delete file or a data file with more than one
-positional delete; ``rewrite-all`` takes every partition. Delete files that apply to no live data file
-(dangling) are removed.
+positional delete files and more than one (v2: one file alone would be written again as it is), or, on
+v3, any position delete file or a data file with more than one positional delete; ``rewrite-all`` takes
+every partition. Delete files that apply to no live data file (dangling) are removed.
 
 :func:`convert_equality_deletes`: the rows the equality deletes remove are found by reading the data files
 they apply to with only those deletes applied (the key match runs as a kernel on the chosen backend); their
@@ -89,7 +89,7 @@ def rewrite_position_deletes(
         positional = {(d.path, d.content_offset) for t in tasks for d in t.deletes if d.content == 1}
         wanted = (
             rewrite_all
-            or (not v3 and len(positional) >= min_input)
+            or (not v3 and len(positional) > 1 and len(positional) >= min_input)  # Java: one file stays
             or (v3 and any(not d.is_deletion_vector for t in tasks for d in t.deletes if d.content == 1))
             or (v3 and any(sum(d.content == 1 for d in t.deletes) > 1 for t in tasks))
         )

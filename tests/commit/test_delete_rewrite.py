@@ -122,6 +122,10 @@ def test_min_input_files_decides_v2_partitions(tmp_path: Path) -> None:
     assert tbl.rewrite_position_deletes().commit is None  # fewer than 5 files per partition
     assert tbl.metadata.current_snapshot_id == snapshot
     assert tbl.rewrite_position_deletes(options={"min-input-files": "2"}).commit is not None
+    snapshot = tbl.metadata.current_snapshot_id
+    for _ in range(2):  # one file is left as it is, whatever min-input-files (Java's group.size() > 1)
+        assert tbl.rewrite_position_deletes(options={"min-input-files": "1"}).commit is None
+    assert tbl.metadata.current_snapshot_id == snapshot
 
 
 def test_positions_of_removed_data_files_are_dropped(tmp_path: Path) -> None:
