@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from ._deps import require
-from .backend.select import BACKENDS
+from .backend.select import check_backend_name
 from .errors import UnsupportedFeature
 from .execute.projection import Projection, project
 from .execute.scan import ScanProgress, ScanRun, execute
@@ -111,8 +111,7 @@ def new_scan(
     limit: int | None = None,
     appends_since: SnapshotRange | None = None,
 ) -> TableScan:
-    if backend not in BACKENDS:
-        raise UnsupportedFeature(f"backend={backend!r}: expected one of {', '.join(map(repr, BACKENDS))}")
+    check_backend_name(backend)
     options = ScanOptions(filter, snapshot_id, as_of, ref, case_sensitive, appends_since=appends_since)
     if limit is not None and limit < 0:
         raise UnsupportedFeature(f"limit={limit}: must be >= 0")

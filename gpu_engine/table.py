@@ -11,7 +11,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .backend.select import BACKENDS
+from .backend.select import check_backend_name
 from .errors import MetadataError, NoSuchTable, UnsupportedFeature
 from .expressions import TRUE
 from .iceberg.metadata import TableMetadata, parse_metadata
@@ -207,8 +207,7 @@ class Table:
         from .changelog import ChangelogScan, update_keys
         from .planning.scan import ScanOptions
 
-        if backend not in BACKENDS:
-            raise UnsupportedFeature(f"backend={backend!r}: expected one of {', '.join(map(repr, BACKENDS))}")
+        check_backend_name(backend)
         options = ScanOptions(filter, to_snapshot_id, None, branch, case_sensitive)
         since = SnapshotRange(from_snapshot_id, from_inclusive)
         picked = tuple(columns) if columns is not None else None

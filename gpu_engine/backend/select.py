@@ -47,10 +47,15 @@ def probe_cuda() -> CudaProbe:
         return CudaProbe(False, False, f"numba.cuda failed to initialise: {exc}")
 
 
-def choose(requested: str, *, data_on_device: bool = False) -> BackendChoice:
-    """Resolve ``backend=`` ("auto", "cpu" or "cuda") for data that is on the host or the device."""
+def check_backend_name(requested: str) -> None:
+    """Refuse a ``backend=`` other than "auto", "cpu" or "cuda" (before any work is planned or shipped)."""
     if requested not in BACKENDS:
         raise UnsupportedFeature(f"backend={requested!r}: expected one of {', '.join(map(repr, BACKENDS))}")
+
+
+def choose(requested: str, *, data_on_device: bool = False) -> BackendChoice:
+    """Resolve ``backend=`` ("auto", "cpu" or "cuda") for data that is on the host or the device."""
+    check_backend_name(requested)
     probe = probe_cuda()
     if requested == "cpu":
         if data_on_device:

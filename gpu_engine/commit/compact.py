@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..backend.select import check_backend_name
 from ..errors import CommitStateUnknown, GpuEngineError, InvalidOption
 from ..execute.group_runner import GroupJob, GroupRunner, LocalRunner, discard
 from ..expressions import TRUE, Expression
@@ -198,6 +199,7 @@ def compact(
     ``runner``: where groups are rewritten (default: threads of this process; see
     :mod:`gpu_engine.execute.group_runner`)."""
     start = time.perf_counter()
+    check_backend_name(backend)  # before any group is shipped (a Spark runner's executors would all fail)
     if not dry_run:
         check_committable(table)
     resolved = RewriteOptions.resolve(options, table.properties)

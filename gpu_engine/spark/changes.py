@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from ..expressions import TRUE, Expression
-from .executor import ChangesPayload, changes_batches
+from .executor import ChangesPayload, changes_batches, stamp_of
 from .scan import spark_arrow_schema
 
 if TYPE_CHECKING:
@@ -64,6 +64,7 @@ def changes(
             pickle.dumps(
                 ChangesPayload(
                     table.metadata_location,
+                    stamp_of(table.metadata),
                     table.io,
                     replace(plan, tasks=tuple(tasks)),
                     scan_.columns,

@@ -2,7 +2,9 @@
 
 Payloads travel as pickled, frozen values in a binary column: a :class:`GroupPayload` (a compaction file
 group), a :class:`ScanPayload` (a scan task) or a :class:`ChangesPayload` (one snapshot's changes).
-Executors read the table metadata from its file once per Python worker (cached by location) and run the
+Executors read the table metadata from its file once per Python worker (cached by location and the
+``stamp`` the driver read there: a file-system table re-created at its path writes ``v1.metadata.json``
+again, so a location alone can name another table) and run the
 same pure functions a single process runs. Each Python worker keeps the delete files its tasks load for
 the next tasks of the same table metadata (:mod:`gpu_engine.execute.delete_cache`, bounded as Iceberg
 Java's executor cache): a Flink table's tasks share most of their equality deletes. On a GPU
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from ..errors import GpuEngineError
 from ..execute.changelog import execute_changelog
 from ..execute.delete_cache import DeleteCache
 from ..execute.projection import Projection
@@ -31,6 +34,14 @@ from ..io.fileio import FileIO
 from ..planning.changelog import ChangelogPlan
 from ..tasks import FileGroup, PlanSummary, RewriteStrategy, ScanPlan, ScanTask
 
+Stamp = tuple[str | None, int]
+"""What tells one metadata file from another written at the same location: table uuid, last-updated-ms."""
+
+
+def stamp_of(md: TableMetadata) -> Stamp:
+    return (md.table_uuid, md.last_updated_ms)
+
+
 RESULT_SCHEMA = pa.schema([("group_index", pa.int64()), ("result", pa.binary())])
 RESULT_DDL = "group_index bigint, result binary"
 
@@ -38,6 +49,7 @@ RESULT_DDL = "group_index bigint, result binary"
 @dataclass(frozen=True)
 class GroupPayload:
     metadata_location: str
+    stamp: Stamp
     io: FileIO
     group: FileGroup
     strategy: RewriteStrategy
@@ -49,6 +61,7 @@ class GroupPayload:
 @dataclass(frozen=True)
 class ScanPayload:
     metadata_location: str
+    stamp: Stamp
     io: FileIO
     schema_id: int
     task: ScanTask
@@ -59,6 +72,7 @@ class ScanPayload:
 @dataclass(frozen=True)
 class ChangesPayload:
     metadata_location: str
+    stamp: Stamp
     io: FileIO
     plan: ChangelogPlan  # one snapshot's change tasks
     columns: tuple[str, ...] | None
@@ -67,21 +81,28 @@ class ChangesPayload:
     update_keys: tuple[str, ...]
 
 
-_METADATA: OrderedDict[str, TableMetadata] = OrderedDict()
-"""Per Python worker, the metadata files its latest tasks read (they never change once written); a
-worker that lives across many commits keeps the last :data:`_METADATA_KEPT` only."""
+_METADATA: OrderedDict[tuple[str, Stamp], TableMetadata] = OrderedDict()
+"""Per Python worker, the metadata files its latest tasks read, by location and stamp; a worker that lives
+across many commits keeps the last :data:`_METADATA_KEPT` only."""
 _METADATA_KEPT = 8
 
 
-def _metadata(location: str, io: FileIO) -> TableMetadata:
+def _metadata(location: str, stamp: Stamp, io: FileIO) -> TableMetadata:
     from ..table import read_metadata
 
-    md = _METADATA.get(location)
+    key = (location, stamp)
+    md = _METADATA.get(key)
     if md is None:
-        md = _METADATA[location] = read_metadata(io, location)
+        md = read_metadata(io, location)
+        if stamp_of(md) != stamp:
+            raise GpuEngineError(
+                f"table metadata {location} is no longer the file the driver planned with (table uuid and "
+                f"last-updated-ms {stamp_of(md)}, planned {stamp}): the table was re-created; plan again"
+            )
+        _METADATA[key] = md
         while len(_METADATA) > _METADATA_KEPT:
             _METADATA.popitem(last=False)
-    _METADATA.move_to_end(location)
+    _METADATA.move_to_end(key)
     return md
 
 
@@ -136,7 +157,7 @@ def rewrite_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatc
             if failing and not payload.crash_after_write:
                 raise RuntimeError(f"injected failure of group {payload.group.index}, attempt {_attempt()}")
             bind_device(payload.backend)
-            md = _metadata(payload.metadata_location, payload.io)
+            md = _metadata(payload.metadata_location, payload.stamp, payload.io)
             kept = _DELETES
             result = rewrite_group(
                 md, payload.io, payload.group, payload.strategy, backend=payload.backend, delete_cache=kept
@@ -154,7 +175,7 @@ def scan_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for raw in batch.column("payload").to_pylist():
             payload: ScanPayload = pickle.loads(raw)
             bind_device(payload.backend)
-            md = _metadata(payload.metadata_location, payload.io)
+            md = _metadata(payload.metadata_location, payload.stamp, payload.io)
             schema = md.schema_by_id(payload.schema_id)
             plan = ScanPlan(schema, payload.task.residual, (payload.task,), PlanSummary(None, tasks=1))
             kept = _DELETES
@@ -177,7 +198,7 @@ def changes_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatc
         for raw in batch.column("payload").to_pylist():
             payload: ChangesPayload = pickle.loads(raw)
             bind_device(payload.backend)
-            md = _metadata(payload.metadata_location, payload.io)
+            md = _metadata(payload.metadata_location, payload.stamp, payload.io)
             _, out = execute_changelog(
                 md,
                 payload.io,

@@ -12,6 +12,7 @@ cancels the jobs still running (their Spark job group) and deletes the files of 
 from __future__ import annotations
 
 import pickle
+import re
 import uuid
 from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import Any
@@ -19,7 +20,7 @@ from typing import Any
 from ..errors import GpuEngineError
 from ..execute.group_runner import GroupJob, Outcome, pooled
 from ..tasks import FileGroup, RewriteResult
-from .executor import RESULT_DDL, GroupPayload, rewrite_batches
+from .executor import RESULT_DDL, GroupPayload, rewrite_batches, stamp_of
 
 
 class GroupRewriteFailed(GpuEngineError, RuntimeError):
@@ -59,7 +60,7 @@ class SparkRunner:
         sc = self.spark.sparkContext
         sc.setJobGroup(self.job_group, f"gpu-engine rewrite of file group {group.index}", True)
         payload = GroupPayload(
-            job.metadata_location, job.io, group, job.strategy, job.backend,
+            job.metadata_location, stamp_of(job.metadata), job.io, group, job.strategy, job.backend,
             fail_attempts=self.fail_attempts.get(group.index, 0), crash_after_write=self.crash_after_write,
         )  # fmt: skip
         frame = self.spark.createDataFrame(
@@ -79,13 +80,25 @@ class SparkRunner:
         return result
 
 
+_RAISED = re.compile(r"^(?:Caused by: )?(?:[A-Za-z_][\w$]*\.)*([A-Z][\w$]*): (.+)$")
+_CRASH = re.compile(r"Python worker exited unexpectedly[^\n]*")
+
+
 def _first_line(exc: BaseException) -> str:
-    """The Python error an executor raised, out of Spark's wrapping (or the first line of the message)."""
+    """What an executor raised, out of Spark's wrapping: the exception line of the last Python traceback
+    (``Class: message``, the class without its module, whatever its name), else a crashed worker, else the
+    last Java exception line (or the first line of the message)."""
     text = str(exc)
+    if "Traceback (most recent call last)" in text:
+        tail = text.rsplit("Traceback (most recent call last)", 1)[1].splitlines()
+        first = next((m for ln in tail if not ln.startswith((" ", "\t")) and (m := _RAISED.match(ln))), None)
+        if first:  # the traceback's first unindented line: what was raised (the JVM's trace may follow)
+            return f"{first.group(1)}: {first.group(2)}"
+    crash = _CRASH.search(text)
+    if crash:
+        return crash.group(0).strip()
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    raised = [
-        ln
-        for ln in lines
-        if ln.split(":")[0].endswith(("Error", "Exception", "Failed")) and "Traceback" not in ln
+    java = [
+        m.group(0) for ln in lines if (m := _RAISED.match(ln)) and m.group(1).endswith(("Error", "Exception"))
     ]
-    return raised[-1] if raised else (lines[0] if lines else type(exc).__name__)
+    return java[-1] if java else (lines[0] if lines else type(exc).__name__)

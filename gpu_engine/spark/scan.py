@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from ..errors import UnsupportedFeature
-from .executor import ScanPayload, scan_batches
+from .executor import ScanPayload, scan_batches, stamp_of
 
 if TYPE_CHECKING:
     from ..table import Table
@@ -54,12 +54,23 @@ def scan(
     plan = scan_.plan()
     projection = scan_.projection(plan)
     target = spark_arrow_schema(projection.arrow_schema)
+    counted = not len(target)  # Spark drops the row count of column-less Arrow batches: carry one column
+    if counted:
+        target = pa.schema([pa.field(_ROWS, pa.bool_())])
     spark_schema = from_arrow_schema(target)
     payloads = [
         (
             i,
             pickle.dumps(
-                ScanPayload(table.metadata_location, table.io, plan.schema.schema_id, t, projection, backend)
+                ScanPayload(
+                    table.metadata_location,
+                    stamp_of(table.metadata),
+                    table.io,
+                    plan.schema.schema_id,
+                    t,
+                    projection,
+                    backend,
+                )
             ),
         )
         for i, t in enumerate(plan.tasks)
@@ -70,17 +81,27 @@ def scan(
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for out in scan_batches(batches):
+            if counted:
+                out = pa.RecordBatch.from_arrays([pa.nulls(out.num_rows, pa.bool_())], schema=target)
             yield out.cast(target)
 
-    return frame.mapInArrow(run, spark_schema)
+    rows = frame.mapInArrow(run, spark_schema)
+    return rows.drop(_ROWS) if counted else rows
+
+
+_ROWS = "_gpu_engine_rows"
 
 
 def spark_arrow_schema(schema: pa.Schema) -> pa.Schema:
-    """``schema`` with the Arrow types Spark reads back exactly (see the module doc)."""
-    return pa.schema([pa.field(f.name, _spark_type(f.type, f.name), f.nullable) for f in schema])
+    """``schema`` with the Arrow types Spark reads back exactly (see the module doc). A required field under
+    a nullable struct, list element or map value is nullable there: its values are null where the parent
+    is (legal Arrow, which a cast to a non-nullable child refuses)."""
+    return pa.schema([pa.field(f.name, _spark_type(f.type, f.name, f.nullable), f.nullable) for f in schema])
 
 
-def _spark_type(t: pa.DataType, name: str) -> pa.DataType:
+def _spark_type(t: pa.DataType, name: str, nullable: bool) -> pa.DataType:
+    """``t`` as Spark reads it; ``nullable``: the value may be null (its children's values are then null
+    too)."""
     if pa.types.is_large_string(t):
         return pa.string()
     if pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
@@ -92,14 +113,17 @@ def _spark_type(t: pa.DataType, name: str) -> pa.DataType:
             f"column {name!r}: Spark DataFrames have no time type; scan it without Spark"
         )
     if pa.types.is_struct(t):
-        return pa.struct([pa.field(f.name, _spark_type(f.type, f"{name}.{f.name}"), f.nullable) for f in t])
+        return pa.struct([_child(f, f"{name}.{f.name}", nullable) for f in t])
     if pa.types.is_large_list(t) or pa.types.is_list(t):
-        return pa.list_(
-            pa.field("element", _spark_type(t.value_type, f"{name}.element"), t.value_field.nullable)
-        )
+        return pa.list_(_child(t.value_field.with_name("element"), f"{name}.element", nullable))
     if pa.types.is_map(t):
         return pa.map_(
-            _spark_type(t.key_type, f"{name}.key"),
-            pa.field("value", _spark_type(t.item_type, f"{name}.value"), t.item_field.nullable),
+            _spark_type(t.key_type, f"{name}.key", False),
+            _child(t.item_field.with_name("value"), f"{name}.value", nullable),
         )
     return t
+
+
+def _child(f: pa.Field, name: str, parent_nullable: bool) -> pa.Field:
+    nullable = f.nullable or parent_nullable
+    return pa.field(f.name, _spark_type(f.type, name, nullable), nullable)

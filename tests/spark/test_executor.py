@@ -6,12 +6,15 @@ from __future__ import annotations
 import pickle
 from collections import OrderedDict
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pytest
 
+import gpu_engine.table
+from gpu_engine.errors import GpuEngineError
 from gpu_engine.execute.delete_cache import DeleteCache
 from gpu_engine.execute.projection import project
 from gpu_engine.io import fileio
@@ -40,7 +43,13 @@ def _payloads(tbl: Table) -> Iterator[pa.RecordBatch]:
     projection = project(tbl.metadata, plan.schema, None)
     for task in plan.tasks:
         payload = executor.ScanPayload(
-            tbl.metadata_location, tbl.io, plan.schema.schema_id, task, projection, "cpu"
+            tbl.metadata_location,
+            executor.stamp_of(tbl.metadata),
+            tbl.io,
+            plan.schema.schema_id,
+            task,
+            projection,
+            "cpu",
         )
         yield pa.RecordBatch.from_pydict({"payload": [pickle.dumps(payload)]})
 
@@ -93,10 +102,30 @@ def test_a_worker_keeps_the_latest_metadata_files_only(
 ) -> None:
     tbl = _upserted(tmp_path, 1)
     monkeypatch.setattr(executor, "_METADATA", OrderedDict())
-    locations = []
+    keys = []
     for v in range(executor._METADATA_KEPT + 2):
         tbl.append(pa.table({"id": pa.array([v], pa.int64()), "v": pa.array([v], pa.int64())}))
-        locations.append(tbl.metadata_location)
-        assert executor._metadata(tbl.metadata_location, tbl.io).location == tbl.metadata.location
-    assert executor._metadata(locations[2], tbl.io) is executor._metadata(locations[2], tbl.io)
-    assert list(executor._METADATA) == [*locations[3:], locations[2]]
+        keys.append((tbl.metadata_location, executor.stamp_of(tbl.metadata)))
+        assert executor._metadata(*keys[-1], tbl.io).location == tbl.metadata.location
+    assert executor._metadata(*keys[2], tbl.io) is executor._metadata(*keys[2], tbl.io)
+    assert list(executor._METADATA) == [*keys[3:], keys[2]]
+
+
+def test_a_table_recreated_at_its_location_is_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file-system table writes v1.metadata.json again when re-created at its path: the worker must not
+    take its cached metadata of the old table for the new one (their partition specs may differ)."""
+    monkeypatch.setattr(executor, "_METADATA", OrderedDict())
+    tbl = _upserted(tmp_path, 1)
+    old = executor._metadata(tbl.metadata_location, executor.stamp_of(tbl.metadata), tbl.io)
+    fresh = replace(
+        tbl.metadata, table_uuid="another-table", last_updated_ms=tbl.metadata.last_updated_ms + 1
+    )
+    monkeypatch.setattr(
+        gpu_engine.table, "read_metadata", lambda io, location: fresh
+    )  # what the path holds now
+    assert executor._metadata(tbl.metadata_location, executor.stamp_of(fresh), tbl.io) is fresh
+    assert executor._metadata(tbl.metadata_location, executor.stamp_of(old), tbl.io) is old  # still cached
+    with pytest.raises(GpuEngineError, match="no longer the file the driver planned with"):
+        executor._metadata(tbl.metadata_location, ("yet-another", 1), tbl.io)

@@ -14,11 +14,14 @@ import pytest
 
 import gpu_engine as ge
 from gpu_engine.commit.compact import CompactionResult
-from gpu_engine.errors import ValidationError
+from gpu_engine.errors import UnsupportedFeature, ValidationError
 from gpu_engine.iceberg.content_file import ContentFile
 from gpu_engine.spark import GroupRewriteFailed, compact
+from gpu_engine.spark.runner import _first_line
 from gpu_engine.table import Table
 from gpu_engine.tasks import FileGroup, RewriteResult
+
+from ..commit._fixture_copy import committable_copy
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("name", pa.string()), ("x", pa.float64())])
 
@@ -132,6 +135,41 @@ def test_a_group_that_keeps_failing_does_not_block_the_others(spark: Any, tmp_pa
     assert tbl.scan().to_arrow().sort_by("id").equals(expected)
     with pytest.raises(GroupRewriteFailed, match="injected failure"):
         compact(spark, tbl, options={"min-input-files": "2"}, backend="cpu", fail_attempts={0: 99})
+
+
+def test_an_executors_error_is_reported_as_raised(spark: Any, tmp_path: Path) -> None:
+    """The Python error of the executor, whatever its class name (gpu-engine's errors end in neither Error
+    nor Exception), not Spark's wrapping; a bad backend name is refused before any job runs."""
+    variant = committable_copy("fixtures/impala/iceberg_test/iceberg_v3/trino_variant", tmp_path / "v")
+    with pytest.raises(
+        GroupRewriteFailed, match="failed: UnsupportedFeature: writing Iceberg variant columns"
+    ):
+        compact(spark, variant, options={"rewrite-all": "true"}, backend="cpu")
+    tbl = _build(_catalog(tmp_path), "t", 2, "position")
+    with pytest.raises(UnsupportedFeature, match="backend='gpu': expected one of"):
+        compact(spark, tbl, options={"min-input-files": "2"}, backend="gpu")
+
+
+def test_the_reported_error_is_the_exception_line_of_the_python_traceback() -> None:
+    python = (
+        "An exception was thrown from the Python worker. Please see the stack trace below.\n"
+        "Traceback (most recent call last):\n"
+        '  File "/w/worker.py", line 1, in main\n'
+        "    raise InvalidData('row 3: x')\n"
+        "gpu_engine.errors.InvalidData: row 3: x\n"
+        "\nJVM stacktrace:\norg.apache.spark.SparkException: Job aborted\n\tat org.apache.X(X.java:1)\n"
+    )
+    assert _first_line(Exception(python)) == "InvalidData: row 3: x"
+    crashed = (
+        "An error occurred while calling o8313.collectToPython.\n"
+        ": org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 failed 4 times, "
+        "most recent failure: Lost task 0.3: org.apache.spark.SparkException: Python worker exited "
+        "unexpectedly (crashed)\n"
+        "\tat org.apache.spark.api.python.BasePythonRunner(PythonRunner.scala:1)\n"
+    )
+    assert _first_line(Exception(crashed)) == "Python worker exited unexpectedly (crashed)"
+    java = "Job failed\nCaused by: java.io.IOException: disk full\n\tat x.y(Z.java:1)"
+    assert _first_line(Exception(java)) == "Caused by: java.io.IOException: disk full"
 
 
 class _ConcurrentDelete:

@@ -49,6 +49,9 @@ def test_scan_equals_the_local_scan(spark: Any, tmp_path: Path) -> None:
     second = list(reversed(tbl.metadata.ancestor_ids(tbl.metadata.current_snapshot_id or 0)))[1]
     appended = _to_arrow(scan(spark, tbl, columns=["id"], backend="cpu", from_snapshot_id=second))
     assert sorted(appended["id"].to_pylist()) == list(range(50, 100))  # as appended: deletes not applied
+    nothing = scan(spark, tbl, columns=[], filter="id >= 50", backend="cpu")  # rows, no columns
+    local_rows = tbl.scan(columns=[], filter="id >= 50").to_arrow().num_rows
+    assert nothing.columns == [] and nothing.count() == 49 == local_rows
 
 
 def test_fixture_with_equality_deletes(spark: Any) -> None:
@@ -64,3 +67,26 @@ def test_types_spark_cannot_hold_are_refused() -> None:
         spark_arrow_schema(pa.schema([("s", pa.struct([("c", pa.time64("us"))]))]))
     converted = spark_arrow_schema(pa.schema([("f", pa.large_string()), ("u", pa.binary(16))]))
     assert converted.types == [pa.string(), pa.binary()]
+
+
+def test_required_fields_under_nullable_parents_cast_with_their_parent_null() -> None:
+    """A required struct field is null where its optional struct is (as the Parquet reader gives it, also
+    for list elements and map values): the Spark schema makes it nullable there, so the executor's cast
+    takes such rows; under required parents it stays required."""
+    fields = [pa.field("x", pa.int64(), nullable=False), pa.field("y", pa.string())]
+    inner = pa.StructArray.from_arrays(
+        [pa.array([None, 2], pa.int64()), pa.array([None, "b"])], fields=fields, mask=pa.array([True, False])
+    )
+    offsets = pa.array([0, 2, 2], pa.int32())
+    arrays = [
+        inner,
+        pa.ListArray.from_arrays(offsets, inner),
+        pa.MapArray.from_arrays(offsets, pa.array(["k", "j"]), inner),
+        pa.StructArray.from_arrays([pa.array([1, 2], pa.int64())], fields=fields[:1]),
+    ]
+    names = ["s", "l", "m", "r"]
+    schema = pa.schema([pa.field(n, a.type, nullable=n != "r") for n, a in zip(names, arrays, strict=True)])
+    batch = pa.RecordBatch.from_arrays(arrays, schema=schema)
+    target = spark_arrow_schema(batch.schema)
+    assert batch.cast(target).to_pylist() == batch.to_pylist()
+    assert not target.field("r").type.field("x").nullable
