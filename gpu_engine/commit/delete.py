@@ -6,9 +6,12 @@ the table's ``write.delete.mode`` (:mod:`.delete_cow`), either writes delete fil
 (:func:`~gpu_engine.commit.delete_plan.write_row_deletes`: position delete files in v2, deletion vectors in
 v3; a ``delete`` snapshot) or rewrites the matched data files without the matched rows (copy-on-write; an
 ``overwrite`` snapshot), and commits with a validation that every attempt re-runs on the refreshed table:
-since the planned snapshot no targeted data file may have been removed and no DV or position delete file
-(copy-on-write: no delete file at all) may have been added for one (the positions written would be stale,
-a data file would end up with two DVs, or deleted rows would come back); under the table's
+since the planned snapshot no targeted data file may have been removed; on v3 tables no DV may have been
+added for one (it would end up with two); copy-on-write, no delete file at all that may apply to one
+(deleted rows would come back); an overwrite (:mod:`.overwrite`) replacing rows, no delete file either, as
+Java's row deltas for UPDATE and MERGE validate (a row replaced by it may have been deleted or upserted
+meanwhile). v2 position delete files stack: a delete's and another's of the same data file both apply, as
+Java's merge-on-read DELETE allows. Under the table's
 ``write.delete.isolation-level`` ``serializable`` (the default) no data file that may hold matching rows
 may have been appended either (:mod:`.isolation`). A violation is a
 :class:`~gpu_engine.errors.ValidationError`; the files this delete wrote are deleted.
@@ -17,13 +20,14 @@ may have been appended either (:mod:`.isolation`). A violation is a
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..expressions import Expression
 from ..iceberg.content_file import ContentFile
 from ..iceberg.metadata import TableMetadata
+from ..iceberg.partitioning import PartitionKey, partition_key
 from .delete_cow import COPY_ON_WRITE, delete_mode, write_copy_on_write
 from .delete_plan import plan_row_deletes, write_row_deletes
 from .isolation import SERIALIZABLE, delete_isolation_level, isolation_level, validate_no_conflicting_data
@@ -71,6 +75,7 @@ class PreparedDelete:
     deleted_rows: int
     copy_on_write: bool
     targets: frozenset[str]
+    partitions: Mapping[str, PartitionKey] = field(default_factory=dict)  # of the targets
     added: tuple[ContentFile, ...] = ()
     removed_data_files: tuple[str, ...] = ()
     removed_delete_files: tuple[ContentFile, ...] = ()
@@ -89,14 +94,20 @@ class PreparedDelete:
         isolation: str,
         action: str,
         case_sensitive: bool = True,
+        replacing: bool = False,
     ) -> Validation:
-        """The check every commit attempt runs (see the module doc and :mod:`.isolation`)."""
+        """The check every commit attempt runs (see the module doc and :mod:`.isolation`); ``replacing``:
+        the commit adds rows replacing the deleted ones (an overwrite)."""
         io, planned, targets = table.io, self.planned, self.targets
+        every_delete = self.copy_on_write or replacing
 
         def validate(base: TableMetadata) -> None:
             if planned is not None and targets:
-                equality = self.copy_on_write
-                validate_no_new_deletes(io, base, branch, planned, targets, action=action, equality=equality)
+                validate_no_new_deletes(
+                    io, base, branch, planned, targets, action=action,
+                    positional=every_delete or base.format_version >= 3, equality=every_delete,
+                    partitions=self.partitions,
+                )  # fmt: skip
             if isolation == SERIALIZABLE:
                 validate_no_conflicting_data(
                     io, base, branch, planned, filter, action=action, case_sensitive=case_sensitive
@@ -128,8 +139,9 @@ def prepare_delete(
     scope = RemovalScope.of_files(
         md, data=(f for f in plan.files if f.path in removed), deletes=out.removed_delete_files
     )
+    partitions = {f.path: partition_key(f.spec_id, f.partition) for f in plan.files}
     return PreparedDelete(
-        plan.snapshot_id, plan.deleted_rows, cow, targets, out.added, out.removed_data_files,
+        plan.snapshot_id, plan.deleted_rows, cow, targets, partitions, out.added, out.removed_data_files,
         out.removed_delete_files, scope,
     )  # fmt: skip
 

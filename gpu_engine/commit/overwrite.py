@@ -76,7 +76,13 @@ def overwrite(
         delete_files(io, [f.path for f in prepared.added], fault=None)
         raise
     validate = prepared.validation(
-        table, branch, filter, isolation=level, action="this overwrite", case_sensitive=case_sensitive
+        table,
+        branch,
+        filter,
+        isolation=level,
+        action="this overwrite",
+        case_sensitive=case_sensitive,
+        replacing=True,
     )
     added = (*prepared.added, *files)
     update = SnapshotUpdate(

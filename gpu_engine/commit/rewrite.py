@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import ValidationError
 from ..iceberg.metadata import TableMetadata
+from ..iceberg.partitioning import partition_key
 from ..planning.compaction import CompactionPlan
 from ..tasks import DeleteFile, FileGroup, RewriteResult
 from .producer import commit
@@ -66,9 +67,10 @@ def _validate(table: Table, plan: CompactionPlan, groups: Sequence[FileGroup], b
     kept = plan.options.use_starting_sequence_number
     (output_spec_id,) = {g.output_spec_id for g in groups} or {0}
     respec = Respec(output_spec_id, {f.path: f.spec_id for g in groups for f in g.files}) if kept else None
+    partitions = {f.path: partition_key(f.spec_id, f.partition) for g in groups for f in g.files}
     validate_no_new_deletes(
         table.io, base, plan.branch, plan.snapshot_id, targets, action="this compaction", equality=not kept,
-        respec=respec,
+        partitions=partitions, respec=respec,
     )  # fmt: skip
 
 

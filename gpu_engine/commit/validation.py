@@ -1,10 +1,12 @@
 """Validation of a commit planned on an older snapshot: what may have changed since for the data files it
 targets (:func:`validate_no_new_deletes`), used by merge-on-read deletes and by compaction.
 
-Since the planned snapshot, on the branch: no targeted data file may have been removed, and no DV or
-position delete file that may apply to one may have been added (its positions would be lost or stale).
-With ``equality=True`` an equality delete added since fails too (a compaction whose new files take a new
-sequence number would let such deletes miss rows they should delete). A compaction that keeps the starting
+Since the planned snapshot, on the branch: no targeted data file may have been removed, and (with
+``positional=True``) no DV or position delete file that may apply to one may have been added (its
+positions would be lost or stale). With ``equality=True`` an equality delete added since that may apply to
+one (a global delete, or one of the target's spec and partition, as Java's DeleteFileIndex scopes it)
+fails too (a compaction whose new files take a new sequence number would let such deletes miss rows they
+should delete). A compaction that keeps the starting
 sequence number passes a :class:`Respec` instead: equality deletes added since still apply to its new files,
 but one scoped to a partition of one spec applies to files of that spec only, so it fails the rewrite when
 the rewrite moves rows between that spec and another (it would delete rows it never matched, or let rows it
@@ -23,6 +25,7 @@ from ..errors import ValidationError
 from ..iceberg.content_file import EQUALITY_DELETES, POSITION_DELETES, ContentFile
 from ..iceberg.manifests import DELETED, read_manifest
 from ..iceberg.metadata import TableMetadata
+from ..iceberg.partitioning import PartitionKey, partition_key
 from ..iceberg.snapshots import Snapshot
 from ..io.fileio import FileIO
 from ..io.paths import PathMap, normalize
@@ -59,12 +62,15 @@ def validate_no_new_deletes(
     targets: frozenset[str],
     *,
     action: str,
+    positional: bool = True,
     equality: bool = False,
+    partitions: Mapping[str, PartitionKey] | None = None,
     respec: Respec | None = None,
 ) -> None:
     """:class:`ValidationError` unless the head of ``branch`` descends from ``planned`` and no snapshot
     since removed a targeted data file or added deletes that may apply to one (see the module doc).
-    ``action`` names what was planned, for the message ("this delete")."""
+    ``action`` names what was planned, for the message ("this delete"); ``partitions``: each target's spec
+    and partition (without them an equality delete may apply to any target)."""
     for snap in snapshots_since(base, branch, planned, action=action):
         for m in snapshot_manifests(io, snap):
             if m.added_snapshot_id != snap.snapshot_id:
@@ -88,7 +94,7 @@ def validate_no_new_deletes(
             for e in entries_of(table, m, base.spec_by_id(spec_id)):
                 if e.snapshot_id != snap.snapshot_id:
                     continue
-                hit = _may_target(e.file, targets, equality)
+                hit = _may_target(base, e.file, targets, positional, equality, partitions)
                 moved = None if respec is None else respec.moved_by(e.file, base)
                 if respec is not None and moved is not None:
                     raise ValidationError(
@@ -120,12 +126,25 @@ def snapshots_since(base: TableMetadata, branch: str, planned: int, *, action: s
     return out
 
 
-def _may_target(f: ContentFile, targets: frozenset[str], equality: bool) -> str | None:
-    """A target the delete file ``f`` may apply to (a DV or position deletes by ``referenced_data_file``,
-    else by its ``file_path`` bounds, without bounds any target; equality deletes, when counted, any)."""
+def _may_target(
+    md: TableMetadata,
+    f: ContentFile,
+    targets: frozenset[str],
+    positional: bool,
+    equality: bool,
+    partitions: Mapping[str, PartitionKey] | None,
+) -> str | None:
+    """A target the delete file ``f`` may apply to, among the kinds counted: a DV or position deletes by
+    ``referenced_data_file``, else by its ``file_path`` bounds (without bounds any target); equality deletes
+    by partition (an unpartitioned one is global)."""
     if f.content == EQUALITY_DELETES:
-        return min(targets) if equality and targets else None
-    if f.content != POSITION_DELETES:
+        if not equality or not targets:
+            return None
+        if partitions is None or md.spec_by_id(f.spec_id).is_unpartitioned:
+            return min(targets)
+        key = partition_key(f.spec_id, f.partition)
+        return next((t for t in sorted(targets) if partitions.get(t, key) == key), None)
+    if f.content != POSITION_DELETES or not positional:
         return None
     if f.referenced_data_file is not None:  # reads match it across spellings: so must a conflict
         wanted = normalize(f.referenced_data_file)
