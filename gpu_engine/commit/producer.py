@@ -267,6 +267,13 @@ class _Producer:
     def _check_content(self, base: TableMetadata) -> None:
         if base.format_version == 1 and any(f.content != 0 for f in self.update.added):
             raise ValidationError(f"table {base.location} is format version 1: it has no delete files")
+        if base.format_version >= 3 and any(
+            f.content == 1 and f.file_format != "PUFFIN" for f in self.update.added
+        ):
+            raise ValidationError(  # the spec: position delete files must not be added to v3 tables
+                f"table {base.location} is format version {base.format_version} (upgraded since this commit "
+                "was planned?): it takes deletion vectors, not position delete files; run it again"
+            )
         for f in self.update.added:
             base.spec_by_id(f.spec_id)
 

@@ -89,3 +89,18 @@ def test_equality_deletes_of_another_partition_do_not_conflict_with_a_rewrite(tm
     assert result.commits and not result.failures
     kept = kept.filter(pc.not_equal(kept["id"], 2))
     assert_all_readers(tbl.refresh(), kept, pyiceberg=False)
+
+
+def test_a_delete_planned_on_v2_fails_once_the_table_is_v3(tmp_path: Path) -> None:
+    """Position delete files must not be added to v3 tables (spec): an upgrade committed meanwhile fails
+    the v2-planned delete, which removes what it wrote; run again, it writes a deletion vector."""
+    tbl = region_table(tmp_path, 2)
+    data = rows(0, 20)
+    tbl.append(data)
+    other = tbl.catalog.load_table(tbl.identifier)  # type: ignore[union-attr]
+    upgrade = once_at("manifest", lambda: other.update_properties().set("format-version", "3").commit())
+    with pytest.raises(ValidationError, match="takes deletion vectors, not position delete files"):
+        tbl.delete("id < 3", faults=upgrade)
+    assert_all_readers(tbl.refresh(), data, pyiceberg=False)
+    tbl.delete("id < 3")
+    assert_all_readers(tbl, data.filter(pc.greater_equal(data["id"], 3)), pyiceberg=False)
