@@ -384,11 +384,11 @@ def metadata_to_json(md: TableMetadata) -> dict[str, Any]:
     out["last-partition-id"] = md.last_partition_id
     out["default-sort-order-id"] = md.default_sort_order_id
     out["sort-orders"] = [sort_order_to_json(o) for o in md.sort_orders]
-    if fv == 1:  # v1 lists are optional: write those that were read
-        for key in ("current-schema-id", "schemas", "default-spec-id", "partition-specs", "last-partition-id",
-                    "default-sort-order-id", "sort-orders"):  # fmt: skip
-            if key not in present:
-                del out[key]
+    if fv == 1:  # v1 lists are optional: left out when not read and still implied by the legacy fields
+        for keys in _v1_implied(md):
+            for key in keys:
+                if key not in present:
+                    del out[key]
     _put_listed(out, present, "properties", dict(md.properties))
     if md.current_snapshot_id is not None:
         out["current-snapshot-id"] = md.current_snapshot_id
@@ -404,6 +404,25 @@ def metadata_to_json(md: TableMetadata) -> dict[str, Any]:
         return out
     order = {k: i for i, k in enumerate(md.json_keys)}  # keys in the order read, new ones after
     return dict(sorted(out.items(), key=lambda kv: order.get(kv[0], len(order))))
+
+
+def _v1_implied(md: TableMetadata) -> list[tuple[str, ...]]:
+    """The groups of v1's optional keys whose content a reader derives from the legacy ``schema`` and
+    ``partition-spec`` alone (one schema, one spec of id 0, no sort order). Others must be written: a
+    schema, spec or sort order added by a commit lives there only (Java always writes them)."""
+    out: list[tuple[str, ...]] = []
+    if len(md.schemas) == 1 and md.schemas[0].schema_id == md.current_schema_id:
+        out.append(("current-schema-id", "schemas"))
+    spec_ids = [f.field_id for s in md.partition_specs for f in s.fields]
+    if (
+        len(md.partition_specs) == 1
+        and md.default_spec_id == md.partition_specs[0].spec_id == 0
+        and md.last_partition_id == max(spec_ids, default=V1_LAST_PARTITION_ID)
+    ):
+        out.append(("default-spec-id", "partition-specs", "last-partition-id"))
+    if md.default_sort_order_id == UNSORTED.order_id and all(o.is_unsorted for o in md.sort_orders):
+        out.append(("default-sort-order-id", "sort-orders"))
+    return out
 
 
 def _put_listed(

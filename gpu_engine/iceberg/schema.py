@@ -149,7 +149,7 @@ def schema_from_json(obj: dict[str, Any]) -> Schema:
 
 def schema_to_json(schema: Schema) -> dict[str, Any]:
     out: dict[str, Any] = {"type": "struct"}
-    if schema.schema_id_written:
+    if schema.schema_id_written or schema.schema_id != 0:  # a reader takes a missing id for 0
         out["schema-id"] = schema.schema_id
     if schema.identifier_field_ids or schema.identifiers_written:
         out["identifier-field-ids"] = list(schema.identifier_field_ids)

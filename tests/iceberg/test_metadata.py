@@ -406,3 +406,39 @@ def test_undecodable_input_names_the_file(data: bytes, message: str) -> None:
     with pytest.raises(MetadataError, match=message) as info:
         parse_metadata(data, source=SOURCE)
     assert SOURCE in str(info.value)
+
+
+def test_v1_lists_are_written_once_they_hold_more_than_the_legacy_fields() -> None:
+    """A v1 file with only ``schema`` and ``partition-spec`` round-trips as read; once a commit adds a
+    schema, a spec or a sort order, the lists that hold it are written (Java always writes them), or the
+    change would be lost and a manifest of the new spec would name a spec the table lacks."""
+    from gpu_engine.iceberg.partitioning import PartitionField
+    from gpu_engine.iceberg.sorting import SortField, SortOrder
+
+    raw = {
+        "format-version": 1, "location": "/t", "last-updated-ms": 1, "last-column-id": 2,
+        "schema": {"type": "struct", "fields": [{"id": 1, "name": "id", "required": False, "type": "int"},
+                                                {"id": 2, "name": "s", "required": False, "type": "string"}]},
+        "partition-spec": [{"name": "s", "transform": "identity", "source-id": 2, "field-id": 1000}],
+        "properties": {}, "current-snapshot-id": -1, "snapshots": [],
+    }  # fmt: skip
+    md = metadata_from_json(raw, source="v1.metadata.json")
+    assert metadata_to_json(md) == raw
+    schema = dataclasses.replace(md.schema, schema_id=1)
+    spec = dataclasses.replace(
+        md.spec, spec_id=1, fields=(*md.spec.fields, PartitionField((1,), 1001, "b", "bucket[4]"))
+    )
+    order = SortOrder(1, (SortField((1,), "identity", "desc", "nulls-last"),))
+    changed = dataclasses.replace(
+        md, schemas=(*md.schemas, schema), current_schema_id=1, partition_specs=(*md.partition_specs, spec),
+        default_spec_id=1, last_partition_id=1001, sort_orders=(*md.sort_orders, order),
+        default_sort_order_id=1,
+    )  # fmt: skip
+    out = metadata_to_json(changed)
+    assert [s.get("schema-id", 0) for s in out["schemas"]] == [0, 1] and out["current-schema-id"] == 1
+    assert [s["spec-id"] for s in out["partition-specs"]] == [0, 1] and out["last-partition-id"] == 1001
+    assert [o["order-id"] for o in out["sort-orders"]] == [0, 1] and out["default-sort-order-id"] == 1
+    again = metadata_from_json(out, source="v2.metadata.json")
+    assert (again.schemas, again.partition_specs, again.sort_orders) == (
+        changed.schemas, changed.partition_specs, changed.sort_orders,
+    )  # fmt: skip
