@@ -33,7 +33,11 @@ class _Counts:
     equality_deletes: int = 0
 
     def add(self, f: ContentFile) -> None:
-        self.files_size += f.file_size_in_bytes
+        dv = f.content == POSITION_DELETES and f.file_format.upper() == "PUFFIN"
+        # a DV counts its blob, as Java's ScanTaskUtil.contentSizeInBytes: DVs share one Puffin file
+        self.files_size += (
+            f.content_size_in_bytes if dv and f.content_size_in_bytes is not None else f.file_size_in_bytes
+        )
         if f.content == DATA:
             self.data_files += 1
             self.records += f.record_count
@@ -41,7 +45,7 @@ class _Counts:
         self.delete_files += 1
         if f.content == POSITION_DELETES:
             self.position_deletes += f.record_count
-            if f.file_format.upper() == "PUFFIN":
+            if dv:
                 self.dvs += 1
             else:
                 self.position_delete_files += 1

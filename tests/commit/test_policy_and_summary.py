@@ -45,13 +45,33 @@ def f(path: str, rows: int, size: int, part: tuple[object, ...] = ("a",), **kw: 
 
 
 def test_summary_by_hand() -> None:
+    """DVs count their blob's size (Java's ScanTaskUtil.contentSizeInBytes), not their Puffin file's."""
     parent = {
         "total-records": "100", "total-files-size": "1000", "total-data-files": "4",
         "total-delete-files": "1", "total-position-deletes": "3", "total-equality-deletes": "0",
     }  # fmt: skip
     added = [
         f("/d1", 10, 100, ("a",)),
-        f("/dv", 2, 40, ("a",), fmt="PUFFIN", content=POSITION_DELETES),
+        f(
+            "/dv",
+            2,
+            40,
+            ("a",),
+            fmt="PUFFIN",
+            content=POSITION_DELETES,
+            content_offset=4,
+            content_size_in_bytes=12,
+        ),
+        f(
+            "/dv",
+            1,
+            40,
+            ("a",),
+            fmt="PUFFIN",
+            content=POSITION_DELETES,
+            content_offset=16,
+            content_size_in_bytes=14,
+        ),
         f("/eq", 5, 30, ("b",), content=EQUALITY_DELETES, equality_ids=(1,)),
     ]
     removed = [f("/d0", 20, 200, ("c",)), f("/pd", 3, 50, ("a",), content=POSITION_DELETES)]
@@ -59,12 +79,12 @@ def test_summary_by_hand() -> None:
     assert s == {
         "operation": "overwrite",
         "added-data-files": "1", "deleted-data-files": "1", "added-records": "10", "deleted-records": "20",
-        "added-files-size": "170", "removed-files-size": "250", "added-delete-files": "2",
-        "removed-delete-files": "1", "removed-position-delete-files": "1", "added-dvs": "1",
-        "added-equality-delete-files": "1", "added-position-deletes": "2", "removed-position-deletes": "3",
+        "added-files-size": "156", "removed-files-size": "250", "added-delete-files": "3",
+        "removed-delete-files": "1", "removed-position-delete-files": "1", "added-dvs": "2",
+        "added-equality-delete-files": "1", "added-position-deletes": "3", "removed-position-deletes": "3",
         "added-equality-deletes": "5",
-        "total-records": "90", "total-files-size": "920", "total-data-files": "4", "total-delete-files": "2",
-        "total-position-deletes": "2", "total-equality-deletes": "5",
+        "total-records": "90", "total-files-size": "906", "total-data-files": "4", "total-delete-files": "3",
+        "total-position-deletes": "3", "total-equality-deletes": "5",
         "changed-partition-count": "3", "engine-name": "gpu-engine",
     }  # fmt: skip
 
