@@ -251,6 +251,7 @@ class _Producer:
             written.append(path)
             self.faults("swap")
             location = self._swap(base_location, path)
+            table_update.delete_removed_metadata_files(io, base, new_md)
         table._advance(new_md, location)
         referenced = {*(m.manifest_path for m in manifests), list_path, location, path}
         orphaned = self._clean_unreferenced(referenced)

@@ -6,7 +6,8 @@ the base's current schema id, and in v3 ``first-row-id`` = the table's ``next-ro
 as the manifest list assigned them; the table's ``next-row-id`` advances by ``added-rows``. The branch ref
 moves to the snapshot (``main`` also moves ``current-snapshot-id`` and appends to ``snapshot-log``); the
 base metadata file is appended to ``metadata-log``, which keeps the newest
-``write.metadata.previous-versions-max`` (100) entries.
+``write.metadata.previous-versions-max`` (100) entries; with ``write.metadata.delete-after-commit.enabled``
+the files trimmed from it are deleted once the commit landed.
 
 Metadata files are named ``<NNNNN>-<uuid>.metadata.json`` (the base's version + 1) as metastore catalogs
 do, or ``<uuid>.metadata.json`` for file-system tables (the catalog renames it to ``v<N>.metadata.json``);
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
 import re
 import time
 import uuid
@@ -35,8 +37,12 @@ from ..iceberg.snapshots import (
     check_table_refs,
 )
 from ..io.fileio import FileIO
+from ..properties import bool_property
+
+_log = logging.getLogger(__name__)
 
 PREVIOUS_VERSIONS_MAX = "write.metadata.previous-versions-max"
+DELETE_AFTER_COMMIT = "write.metadata.delete-after-commit.enabled"
 COMPRESSION_CODEC = "write.metadata.compression-codec"
 _MAX_LONG = (1 << 63) - 1
 _VERSION = re.compile(r"^(?:v)?(\d+)[-.]")
@@ -139,6 +145,28 @@ def metadata_log(md: TableMetadata, base_location: str) -> tuple[MetadataLogEntr
         ) from None
     log = (*md.metadata_log, MetadataLogEntry(md.last_updated_ms, base_location))
     return log[-keep:]
+
+
+def delete_removed_metadata_files(io: FileIO, base: TableMetadata, new: TableMetadata) -> tuple[str, ...]:
+    """With ``write.metadata.delete-after-commit.enabled`` (default false), delete the metadata files of
+    ``base``'s ``metadata-log`` that ``new``'s no longer lists (trimmed by previous-versions-max), after
+    ``new`` was committed, as Java's table operations do; a failure is logged, not raised (the commit
+    landed). The paths deleted."""
+    if not bool_property(new.properties, DELETE_AFTER_COMMIT, False):
+        return ()
+    kept = {e.metadata_file for e in new.metadata_log}
+    deleted = []
+    for entry in base.metadata_log:
+        if entry.metadata_file in kept:
+            continue
+        try:
+            io.delete(io.resolve(entry.metadata_file), missing_ok=True)
+            deleted.append(entry.metadata_file)
+        except OSError as exc:
+            _log.warning(
+                "table %s: could not delete old metadata file %s: %s", new.location, entry.metadata_file, exc
+            )
+    return tuple(deleted)
 
 
 def metadata_path(md: TableMetadata, base_location: str | None, *, file_system_table: bool) -> str:

@@ -168,6 +168,27 @@ def test_metadata_log_limit_and_gzip_metadata(tmp_path: Path) -> None:
     assert Path(locations[-1]).read_bytes()[:2] == b"\x1f\x8b"
     assert [e.metadata_file for e in tbl.metadata.metadata_log] == locations[2:4]  # the newest two
     assert_all_readers(tbl, pa.concat_tables([rows(i * 5, 5) for i in range(4)]))
+    assert all(Path(p).exists() for p in locations)  # kept unless asked: Java's default
+
+
+def test_metadata_files_dropped_from_the_log_are_deleted_when_asked(tmp_path: Path) -> None:
+    """write.metadata.delete-after-commit.enabled: a file trimmed from the log goes after the commit (data
+    and metadata-only commits alike), as Java's and PyIceberg's table operations do."""
+    props = {
+        "write.metadata.previous-versions-max": "1",
+        "write.metadata.delete-after-commit.enabled": "true",
+    }
+    tbl = sql_catalog(tmp_path).create_table("db.t", rows(0, 0).schema, properties=props)
+    locations = [tbl.metadata_location]
+    for i in range(3):
+        tbl.append(rows(i * 5, 5))
+        locations.append(tbl.metadata_location)
+    with tbl.update_properties() as p:
+        p.set("comment", "metadata-only")
+    locations.append(tbl.metadata_location)
+    assert [e.metadata_file for e in tbl.metadata.metadata_log] == locations[-2:-1]
+    assert [Path(p).exists() for p in locations] == [False, False, False, True, True]
+    assert_all_readers(tbl, pa.concat_tables([rows(i * 5, 5) for i in range(3)]))
 
 
 def test_every_write_keeps_bounds_on_the_tables_sort_columns(tmp_path: Path) -> None:
