@@ -159,7 +159,10 @@ class _Producer:
 
     def _manifest_path(self) -> str:
         self.count += 1
-        return f"{self.table.location.rstrip('/')}/metadata/{self.commit_id}-m{self.count - 1}.avro"
+        return f"{self._metadata_dir(self.table.metadata)}/{self.commit_id}-m{self.count - 1}.avro"
+
+    def _metadata_dir(self, md: TableMetadata) -> str:
+        return table_update.metadata_dir(md, file_system_table=is_file_system_catalog(self.catalog))
 
     def attempt(self, attempt: int) -> CommitResult:
         table = self.table
@@ -211,9 +214,7 @@ class _Producer:
             )  # fmt: skip
             manifests, rewritten = merged.manifests, merged.entries_processed
         seq = table_update.next_sequence_number(base)
-        list_path = (
-            f"{base.location.rstrip('/')}/metadata/snap-{self.snapshot_id}-{attempt}-{self.commit_id}.avro"
-        )
+        list_path = f"{self._metadata_dir(base)}/snap-{self.snapshot_id}-{attempt}-{self.commit_id}.avro"
         self.faults("manifest-list")
         listed = write_manifest_list(
             io, io.resolve(list_path), format_version=base.format_version, snapshot_id=self.snapshot_id,

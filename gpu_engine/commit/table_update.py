@@ -11,7 +11,8 @@ the files trimmed from it are deleted once the commit landed.
 
 Metadata files are named ``<NNNNN>-<uuid>.metadata.json`` (the base's version + 1) as metastore catalogs
 do, or ``<uuid>.metadata.json`` for file-system tables (the catalog renames it to ``v<N>.metadata.json``);
-``write.metadata.compression-codec=gzip`` writes ``.gz.metadata.json``. Files are created exclusively.
+``write.metadata.compression-codec=gzip`` writes ``.gz.metadata.json``. They, manifest lists and manifests
+go to ``write.metadata.path`` when set (:func:`metadata_dir`). Files are created exclusively.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ _log = logging.getLogger(__name__)
 
 PREVIOUS_VERSIONS_MAX = "write.metadata.previous-versions-max"
 DELETE_AFTER_COMMIT = "write.metadata.delete-after-commit.enabled"
+METADATA_PATH = "write.metadata.path"
 COMPRESSION_CODEC = "write.metadata.compression-codec"
 _MAX_LONG = (1 << 63) - 1
 _VERSION = re.compile(r"^(?:v)?(\d+)[-.]")
@@ -169,13 +171,23 @@ def delete_removed_metadata_files(io: FileIO, base: TableMetadata, new: TableMet
     return tuple(deleted)
 
 
+def metadata_dir(md: TableMetadata, *, file_system_table: bool) -> str:
+    """Where new metadata files, manifest lists and manifests go: ``write.metadata.path`` when set, as
+    Java's metastore table operations; a file-system (Hadoop layout) table keeps them in
+    ``<location>/metadata``, where its version hint and ``v<N>.metadata.json`` files are found."""
+    custom = md.properties.get(METADATA_PATH, "").strip()
+    if custom and not file_system_table:
+        return custom.rstrip("/")
+    return f"{md.location.rstrip('/')}/metadata"
+
+
 def metadata_path(md: TableMetadata, base_location: str | None, *, file_system_table: bool) -> str:
     """The recorded path of the next metadata file of the table (see the module doc)."""
     codec = md.properties.get(COMPRESSION_CODEC, "none").strip().lower()
     if codec not in ("none", "gzip"):
         raise UnsupportedFeature(f"table property {COMPRESSION_CODEC}={codec!r}: expected none or gzip")
     suffix = ".gz.metadata.json" if codec == "gzip" else ".metadata.json"
-    directory = f"{md.location.rstrip('/')}/metadata"
+    directory = metadata_dir(md, file_system_table=file_system_table)
     if file_system_table:
         return f"{directory}/{uuid.uuid4()}{suffix}"
     version = 0

@@ -205,3 +205,26 @@ def test_every_write_keeps_bounds_on_the_tables_sort_columns(tmp_path: Path) -> 
     for f in files:  # id (field 1) has bounds; v, counts only, has none
         assert [fid for fid, _ in f["lower_bounds"]] == [1] and [fid for fid, _ in f["upper_bounds"]] == [1]
         assert f["sort_order_id"] is None  # the rows were not sorted
+
+
+def test_metadata_files_go_to_write_metadata_path(tmp_path: Path) -> None:
+    """Metadata files, manifest lists and manifests all go to write.metadata.path when it is set (Java's
+    metastore table operations, PyIceberg's locations); the table reads the same through every reader."""
+    alt = tmp_path / "alt-metadata"
+    tbl = sql_catalog(tmp_path).create_table(
+        "db.t", rows(0, 0).schema, properties={"write.metadata.path": str(alt)}
+    )
+    tbl.append(rows(0, 5))
+    tbl.delete("id = 2")
+    with tbl.update_properties() as p:
+        p.set("comment", "metadata-only")
+    assert tbl.metadata_location.removeprefix("file://").startswith(str(alt))
+    snapshot = tbl.metadata.current_snapshot()
+    assert snapshot is not None and snapshot.manifest_list is not None
+    assert snapshot.manifest_list.removeprefix("file://").startswith(str(alt))
+    written = {p.name for p in alt.iterdir()}
+    assert sum(n.endswith(".metadata.json") for n in written) == 4  # create, append, delete, properties
+    assert sum(n.startswith("snap-") for n in written) == 2 and sum("-m" in n for n in written) >= 2
+    default = Path(tbl.location.removeprefix("file://")) / "metadata"
+    assert not default.exists() or not any(default.iterdir())
+    assert_all_readers(tbl, rows(0, 5).filter(pc.not_equal(rows(0, 5)["id"], 2)))
