@@ -107,7 +107,7 @@ def rewrite_group(
         if group.spec_id is None:  # rows of other specs: the writer splits them by partition and rolls
             write(rows)
         else:
-            _chunks(rows, _rows_per_file(group), write)
+            _chunks(rows, _rows_per_file(group), group.expected_output_files, write)
         clock.write = time.perf_counter() - start - clock.read - clock.order
     except BaseException:
         for f in written:
@@ -126,13 +126,22 @@ def rewrite_group(
 
 
 def _expected_rows(group: FileGroup) -> int:
-    """The group's rows less those its file-scoped deletes (DVs, position deletes of one file) remove."""
-    scoped = sum(
-        d.record_count
-        for d in group.delete_files
-        if d.is_deletion_vector or (d.content == 1 and d.referenced_data_file is not None)
-    )
-    return max(group.input_rows - scoped, 0)
+    """The group's rows less those its file-scoped deletes (DVs, position deletes of one file) remove. Where
+    a file's deletes add up to more rows than it has (stacked position delete files may repeat positions),
+    its deletes are not counted: the estimate errs high, so output files are never cut smaller than meant."""
+    live = 0
+    seen: set[str] = set()
+    for task in group.tasks:
+        if task.file.path in seen:
+            continue
+        seen.add(task.file.path)
+        scoped = sum(
+            d.record_count
+            for d in task.deletes
+            if d.is_deletion_vector or (d.content == 1 and d.referenced_data_file is not None)
+        )
+        live += task.file.record_count - (scoped if scoped <= task.file.record_count else 0)
+    return live
 
 
 def _rows_per_file(group: FileGroup) -> int:
@@ -144,16 +153,22 @@ def _rows_per_file(group: FileGroup) -> int:
 
 
 def _chunks(
-    rows: Iterator[pa.RecordBatch], per_file: int, write: Callable[[Iterator[pa.RecordBatch]], None]
+    rows: Iterator[pa.RecordBatch],
+    per_file: int,
+    files: int,
+    write: Callable[[Iterator[pa.RecordBatch]], None],
 ) -> None:
-    """Write ``rows`` as chunks of ``per_file`` rows, the last taking the rest.
+    """Write ``rows`` as chunks of ``per_file`` rows, at most ``files`` of them: the last takes the rest
+    (the writer still rolls a file at the maximum size).
 
     The expected rows count no equality deletes nor position deletes of several files, so fewer rows may
     come: a remainder of at most a tenth of a chunk joins the chunk before it instead of making a tiny
     file of its own."""
     splitter = _Splitter(rows)
-    while not splitter.exhausted():
-        write(_chunk(splitter, per_file))
+    for i in range(max(files, 1)):
+        if splitter.exhausted():
+            break
+        write(_chunk(splitter, None if i >= files - 1 else per_file))
 
 
 def _chunk(splitter: _Splitter, limit: int | None) -> Iterator[pa.RecordBatch]:

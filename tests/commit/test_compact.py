@@ -470,6 +470,36 @@ def test_a_group_past_the_target_settles_in_one_compaction(tmp_path: Path) -> No
     assert not tbl.compact(options=options, dry_run=True).plan.groups
 
 
+@pytest.mark.parametrize("target_fraction", [1.2, 0.3])
+def test_overlapping_stacked_position_deletes_do_not_split_the_output(
+    tmp_path: Path, target_fraction: float
+) -> None:
+    """Two deletes of overlapping rows committed concurrently stack as two position delete files whose
+    counts add up to more rows than the file has: the live-row estimate must not drop to nothing (it made
+    one output file per row). The file count stays the planned one."""
+    tbl, expected = _big_table(tmp_path, appends=1, n=1000)
+    other = tbl.catalog.load_table(tbl.identifier)  # type: ignore[union-attr]
+    first: list[int] = []
+
+    def race(stage: str) -> None:
+        if stage == "manifest-list" and not first:
+            first.append(1)
+            other.delete("id < 600", backend="cpu")
+
+    tbl.delete("id < 700", backend="cpu", faults=race)
+    tbl.refresh()
+    counts = [f["record_count"] for f in tbl.inspect.delete_files().to_pylist()]
+    assert sorted(counts) == [600, 700]
+    total = sum(os.path.getsize(f) for f in data_files(tbl))
+    options = {**REWRITE_ALL, "target-file-size-bytes": str(int(total * target_fraction))}
+    result = tbl.compact(options=options, backend="cpu")
+    (group,) = result.plan.groups
+    assert 1 <= result.added_data_files <= group.expected_output_files
+    assert_rows_equal(
+        tbl.scan(backend="cpu").to_arrow(), expected.filter(pc.greater_equal(expected["id"], 700))
+    )
+
+
 @pytest.mark.parametrize("deletes", ["none", "file-scoped", "equality", "spanning"])
 @pytest.mark.parametrize("strategy", ["binpack", "sort"])
 def test_small_target_gives_several_similar_files(tmp_path: Path, strategy: str, deletes: str) -> None:
