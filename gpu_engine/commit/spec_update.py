@@ -81,7 +81,11 @@ class SpecUpdate(MetadataUpdate):
             raise InvalidSpecChange(f"{where}: the spec has this field already")
         if transform in _TIME and any(s == source.field_id and t in _TIME for s, t in added):
             raise InvalidSpecChange(f"{where}: a time transform of {source.name!r} is added already")
-        chosen = default_name if name is None else name
+        earlier = self._historical(source.field_id, transform, name)
+        free = earlier is not None and earlier.field_id not in {f.field_id for f in self._spec.fields}
+        chosen = (
+            name if name is not None else (earlier.name if earlier is not None and free else default_name)
+        )
         self._check_name(chosen, where, source.field_id if transform == "identity" else None)
         self._adds.append(_Added(source.field_id, transform, chosen, text, name is not None))
         return self
@@ -189,10 +193,14 @@ class SpecUpdate(MetadataUpdate):
 
     def _recycled(self, a: _Added) -> int | None:
         """The id an earlier spec gave (source, transform), if any; a name asked for must be its name."""
+        earlier = self._historical(a.source_id, a.transform, a.name if a.named else None)
+        return None if earlier is None else earlier.field_id
+
+    def _historical(self, source_id: int, transform: str, name: str | None) -> PartitionField | None:
+        """The field an earlier spec had for (source, transform), under ``name`` when one is asked for (Java's
+        ``recycleOrCreatePartitionField``: without a name the field comes back with its id and its name)."""
         for s in self._base.partition_specs:
             for f in s.fields:
-                if (f.source_id, f.transform) == (a.source_id, a.transform) and (
-                    not a.named or f.name == a.name
-                ):
-                    return f.field_id
+                if (f.source_id, f.transform) == (source_id, transform) and (name is None or f.name == name):
+                    return f
         return None

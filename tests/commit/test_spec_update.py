@@ -169,6 +169,21 @@ def test_an_earlier_id_comes_back_only_under_its_own_name_when_one_is_asked(tmp_
     assert metadata(tbl)["default-spec-id"] == 0  # the first spec again, its id and name
 
 
+def test_a_field_added_back_without_a_name_takes_its_earlier_name(tmp_path: Path) -> None:
+    """Java's recycleOrCreatePartitionField returns the earlier field itself: id and name, so the spec
+    equals the earlier one and no new spec is made (PyIceberg agrees)."""
+    tbl = make(tmp_path, 2, [])
+    with tbl.update_spec() as u:
+        u.add_field("day(ts)", name="dd")
+    with tbl.update_spec() as u:
+        u.remove_field("dd")
+    with tbl.update_spec() as u:
+        u.add_field("day(ts)")
+    raw = metadata(tbl)
+    assert raw["default-spec-id"] == 1 and len(raw["partition-specs"]) == 2
+    assert spec_fields(raw, 1) == [("dd", 1000, "day")]
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
