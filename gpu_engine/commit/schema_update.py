@@ -384,18 +384,26 @@ class SchemaUpdate(MetadataUpdate):
         return next(added, None)
 
     def _mapping(self, mapping: NameMapping) -> NameMapping:
-        """``mapping`` with the new names of renamed columns and the added columns."""
+        """``mapping`` with the new names of renamed columns and the added columns; a name a renamed or
+        added column takes is removed from its siblings' entries (Java's MappingUtil.update), so a column
+        dropped and added again, or a name moved to another column, no longer reaches the old files' column
+        (they read it as missing)."""
 
         def walk(fields: Sequence[MappedField], parent_id: int) -> tuple[MappedField, ...]:
+            added = self._c.adds.get(parent_id, [])
+            claimed = {a.name: a.field_id for a in added}
+            claimed.update(
+                {self._c.renames[m.field_id]: m.field_id for m in fields if m.field_id in self._c.renames}
+            )
             out = []
             for m in fields:
-                names = m.names
+                names = tuple(n for n in m.names if claimed.get(n, m.field_id) == m.field_id)
                 if m.field_id is not None and m.field_id in self._c.renames:
                     new = self._c.renames[m.field_id]
                     names = names if new in names else (*names, new)
                 children = walk(m.fields, m.field_id) if m.field_id is not None else m.fields
                 out.append(replace(m, names=names, fields=children))
-            for a in self._c.adds.get(parent_id, []):
+            for a in added:
                 out.extend(_added_mapping(a))
             return tuple(out)
 

@@ -234,6 +234,27 @@ def test_name_mapping_gets_new_names_and_columns(tmp_path: Path) -> None:
     ]
 
 
+def test_a_name_taken_by_another_column_leaves_its_old_mapping_entry(tmp_path: Path) -> None:
+    """Java's MappingUtil.update: a name an added or renamed column takes is removed from its siblings'
+    entries (their id stays, with the names left), so dropping a column and adding it back, moving a name
+    to another column, or taking another column's alias commits (the mapping refused duplicate names)."""
+    mapping = [{"field-id": 1, "names": ["id"]}, {"field-id": 2, "names": ["name", "legacy"]},
+               {"field-id": 3, "names": ["score"]}]  # fmt: skip
+    tbl = make(tmp_path, 2, None, **{"schema.name-mapping.default": json.dumps(mapping)})
+    with tbl.update_schema() as u:
+        u.delete_column("score")
+    with tbl.update_schema() as u:
+        u.add_column("score", "double")  # the dropped column's name
+        u.rename_column("id", "legacy")  # another column's alias
+    got = json.loads(metadata(tbl)["properties"]["schema.name-mapping.default"])
+    assert got == [
+        {"field-id": 1, "names": ["id", "legacy"]},
+        {"field-id": 2, "names": ["name"]},
+        {"field-id": 3, "names": []},
+        {"field-id": 9, "names": ["score"]},
+    ]
+
+
 @pytest.mark.parametrize(
     ("version", "change", "message"),
     [
