@@ -327,6 +327,7 @@ def _decode_fixed_width(t: it.PrimitiveType, values: pa.Array) -> pa.Array:
             old_fmt, old_width, scale = _PROMOTED[t.name]
             layouts[old_width] = (old_fmt, scale)
     lengths, valid, starts, raw = _layout(values)
+    valid = valid.copy()  # promoted bounds out of range become unknown below
     bad = valid & ~np.isin(lengths, list(layouts))
     if bad.any():
         i = int(np.argmax(bad))
@@ -338,7 +339,11 @@ def _decode_fixed_width(t: it.PrimitiveType, values: pa.Array) -> pa.Array:
         if len(rows):
             cells = raw[starts[rows, None] + np.arange(length)[None, :]]
             decoded = np.ascontiguousarray(cells).reshape(-1).view(np.dtype(fmt)).astype(result.dtype)
-            result[rows] = decoded * scale if scale != 1 else decoded
+            if scale != 1:  # a promoted date bound past the new unit's range (9999-12-31 in nanoseconds)
+                limit = np.iinfo(np.int64).max // scale  # is no bound at all: it would wrap in int64
+                valid[rows[np.abs(decoded) > limit]] = False
+                decoded = np.where(np.abs(decoded) > limit, 0, decoded) * scale
+            result[rows] = decoded
     if t.name == "boolean":
         return pa.array(result != 0, type=pa.bool_(), mask=~valid)
     return pa.array(result, type=out_type, mask=~valid)

@@ -189,6 +189,21 @@ def test_promoted_bounds(t: it.PrimitiveType, data: bytes, value: Any) -> None:
     assert serde.decode_array(t, pa.array([data, None])).to_pylist() == [value, None]
 
 
+def test_promoted_date_bounds_past_the_new_range_are_unknown() -> None:
+    """A date bound of a column promoted to timestamp_ns that nanoseconds cannot hold (9999-12-31, 0001-01-01)
+    would wrap in int64 and prune files holding matching rows: it reads as no bound (the read of such a
+    value then fails, as the spec asks)."""
+    days = [18262, 2932896, -719162, None]  # 2020-01-01, 9999-12-31, 0001-01-01
+    arr = pa.array([None if d is None else struct.pack("<i", d) for d in days])
+    assert serde.decode_array(it.TIMESTAMP_NS, arr).to_pylist() == [
+        18262 * 86_400_000_000_000,
+        None,
+        None,
+        None,
+    ]
+    assert serde.decode_array(it.TIMESTAMP, arr).to_pylist()[1] == 2932896 * 86_400_000_000  # micros fit
+
+
 def test_decode_array_mixes_promoted_lengths() -> None:
     arr = pa.array([struct.pack("<i", 5), struct.pack("<q", 2**40), None, struct.pack("<i", -1)])
     assert serde.decode_array(it.LONG, arr).to_pylist() == [5, 2**40, None, -1]
