@@ -19,7 +19,8 @@ an element or a value can be promoted or made optional, a map key cannot change.
 ids after the table's ``last-column-id``, nested ones too; a required column or a default
 (``initial-default`` and ``write-default``) needs format version 3. A column that a partition field or
 the sort order uses cannot be deleted, nor one of the identifier fields unless they are set anew; a
-promotion that would change a partition value (date to timestamp) is refused. Identifier fields are named
+promotion that would change a partition value (date to timestamp under an identity or bucket partition
+field; year, month and day agree) is refused. Identifier fields are named
 in the new schema and must be required primitive columns (not float or double) nested only in required
 structs. Each change is checked when it is made (identifier fields when the schema is built) and every
 error names the column. The new schema reuses the id of an equal earlier schema, else takes the next
@@ -76,6 +77,8 @@ __all__ = ["ColumnPath", "InvalidSchemaChange", "SchemaUpdate", "TypeLike"]
 
 ColumnPath: TypeAlias = str | Sequence[str]
 TypeLike: TypeAlias = str | it.IcebergType | pa.DataType
+
+_SAME_FOR_DATE_AND_TIMESTAMP = frozenset({"year", "month", "day", "void"})
 
 
 class SchemaUpdate(MetadataUpdate):
@@ -187,9 +190,17 @@ class SchemaUpdate(MetadataUpdate):
                     f"{where}: {f.type} cannot be promoted to {new} in format version "
                     f"{self._base.format_version}"
                 )
-            sources = {i for s in self._base.partition_specs for p in s.fields for i in p.source_ids}
-            if f.type == it.DATE and new != f.type and f.field_id in sources:
-                raise InvalidSchemaChange(f"{where}: a partition field uses it, and {new} changes its values")
+            changed = [  # the spec: day/month/year of a date and its timestamp agree; identity, bucket not
+                p
+                for s in self._base.partition_specs
+                for p in s.fields
+                if f.field_id in p.source_ids and p.transform not in _SAME_FOR_DATE_AND_TIMESTAMP
+            ]
+            if f.type == it.DATE and new != f.type and changed:
+                raise InvalidSchemaChange(
+                    f"{where}: partition field {changed[0].name!r} ({changed[0].transform}) uses it, and "
+                    f"{new} changes its values"
+                )
             self._c.types[f.field_id] = new
         if doc is not None:
             if f.field_id in self._roles:

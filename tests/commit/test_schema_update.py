@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import uuid
 from dataclasses import replace
 from pathlib import Path
@@ -278,7 +279,6 @@ def test_a_name_taken_by_another_column_leaves_its_old_mapping_entry(tmp_path: P
         (2, lambda u: u.update_column("price", "decimal(9, 3)"), "cannot be promoted"),
         (2, lambda u: u.update_column("price", "decimal(6, 2)"), "cannot be promoted"),
         (2, lambda u: u.update_column("d", "timestamp"), "format version 2"),
-        (3, lambda u: u.update_column("d", "timestamp"), "a partition field uses it"),
         (3, lambda u: u.update_column("d", "timestamptz"), "cannot be promoted"),
     ],
 )
@@ -291,6 +291,36 @@ def test_refused_changes_name_the_column_and_commit_nothing(
         change(u)
     tbl.refresh()
     assert tbl.metadata_location == location and table_files(tbl) == files
+
+
+@pytest.mark.parametrize(("partition", "refused"), [("d", "identity"), ("bucket(4, d)", "bucket[4]")])
+def test_date_to_timestamp_is_refused_where_partition_values_would_change(
+    tmp_path: Path, partition: str, refused: str
+) -> None:
+    tbl = make(tmp_path, 3, partition=[partition])
+    with pytest.raises(
+        InvalidSchemaChange, match=rf"\({re.escape(refused)}\) uses it, and timestamp changes"
+    ):
+        tbl.update_schema().update_column("d", "timestamp").commit()
+
+
+def test_date_to_timestamp_under_day_keeps_partition_values(tmp_path: Path) -> None:
+    """The spec allows it where the transform gives the same values: day of a date and of its midnight."""
+    tbl = make(tmp_path, 3, partition=["day(d)"])
+    tbl.append(first_rows())
+    with tbl.update_schema() as u:
+        u.update_column("d", "timestamp")
+    schema = SCHEMA.set(SCHEMA.get_field_index("d"), pa.field("d", pa.timestamp("us")))
+    later = pa.Table.from_pylist([{"id": 100, "d": dt.datetime(2024, 1, 2, 5)}], schema=schema)
+    tbl.append(later)
+    parts = tbl.scan(columns=["id", "_partition"]).to_arrow().to_pylist()
+    assert {r["id"]: r["_partition"]["d_day"] for r in parts} == {
+        1: dt.date(2024, 1, 2), 2: None, 100: dt.date(2024, 1, 2),
+    }  # fmt: skip
+    got = tbl.scan(
+        filter="d >= '2024-01-02T00:00:00' and d < '2024-01-02T06:00:00'", columns=["id"]
+    ).to_arrow()
+    assert sorted(got["id"].to_pylist()) == [1, 100]
 
 
 def test_deleting_an_identifier_field_is_refused(tmp_path: Path) -> None:
