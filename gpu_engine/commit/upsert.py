@@ -99,7 +99,11 @@ def upsert(
 
 def _check_unique(data: pa.Table, keys: list[str]) -> None:
     """:class:`InvalidData` naming a key that ``data`` holds twice (NULL equal to NULL)."""
-    counts = data.select(keys).group_by(keys, use_threads=False).aggregate([([], "count_all")])
+    selected = data.select(keys)
+    plain = pa.table(  # extension types (uuid) as their storage: Arrow cannot group on them
+        [_storage(c) for c in selected.columns], names=keys
+    )
+    counts = plain.group_by(keys, use_threads=False).aggregate([([], "count_all")])
     repeated = counts.filter(pc.greater(counts["count_all"], 1))
     if repeated.num_rows:
         first = {k: repeated[k][0].as_py() for k in keys}
@@ -107,3 +111,9 @@ def _check_unique(data: pa.Table, keys: list[str]) -> None:
             f"data: {repeated.num_rows} key(s) of {keys} appear more than once (first: {first} "
             f"{repeated['count_all'][0].as_py()} times); an upsert writes one row per key"
         )
+
+
+def _storage(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    if isinstance(column.type, pa.BaseExtensionType):
+        return pa.chunked_array([c.storage for c in column.chunks], type=column.type.storage_type)
+    return column

@@ -131,3 +131,25 @@ def test_bad_input_is_refused_and_leaves_nothing(tmp_path: Path) -> None:
             tbl.upsert(keyed_rows(0, 2), on=["id", "region"], faults=hook)
     assert tbl.refresh().metadata_location == location
     assert table_files(tbl) == files
+
+
+def test_a_uuid_key(tmp_path: Path) -> None:
+    """Arrow's uuid extension type as the key: the duplicate check groups on its storage (Arrow cannot
+    group on extension types), and a repeated uuid is still found."""
+    import uuid
+
+    schema = pa.schema([pa.field("u", pa.uuid()), pa.field("v", pa.int32())])
+
+    def rows(ids: list[int], v: int) -> pa.Table:
+        raw = pa.array([uuid.UUID(int=i).bytes for i in ids], pa.binary(16))
+        return pa.table(
+            {"u": pa.ExtensionArray.from_storage(pa.uuid(), raw), "v": pa.array([v] * len(ids), pa.int32())}
+        )
+
+    tbl = sql_catalog(tmp_path).create_table("db.t", schema, properties={"format-version": "2", **FAST})
+    tbl.append(rows([1, 2], 0))
+    tbl.upsert(rows([1, 3], 1), on=["u"])
+    got = sorted((uuid.UUID(bytes=r["u"]).int, r["v"]) for r in tbl.scan().to_arrow().to_pylist())
+    assert got == [(1, 1), (2, 0), (3, 1)]
+    with pytest.raises(InvalidData, match="appear more than once"):
+        tbl.upsert(rows([4, 4], 2), on=["u"])
