@@ -18,7 +18,7 @@ from .backend.select import check_backend_name
 from .errors import UnsupportedFeature
 from .execute.projection import Projection, project
 from .execute.scan import ScanProgress, ScanRun, execute
-from .expressions import TRUE, Expression
+from .expressions import TRUE, Expression, and_, parse
 from .planning.scan import ScanOptions, plan_scan
 from .planning.snapshot_range import SnapshotRange
 from .tasks import ScanPlan
@@ -92,10 +92,14 @@ class TableScan:
         return cudf.DataFrame.from_arrow(self.to_arrow())
 
     def with_limit(self, limit: int | None) -> TableScan:
+        if limit is not None and limit < 0:
+            raise UnsupportedFeature(f"limit={limit}: must be >= 0")
         return replace(self, limit=limit, runs=[])
 
     def filter(self, expr: str | Expression) -> TableScan:
-        return replace(self, options=replace(self.options, filter=expr), runs=[])
+        """This scan with ``expr`` added to its filter (and), as Java's and PyIceberg's ``filter``."""
+        current, more = (parse(e) if isinstance(e, str) else e for e in (self.options.filter, expr))
+        return replace(self, options=replace(self.options, filter=and_(current, more)), runs=[])
 
 
 def new_scan(

@@ -26,7 +26,7 @@ from pyroaring import BitMap64
 
 from gpu_engine._deps import optional
 from gpu_engine.backend import probe_cuda
-from gpu_engine.errors import BackendUnavailable
+from gpu_engine.errors import BackendUnavailable, InvalidType, UnsupportedFeature
 from gpu_engine.execute.metadata import metadata_column
 from gpu_engine.iceberg import metadata_columns as mc
 from gpu_engine.io.paths import normalize
@@ -357,6 +357,31 @@ def test_filter_with_columns_not_selected() -> None:
     actual = load(WITH_DELETE).scan(filter="category = 'qux'", columns=["id"], backend="cpu").to_arrow()
     expected = duckdb_rows(WITH_DELETE).filter(pc.field("category") == "qux").select(["id"])
     assert_same_rows(actual, expected, context="filter on an unselected column")
+
+
+def test_filter_on_a_scan_adds_to_its_filter() -> None:
+    """TableScan.filter ands with the scan's filter (as Java's and PyIceberg's filter), never replaces it."""
+    tbl = load(WITH_DELETE)
+    both = tbl.scan(filter="category = 'qux'", backend="cpu").filter("id < 50").to_arrow()
+    rows = duckdb_rows(WITH_DELETE)
+    expected = rows.filter((pc.field("category") == "qux") & (pc.field("id") < 50))
+    assert_same_rows(both, expected, context="two filters")
+    with pytest.raises(UnsupportedFeature, match="limit=-1"):
+        tbl.scan().with_limit(-1)
+
+
+def test_columns_without_case_prefer_the_exact_name_and_refuse_ambiguity(tmp_path: Path) -> None:
+    """As filters bind: an exact match wins; a name matching several columns only without case is an error."""
+    import gpu_engine as ge
+
+    cat = ge.load_catalog("c", uri=f"sqlite:///{tmp_path}/c.db", warehouse=(tmp_path / "wh").as_uri())
+    cat.create_namespace("db")
+    tbl = cat.create_table("db.t", pa.schema([("id", pa.int64()), ("ID", pa.int64())]))
+    tbl.append(pa.table({"id": [1], "ID": [2]}))
+    assert tbl.scan(columns=["ID"], case_sensitive=False).to_arrow().to_pylist() == [{"ID": 2}]
+    assert tbl.scan(columns=["id"], case_sensitive=False).to_arrow().to_pylist() == [{"id": 1}]
+    with pytest.raises(InvalidType, match="'Id' is ambiguous without case"):
+        tbl.scan(columns=["Id"], case_sensitive=False).to_arrow()
 
 
 # -- limit -----------------------------------------------------------------------------------------------
