@@ -70,10 +70,14 @@ class Schema:
             if key in self.by_id:
                 return self.by_id[key]
             raise InvalidType(f"schema {self.schema_id} has no field with id {key}")
-        if case_sensitive:
-            fid = self.ids_by_name.get(key)
-        else:
-            fid = next((i for n, i in self.ids_by_name.items() if n.lower() == key.lower()), None)
+        fid = self.ids_by_name.get(key)  # an exact match wins, with or without case (as filters bind)
+        if fid is None and not case_sensitive:
+            matches = sorted(n for n in self.ids_by_name if n.lower() == key.lower())
+            if len(matches) > 1:
+                raise InvalidType(
+                    f"schema {self.schema_id}: {key!r} is ambiguous without case: it matches {matches}"
+                )
+            fid = self.ids_by_name[matches[0]] if matches else None
         if fid is None:
             raise InvalidType(f"schema {self.schema_id} has no field named {key!r}")
         return self.by_id[fid]
