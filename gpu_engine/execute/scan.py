@@ -141,6 +141,10 @@ def _stream(
             continue
         if remaining is not None:
             if batch.num_rows >= remaining:
+                if progress is not None:  # the limit cuts this piece: count what was read of it
+                    progress.rows += remaining
+                    progress.bytes += piece.task.length
+                    progress.files.add(piece.task.file.path)
                 if remaining:
                     yield batch.slice(0, remaining)
                 return

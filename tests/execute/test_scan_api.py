@@ -28,6 +28,7 @@ from gpu_engine._deps import optional
 from gpu_engine.backend import probe_cuda
 from gpu_engine.errors import BackendUnavailable, InvalidType, UnsupportedFeature
 from gpu_engine.execute.metadata import metadata_column
+from gpu_engine.execute.scan import ScanProgress
 from gpu_engine.iceberg import metadata_columns as mc
 from gpu_engine.io.paths import normalize
 from gpu_engine.tasks import DataFile
@@ -393,8 +394,10 @@ def test_limit_returns_a_sub_multiset_of_the_full_scan(limit: int) -> None:
     full = tbl.scan(backend="cpu").to_arrow()
     assert full.num_rows == 594
     scan = tbl.scan(limit=limit, backend="cpu")
-    limited = scan.to_arrow()
-    assert limited.num_rows == min(limit, full.num_rows)
+    progress = ScanProgress()
+    limited = pa.Table.from_batches(list(scan.to_batches(progress=progress)), schema=scan.schema())
+    assert limited.num_rows == min(limit, full.num_rows) == progress.rows  # rows of a cut piece count too
+    assert bool(progress.files) == bool(limited.num_rows)
     assert limited.schema == scan.schema()
     assert not _rows(limited) - _rows(full)
 
