@@ -31,7 +31,7 @@ import sys
 import tarfile
 import tempfile
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -275,10 +275,10 @@ def steps(python: str, bench_out: Path, *, quick: bool) -> list[Step]:
     if importlib.util.find_spec("xdist") is not None:
         pytest += ["-n", "4"]  # each worker compiles its kernels: 4, not 16
     return [  # by priority: what a later step cannot get is recorded as not run
-        Step("gpu-tests", tuple(pytest), 180),
+        Step("gpu-tests", tuple(pytest), 150),
         Step("kernels", (python, "bench/kernels.py", *common), 60),
-        Step("compaction", (python, "bench/compaction.py", *timed, "--repeat", "2", *workloads), 150),
-        Step("scan", (python, "bench/scan.py", *timed, "--repeat", "3", *scan_peers), 120),
+        Step("compaction", (python, "bench/compaction.py", *timed, "--repeat", "2", *workloads), 170),
+        Step("scan", (python, "bench/scan.py", *timed, "--repeat", "3", *scan_peers), 160),
     ]
 
 
@@ -290,9 +290,11 @@ def run_steps(
     *,
     reserve_s: float = 20.0,
     min_step_s: float = 15.0,
+    after_step: Callable[[list[dict[str, Any]]], None] = lambda done: None,
 ) -> list[dict[str, Any]]:
     """Run each step with ``min(cap, time left)`` (``reserve_s`` kept for packing the results); a step
-    with under ``min_step_s`` left is not started."""
+    with under ``min_step_s`` left is not started. ``after_step`` gets the records so far after each
+    step (to publish them: a call cut short still returns what finished)."""
     deadline = time.monotonic() + budget_s - reserve_s
     out: list[dict[str, Any]] = []
     for step in plan:
@@ -312,7 +314,19 @@ def run_steps(
                 status = f"timed out after {limit:.0f} s"
         out.append({"step": step.name, "status": status, "seconds": round(time.monotonic() - started, 1)})
         print(f"{step.name}: {status} ({out[-1]['seconds']} s)", flush=True)
+        after_step(out)
     return out
+
+
+def publish(summary: Mapping[str, Any], logs: Path, results: Path, out: Path) -> None:
+    """Write the summary and the archive of logs and results under ``out`` (replacing earlier ones)."""
+    (logs / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    partial = out / "device-check.tar.gz.tmp"
+    with tarfile.open(partial, "w:gz") as tar:
+        tar.add(logs, arcname="logs")
+        tar.add(results, arcname="results")
+    partial.replace(out / "device-check.tar.gz")
+    shutil.copy(logs / "summary.json", out / "device-check.json")
 
 
 def check(args: argparse.Namespace) -> int:
@@ -342,12 +356,12 @@ def check(args: argparse.Namespace) -> int:
             if not args.steps or s.name in args.steps
         ]
         spent = time.monotonic() - started
-        summary["steps"] = run_steps(plan, args.budget_s - spent, logs, env)
-    (logs / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    with tarfile.open(out / "device-check.tar.gz", "w:gz") as tar:
-        tar.add(logs, arcname="logs")
-        tar.add(results, arcname="results")
-    shutil.copy(logs / "summary.json", out / "device-check.json")
+
+        def progress(done: list[dict[str, Any]]) -> None:
+            publish({**summary, "steps": done}, logs, results, out)
+
+        summary["steps"] = run_steps(plan, args.budget_s - spent, logs, env, after_step=progress)
+    publish(summary, logs, results, out)
     print(json.dumps(summary, indent=2))
     return 0 if all(s["status"] == "ok" for s in summary["steps"]) else 1
 
@@ -361,14 +375,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     pk.add_argument(
         "--part-mib", type=int, default=54, help="part size: the call limit is 64 MiB with the tree"
     )
-    pk.add_argument("--budget-s", type=int, default=480, help="check's time budget written into CALLS.md")
+    pk.add_argument("--budget-s", type=int, default=540, help="check's time budget written into CALLS.md")
     pk.set_defaults(run=pack)
     ins = sub.add_parser("install", help="device: join the parts, install the wheels, link the fixtures")
     ins.add_argument("kit", help="where the calls copied the parts (/tmp/ge-kit)")
     ins.set_defaults(run=install)
     ck = sub.add_parser("check", help="device: gpu tests and benchmarks within a time budget")
     ck.add_argument("--kit", default="/tmp/ge-kit")
-    ck.add_argument("--budget-s", type=float, default=480)
+    ck.add_argument("--budget-s", type=float, default=540)
     ck.add_argument("--steps", nargs="*", choices=["gpu-tests", "kernels", "compaction", "scan"])
     ck.add_argument("--quick", action="store_true", help="benchmarks on 2M rows instead of their defaults")
     ck.add_argument("--out", default="device-check-out", help="where results go when $OUT is not set")

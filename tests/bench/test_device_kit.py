@@ -4,9 +4,11 @@ run of the device steps (failures, time-outs and a spent budget are each recorde
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import random
 import sys
+import tarfile
 from pathlib import Path
 from types import ModuleType
 
@@ -98,3 +100,21 @@ def test_steps_record_failures_timeouts_and_a_spent_budget(tmp_path: Path) -> No
     assert status["late"] == "not run: device time budget spent"
     assert (tmp_path / "fails.log").read_text().strip() == "boom"
     assert not (tmp_path / "late.log").exists()
+
+
+def test_each_finished_step_is_published_before_the_next_starts(tmp_path: Path) -> None:
+    logs, results, out = tmp_path / "logs", tmp_path / "results", tmp_path / "out"
+    for d in (logs, results, out):
+        d.mkdir()
+    seen: list[list[str]] = []
+
+    def progress(done: list[dict[str, object]]) -> None:
+        kit.publish({"steps": done}, logs, results, out)
+        with tarfile.open(out / "device-check.tar.gz") as tar:
+            seen.append(sorted(n for n in tar.getnames() if n.endswith(".log")))
+
+    plan = [_step("one", "print(1)", 30), _step("two", "print(2)", 30)]
+    kit.run_steps(plan, 60.0, logs, dict(os.environ), reserve_s=0.0, after_step=progress)
+    assert seen == [["logs/one.log"], ["logs/one.log", "logs/two.log"]]
+    assert [s["step"] for s in json.loads((out / "device-check.json").read_text())["steps"]] == ["one", "two"]
+    assert not list(out.glob("*.tmp"))
