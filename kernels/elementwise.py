@@ -8,7 +8,6 @@ between host and device here: callers put the buffers where they want the work d
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,14 +24,48 @@ _SIM_THREADS = 32  # the simulator runs a Python thread per CUDA thread: keep la
 
 _SIMULATED_ARRAY: Any = cuda.devicearray.FakeCUDAArray if config.ENABLE_CUDASIM else ()
 
-SIMULATOR_LAUNCH: contextlib.AbstractContextManager[Any] = (
-    threading.RLock() if config.ENABLE_CUDASIM else contextlib.nullcontext()
-)
-"""Held around every kernel launch. numba's CUDA simulator swaps the kernel module's ``cuda`` global while a
-kernel runs, so two launches from different threads at once break each other ("'Thread' object has no
-attribute 'blockIdx'"): under the simulator launches take turns; on a device this is a no-op. For the same
-reason host code in kernel modules calls the functions bound below, never ``cuda.<name>`` at run time (the
-simulator may have swapped ``cuda`` for its kernel-side stand-in while another thread's kernel runs)."""
+
+class _KernelLaunch:
+    """Held around every kernel launch (``with KERNEL_LAUNCH:``).
+
+    On a device: numba-cuda warns (``NumbaPerformanceWarning``) at each launch of fewer than 128 blocks.
+    Small launches are this engine's normal case (a ten-row column, a file's few deletes), not a beginner's
+    mistake, so the warning is off while any of our launches is in flight and the caller's setting is
+    restored after the last one (counted, so threads launching at once do not lose it), as cuDF's
+    ``_CUDFNumbaConfig`` does around its launches.
+
+    Under numba's CUDA simulator: the simulator swaps the kernel module's ``cuda`` global while a kernel
+    runs, so two launches from different threads at once break each other ("'Thread' object has no
+    attribute 'blockIdx'"): launches take turns. For the same reason host code in kernel modules calls the
+    functions bound below, never ``cuda.<name>`` at run time (the simulator may have swapped ``cuda`` for
+    its kernel-side stand-in while another thread's kernel runs)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._in_flight = 0
+        self._saved: Any = None
+
+    def __enter__(self) -> None:
+        if config.ENABLE_CUDASIM:
+            self._lock.acquire()
+            return
+        with self._lock:
+            if self._in_flight == 0:
+                self._saved = config.CUDA_LOW_OCCUPANCY_WARNINGS
+                config.CUDA_LOW_OCCUPANCY_WARNINGS = 0
+            self._in_flight += 1
+
+    def __exit__(self, *exc: object) -> None:
+        if config.ENABLE_CUDASIM:
+            self._lock.release()
+            return
+        with self._lock:
+            self._in_flight -= 1
+            if self._in_flight == 0:
+                config.CUDA_LOW_OCCUPANCY_WARNINGS = self._saved
+
+
+KERNEL_LAUNCH = _KernelLaunch()
 device_array = cuda.device_array
 _as_cuda_array: Any = getattr(cuda, "as_cuda_array", None)  # the simulator has none (its arrays are fakes)
 
@@ -113,7 +146,7 @@ class ElementwiseKernel:
             return
         if is_device_array(args[0]):
             blocks, threads = launch_config(n)
-            with SIMULATOR_LAUNCH:
+            with KERNEL_LAUNCH:
                 self.cuda[blocks, threads](n, *args)
         elif n < PARALLEL_FROM:
             self.cpu_serial(n, *args)

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 from numba import config, cuda, int64
 
-from .elementwise import SIMULATOR_LAUNCH, device_array, empty, is_device_array, launch_config
+from .elementwise import KERNEL_LAUNCH, device_array, empty, is_device_array, launch_config
 
 TILE = 32 if config.ENABLE_CUDASIM else 256
 
@@ -61,11 +61,11 @@ def _device_inclusive_scan(values: Any) -> Any:
     tiles = (n + TILE - 1) // TILE
     inclusive = device_array(n, dtype=np.int64)
     totals = device_array(tiles, dtype=np.int64)
-    with SIMULATOR_LAUNCH:
+    with KERNEL_LAUNCH:
         _tile_scan[tiles, TILE](n, values, inclusive, totals)
     if tiles > 1:
         scanned = _device_inclusive_scan(totals)
-        with SIMULATOR_LAUNCH:
+        with KERNEL_LAUNCH:
             _add_tile_base[tiles, TILE](n, inclusive, scanned)
     return inclusive
 
@@ -83,6 +83,6 @@ def offsets_from_lengths(lengths: Any, dtype: Any) -> Any:
     if n:
         inclusive = _device_inclusive_scan(lengths)
         blocks, threads = launch_config(n)
-        with SIMULATOR_LAUNCH:
+        with KERNEL_LAUNCH:
             _shift_into[blocks, threads](n, out, inclusive)
     return out

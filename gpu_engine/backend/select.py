@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import importlib.metadata
 import logging
 from dataclasses import dataclass
 from typing import Literal
@@ -42,9 +43,37 @@ def probe_cuda() -> CudaProbe:
         device = cuda.get_current_device()
         cc = ".".join(map(str, device.compute_capability))
         name = device.name.decode() if isinstance(device.name, bytes) else str(device.name)
-        return CudaProbe(True, False, f"CUDA device {name} (compute capability {cc})")
     except Exception as exc:  # driver or bindings errors: report them, do not hide them
         return CudaProbe(False, False, f"numba.cuda failed to initialise: {exc}")
+    failure = kernel_compile_failure(tuple(device.compute_capability))
+    if failure is not None:
+        return CudaProbe(False, False, f"CUDA device {name} found, but {failure}")
+    return CudaProbe(True, False, f"CUDA device {name} (compute capability {cc})")
+
+
+def _probe_kernel(out):  # type: ignore[no-untyped-def]
+    out[0] = 1
+
+
+def kernel_compile_failure(cc: tuple[int, ...]) -> str | None:
+    """Why numba-cuda cannot compile a kernel here, or None. A device can be present while every
+    compile fails: numba-cuda 0.30 with NumPy 2.5 (``np.row_stack`` is gone) did so on an H200."""
+    import numpy as np
+    from numba import cuda
+
+    try:
+        cuda.compile_ptx(_probe_kernel, "void(int32[::1])", cc=cc)
+    except Exception as exc:
+        versions = f"numba-cuda {_version('numba-cuda')}, NumPy {np.__version__}"
+        return f"numba-cuda cannot compile kernels here ({versions}): {type(exc).__name__}: {exc}"
+    return None
+
+
+def _version(dist: str) -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "(version unknown)"
 
 
 def check_backend_name(requested: str) -> None:

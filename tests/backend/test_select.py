@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
+from numba import config
 
 from gpu_engine.backend import select
 from gpu_engine.errors import BackendUnavailable, UnsupportedFeature
@@ -56,3 +59,48 @@ def test_real_probe_reports_a_reason() -> None:
     probe = select.probe_cuda()
     assert probe.detail
     assert probe.available or not probe.simulated
+
+
+class _FakeDevice:
+    name = b"NVIDIA H200"
+    compute_capability = (9, 0)
+
+
+@pytest.fixture
+def fresh_probe() -> Iterator[None]:
+    select.probe_cuda.cache_clear()
+    yield
+    select.probe_cuda.cache_clear()
+
+
+@pytest.mark.skipif(bool(config.ENABLE_CUDASIM), reason="the simulator answers before any device check")
+def test_a_device_whose_kernels_cannot_compile_is_unavailable_with_the_reason(
+    monkeypatch: pytest.MonkeyPatch, fresh_probe: None
+) -> None:
+    """numba-cuda 0.30.4 with NumPy 2.5 on an H200: the device was found, every kernel compile failed
+    (``np.row_stack``), and backend='cuda' and 'auto' both went on to fail inside the first scan."""
+    from numba import cuda
+
+    def no_compile(*args: object, **kwargs: object) -> None:
+        raise AttributeError("module 'numpy' has no attribute 'row_stack'")
+
+    monkeypatch.setattr(cuda, "is_available", lambda: True)
+    monkeypatch.setattr(cuda, "get_current_device", lambda: _FakeDevice())
+    monkeypatch.setattr(cuda, "compile_ptx", no_compile)
+    probe = select.probe_cuda()
+    assert not probe.available
+    assert "NVIDIA H200 found, but numba-cuda cannot compile kernels here (numba-cuda " in probe.detail
+    assert "row_stack" in probe.detail
+    with pytest.raises(BackendUnavailable, match="row_stack"):
+        select.choose("cuda")
+    assert select.choose("auto").name == "cpu"
+
+
+@pytest.mark.skipif(bool(config.ENABLE_CUDASIM), reason="the simulator answers before any device check")
+def test_a_device_that_compiles_is_available(monkeypatch: pytest.MonkeyPatch, fresh_probe: None) -> None:
+    from numba import cuda
+
+    monkeypatch.setattr(cuda, "is_available", lambda: True)
+    monkeypatch.setattr(cuda, "get_current_device", lambda: _FakeDevice())
+    probe = select.probe_cuda()  # the real compile_ptx: NVVM compiles without a device
+    assert probe == select.CudaProbe(True, False, "CUDA device NVIDIA H200 (compute capability 9.0)")

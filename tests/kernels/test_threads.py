@@ -1,5 +1,5 @@
 """Kernels launched from several threads at once (a compaction's writer and its read-ahead do that): results
-equal one thread's. Under numba's CUDA simulator this needs launches to take turns (SIMULATOR_LAUNCH)."""
+equal one thread's. Under numba's CUDA simulator this needs launches to take turns (KERNEL_LAUNCH)."""
 
 from __future__ import annotations
 
