@@ -145,6 +145,7 @@ class ElementwiseKernel:
         if n == 0:
             return
         if is_device_array(args[0]):
+            _check_on_device(self.name, args)
             blocks, threads = launch_config(n)
             with KERNEL_LAUNCH:
                 self.cuda[blocks, threads](n, *args)
@@ -155,6 +156,14 @@ class ElementwiseKernel:
 
 
 _kernel = ElementwiseKernel.build
+
+
+def _check_on_device(name: str, args: tuple[Any, ...]) -> None:
+    """Every buffer of a device launch is in device memory: numba would copy a host array there and back
+    at each launch (slow, and a NumbaPerformanceWarning), so a host buffer here is a caller's bug."""
+    for i, arg in enumerate(args):
+        if isinstance(arg, np.ndarray) and arg.ndim > 0:
+            raise TypeError(f"kernel {name}: argument {i} is a host array but the output is on the device")
 
 
 def fixed(name: str, fn: Callable[..., Any], sigs: tuple[str, ...] = ()) -> ElementwiseKernel:

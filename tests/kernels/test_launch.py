@@ -75,3 +75,19 @@ def test_a_ten_row_transform_on_a_device_warns_nothing() -> None:
         warnings.simplefilter("error")
         out = transforms.apply("bucket[16]", "long", values, backend="cuda")
     assert out == transforms.apply("bucket[16]", "long", values, backend="cpu")
+
+
+@pytest.mark.gpu
+def test_a_host_buffer_in_a_device_launch_is_refused_naming_the_kernel() -> None:
+    if not probe_cuda().available:
+        pytest.skip(probe_cuda().detail)
+    import numpy as np
+    from numba import cuda
+
+    from gpu_engine.kernels import temporal
+
+    out = cuda.device_array(4, dtype=np.int32)
+    host = np.arange(4, dtype=np.int64)
+    with pytest.raises(TypeError, match=r"kernel hour: argument 1 is a host array"):
+        temporal.HOUR(4, out, host, 1)
+    temporal.HOUR(4, out, cuda.to_device(host), 1)  # all on the device: runs
