@@ -85,7 +85,10 @@ from scan import (  # noqa: E402  (imported first: puts the gpu_engine snapshot 
     footprint,
 )
 
-PEER_PACKAGES = ("pyiceberg", "pyiceberg-core", "sqlalchemy", "cudf-cu12", "cupy-cuda12x", "matplotlib")
+PEER_PACKAGES = (
+    "pyiceberg", "pyiceberg-core", "sqlalchemy", "cudf-cu12", "cudf-cu13", "cupy-cuda12x", "cupy-cuda13x",
+    "matplotlib",
+)  # fmt: skip
 RAW_PA, PYICEBERG, OURS_CPU, OURS_CUDA, RAW_CUDF = (
     "raw-pyarrow",
     "pyiceberg",
