@@ -15,7 +15,9 @@ from functools import cached_property
 from typing import Any
 
 import numpy as np
-from numba import config, cuda, njit, prange
+from numba import config, cuda, prange
+
+from ._cache import cached_njit
 
 THREADS_PER_BLOCK = 256
 PARALLEL_FROM = 1 << 15  # fewer elements run serially on the CPU
@@ -130,11 +132,11 @@ class ElementwiseKernel:
 
     @cached_property
     def cpu(self) -> Any:
-        return njit(parallel=True, cache=True)(self.cpu_py)
+        return cached_njit(self.cpu_py, parallel=True)
 
     @cached_property
     def cpu_serial(self) -> Any:
-        return njit(cache=True)(self.cpu_py)  # prange runs as range
+        return cached_njit(self.cpu_py)  # prange runs as range
 
     @cached_property
     def cuda(self) -> Any:
