@@ -1,6 +1,6 @@
 """The GPU checks of a lent device machine (H100/H200), prepared here and run there in few calls.
 
-The device image (Python 3.12, CUDA 13) has numpy, pyarrow, numba, numba-cuda, CuPy, pandas, pytest,
+The device image (Python 3.12, CUDA 13) has pyarrow, numba, numba-cuda, CuPy, pandas, pytest,
 hypothesis and rich, but none of this project's other dependencies, the fixtures beside the checkout do
 not travel, and nothing can be downloaded there. A call carries at most 64 MiB and a session has 15
 minutes of device time, so the work is prepared here:
@@ -284,13 +284,16 @@ def steps(python: str, bench_out: Path, *, quick: bool) -> list[Step]:
         "gpu-engine-cpu",
         "gpu-engine-cuda",
     ]
+    # the image's pytest-benchmark warns under xdist (an error with -W error); short tracebacks and a cap on
+    # failures, so that a run with many of them still ends with its summary inside the step's time
     pytest = [python, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", "-p", "no:benchmark"]
+    pytest += ["--tb=short", "-rfE", "--maxfail=40"]
     if importlib.util.find_spec("xdist") is not None:
         pytest += ["-n", "8"]  # each worker compiles its kernels: 8 of the 16 cores
     return [  # by priority: what a later step cannot get is recorded as not run
-        Step("gpu-tests", tuple(pytest), 110),
+        Step("gpu-tests", tuple(pytest), 200),  # 544 tests were 95 % done after 110 s on an H200 (8 workers)
         Step("scan", (python, "bench/scan.py", *scan), 130),
-        Step("kernels", (python, "bench/kernels.py", *common), 40),
+        Step("kernels", (python, "bench/kernels.py", *common), 45),  # its last case printed at 40 s
         Step("compaction", (python, "bench/compaction.py", *compaction), 90),
     ]
 
@@ -386,16 +389,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     pk.add_argument("--python-version", default=DEVICE_PYTHON, help="the device's Python (default 3.12)")
     pk.add_argument("--with-cudf", action="store_true", help="carry cuDF too (~450 MB: many more calls)")
     pk.add_argument(
-        "--part-mib", type=int, default=54, help="part size: the call limit is 64 MiB with the tree"
+        "--part-mib", type=int, default=56, help="part size: the call limit is 64 MiB with the tree"
     )
-    pk.add_argument("--budget-s", type=int, default=540, help="check's time budget written into CALLS.md")
+    pk.add_argument("--budget-s", type=int, default=480, help="check's time budget written into CALLS.md")
     pk.set_defaults(run=pack)
     ins = sub.add_parser("install", help="device: join the parts, install the wheels, link the fixtures")
     ins.add_argument("kit", help="where the calls copied the parts (/tmp/ge-kit)")
     ins.set_defaults(run=install)
     ck = sub.add_parser("check", help="device: gpu tests and benchmarks within a time budget")
     ck.add_argument("--kit", default="/tmp/ge-kit")
-    ck.add_argument("--budget-s", type=float, default=540)
+    ck.add_argument("--budget-s", type=float, default=480)
     ck.add_argument("--steps", nargs="*", choices=["gpu-tests", "kernels", "compaction", "scan"])
     ck.add_argument("--quick", action="store_true", help="benchmarks on 2M rows instead of their defaults")
     ck.add_argument("--out", default="device-check-out", help="where results go when $OUT is not set")
