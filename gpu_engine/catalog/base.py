@@ -166,6 +166,14 @@ class Catalog(ABC):
             return False
         return True
 
+    def default_table_location(self, namespace: Identifier, name: str) -> str | None:
+        """Where :meth:`create_table` puts a table given no ``location``: ``<warehouse>/<namespace
+        levels>/<name>``; None without a warehouse."""
+        from .filesystem import join
+
+        warehouse = self.properties.get("warehouse")
+        return None if not warehouse else join(warehouse, *namespace, name)
+
     # -- namespaces ------------------------------------------------------------------------------------
 
     @abstractmethod

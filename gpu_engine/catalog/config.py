@@ -8,7 +8,8 @@ Sources, lowest precedence first (PyIceberg 0.12 ``pyiceberg/utils/config.py``):
    split on ``__`` into at most three parts; inside a part ``_`` becomes ``-``, and in the third part a
    further ``__`` becomes ``.``. ``PYICEBERG_CATALOG__PROD__S3__ACCESS_KEY_ID`` sets
    ``catalog.prod."s3.access-key-id"``; ``PYICEBERG_DEFAULT_CATALOG`` sets ``default-catalog``.
-   An environment value overrides the file's unless it is empty.
+   An environment value replaces the file's, an empty one too (PyIceberg writes them into the file's
+   configuration in place).
 3. Keyword properties passed to ``load_catalog`` (same rule: ``None`` or empty keeps the lower value).
 
 The catalog ``type`` is taken as given (lowercased) or inferred from ``uri`` as PyIceberg does:
@@ -112,8 +113,7 @@ def _deep_copy(d: Mapping[str, Any]) -> Config:
 
 def load_config() -> Config:
     """The merged configuration: the YAML file, then environment variables over it."""
-    file_config = config_from_files()
-    return merge_config(file_config, config_from_env(file_config))
+    return config_from_env(config_from_files())
 
 
 def default_catalog_name(config: Mapping[str, Any]) -> str:

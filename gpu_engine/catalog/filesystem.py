@@ -249,7 +249,12 @@ class FileSystemCatalog(Catalog):
         return join(self.warehouse, *namespace, table)
 
     def _is_table(self, path: str) -> bool:
-        return self.io.is_dir(join(path, METADATA_DIR))
+        """A directory whose ``metadata/`` holds a ``*.metadata.json`` (Java's HadoopCatalog.isTableDir):
+        a namespace may hold a table, or a namespace, named ``metadata``."""
+        metadata = join(path, METADATA_DIR)
+        if not self.io.is_dir(metadata):
+            return False
+        return any(basename(p).endswith(".metadata.json") for p in self.io.list_dir(metadata))
 
     def load_table(self, identifier: IdentifierLike) -> Table:
         directory = self.table_dir(identifier)

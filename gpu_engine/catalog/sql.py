@@ -39,6 +39,7 @@ from ..errors import (
 )
 from ..table import Table, read_table
 from .base import Catalog, Identifier, IdentifierLike, namespace_to_string, table_identifier, to_identifier
+from .filesystem import join
 
 TABLE_RECORD_TYPE = "TABLE"
 _sql_metadata = sa.MetaData()
@@ -218,11 +219,13 @@ class SqlCatalog(Catalog):
         ns = namespace_to_string(namespace)
         if not self.namespace_exists(namespace):
             raise NoSuchNamespace(f"namespace {ns} does not exist in SQL catalog {self.name!r}")
+        # read first (Java's registerTable): a file that cannot be read registers nothing
+        table = read_table(to_identifier(identifier), metadata_location, io=self.io, catalog=self)
         try:
             self._write(sa.insert(ICEBERG_TABLES).values(**self._row(ns, name, metadata_location)))
         except sa_exc.IntegrityError as e:
             raise TableAlreadyExists(f"table {ns}.{name} already exists in SQL catalog {self.name!r}") from e
-        return self.load_table(identifier)
+        return table
 
     def drop_table(self, identifier: IdentifierLike) -> None:
         namespace, name = table_identifier(identifier)
@@ -329,6 +332,15 @@ class SqlCatalog(Catalog):
         level = len(parent) + 1
         found = {to_identifier(str(row[0])) for row in self._fetch(sa.union(tables, props))}
         return sorted({ns[:level] for ns in found if len(ns) >= level and ns[: level - 1] == parent})
+
+    def default_table_location(self, namespace: Identifier, name: str) -> str | None:
+        """``<namespace location>/<name>`` where the namespace has a ``location`` property (as PyIceberg
+        places tables in such a namespace), else under the warehouse."""
+        if namespace:
+            location = self.load_namespace_properties(namespace).get("location")
+            if location:
+                return join(location, name)
+        return super().default_table_location(namespace, name)
 
     def load_namespace_properties(self, namespace: IdentifierLike) -> dict[str, str]:
         ns = namespace_to_string(namespace)

@@ -118,11 +118,10 @@ def create_table(
 ) -> Table:
     """Create the table in ``catalog``: write its first metadata file and register it (see the module doc).
 
-    ``location`` defaults to ``<warehouse>/<namespace levels>/<name>`` (for a file-system catalog, the
-    table directory, the only location it accepts).
+    ``location`` defaults to the catalog's :meth:`~gpu_engine.catalog.base.Catalog.default_table_location`
+    (for a file-system catalog, the table directory, the only location it accepts).
     """
     from ..catalog.base import table_identifier
-    from ..catalog.filesystem import join
 
     namespace, name = table_identifier(identifier)
     shown = ".".join((*namespace, name))
@@ -132,8 +131,7 @@ def create_table(
         raise NoSuchNamespace(f"namespace {'.'.join(namespace)} does not exist in catalog {catalog.name!r}")
     file_system = is_file_system_catalog(catalog)
     requested = location
-    warehouse = catalog.properties.get("warehouse")
-    default = None if not warehouse else join(warehouse, *namespace, name)
+    default = catalog.default_table_location(namespace, name)
     location = default if location is None else location
     if file_system and requested is not None and requested.rstrip("/") != (default or "").rstrip("/"):
         raise UnsupportedFeature(

@@ -85,14 +85,18 @@ def test_env_vars_nest_on_double_underscore(env: Path, monkeypatch: pytest.Monke
     }
 
 
-def test_env_overrides_yaml_unless_empty_and_keywords_override_both(
+def test_env_overrides_yaml_even_when_empty_and_keywords_override_both(
     env: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     write_yaml(env / "home", "catalog:\n  c:\n    uri: http://yaml\n    warehouse: /yaml/wh\n    token: t\n")
     monkeypatch.setenv("PYICEBERG_CATALOG__C__URI", "http://env")
-    monkeypatch.setenv("PYICEBERG_CATALOG__C__WAREHOUSE", "")
+    monkeypatch.setenv("PYICEBERG_CATALOG__C__WAREHOUSE", "")  # blanks the file's value, as in PyIceberg
     props = resolve_catalog_config("c").properties
-    assert props["uri"] == "http://env" and props["warehouse"] == "/yaml/wh"
+    assert props["uri"] == "http://env" and props["warehouse"] == ""
+    theirs = importlib.import_module("pyiceberg.utils.config").Config().get_catalog_config("c")
+    assert {k: props[k] for k in ("uri", "warehouse", "token")} == {
+        k: theirs[k] for k in ("uri", "warehouse", "token")
+    }
     props = resolve_catalog_config("c", uri="http://kw", token=None).properties
     assert props["uri"] == "http://kw" and props["token"] == "t"
 

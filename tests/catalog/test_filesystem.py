@@ -10,6 +10,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 import gpu_engine as ge
@@ -323,3 +324,20 @@ def test_commit_to_a_table_without_hint(tmp_path: Path) -> None:
     assert Path(committed).name == "v10.metadata.json" and not Path(numbered).exists()
     assert current(table_dir) == "v10.metadata.json"
     assert (table_dir / "metadata" / "version-hint.text").read_text() == "10"
+
+
+def test_a_table_or_namespace_named_metadata_keeps_its_parent_a_namespace(tmp_path: Path) -> None:
+    """Only a ``metadata/`` holding a ``*.metadata.json`` makes a table (Java's HadoopCatalog.isTableDir): a
+    table ``db.metadata`` made ``db`` look like a table, hiding the namespace and its other tables."""
+    cat = FileSystemCatalog("fs", warehouse=str(tmp_path / "wh"))
+    cat.create_namespace("db")
+    schema = pa.schema([("id", pa.int64())])
+    cat.create_table("db.events", schema)
+    cat.create_table("db.metadata", schema)
+    assert cat.namespace_exists("db") and cat.list_namespaces() == [("db",)]
+    assert sorted(cat.list_tables("db")) == [("db", "events"), ("db", "metadata")]
+    cat.create_table("db.later", schema)
+    cat.create_namespace(("ns", "metadata"))
+    assert cat.namespace_exists("ns") and cat.list_namespaces("ns") == [("ns", "metadata")]
+    (tmp_path / "wh" / "db" / "half" / "metadata").mkdir(parents=True)  # a create that failed early
+    assert ("db", "half") not in cat.list_tables("db")

@@ -22,6 +22,7 @@ from gpu_engine.errors import (
     CatalogError,
     CommitConflict,
     CommitStateUnknown,
+    MetadataError,
     NamespaceAlreadyExists,
     NamespaceNotEmpty,
     NoSuchNamespace,
@@ -199,6 +200,10 @@ def test_create_through_commit_and_register(py_catalog: Any, catalog: SqlCatalog
         catalog.register_table("db.registered", location)
     with pytest.raises(NoSuchNamespace):
         catalog.register_table("nope.t", location)
+    with pytest.raises(MetadataError):  # read before registering (Java's registerTable): nothing left
+        catalog.register_table("db.typo", location.replace(".metadata.json", "-typo.metadata.json"))
+    assert not catalog.table_exists("db.typo") and not py_catalog.table_exists("db.typo")
+    assert catalog.register_table("db.typo", location).metadata_location == location
     catalog.drop_table("db.registered")
     assert not py_catalog.table_exists("db.registered")
     with pytest.raises(NoSuchTable):
@@ -315,4 +320,20 @@ def test_new_catalog_has_pyiceberg_columns(catalog: SqlCatalog) -> None:
             ("property_value", "VARCHAR(1000)", False),
         ],
         ["catalog_name", "namespace", "property_key"],
+    )
+
+
+def test_a_namespace_location_places_its_tables_as_pyiceberg_does(
+    py_catalog: Any, catalog: SqlCatalog, warehouse: str
+) -> None:
+    where = f"{warehouse}/elsewhere/sales_bucket"
+    catalog.create_namespace("sales", {"location": where + "/"})
+    catalog.create_namespace("plain")
+    ours = catalog.create_table("sales.a", ARROW_SCHEMA)
+    theirs = py_catalog.create_table("sales.b", schema=ARROW_SCHEMA)
+    assert (ours.location, theirs.location()) == (f"{where}/a", f"{where}/b")
+    assert catalog.create_table("plain.c", ARROW_SCHEMA).location == f"{warehouse}/plain/c"
+    assert (
+        catalog.create_table("sales.d", ARROW_SCHEMA, location=f"{warehouse}/x/d").location
+        == f"{warehouse}/x/d"
     )
