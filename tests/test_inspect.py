@@ -16,6 +16,8 @@ from pyiceberg.table import StaticTable
 
 import gpu_engine as ge
 from gpu_engine.errors import ManifestError, MetadataError
+from gpu_engine.iceberg import types as it
+from gpu_engine.iceberg.puffin import read_footer
 from gpu_engine.table import Table
 
 from .commit._support import rows, sql_catalog
@@ -254,3 +256,80 @@ def test_fixture_metadata_tables_match_pyiceberg(rel: str) -> None:
         all_manifests = (*MANIFEST_COLUMNS, "reference_snapshot_id")
         _same(ours["all_manifests"], expected["all_manifests"], all_manifests, f"{rel}: all_manifests")
         _same(ours["all_files"], expected["all_files"], FILE_COLUMNS, f"{rel}: all_files")
+
+
+def test_partitions_merge_files_of_specs_with_the_same_fields(tmp_path: Path) -> None:
+    """Java's PartitionsTable groups by the partition in the table-wide type, not by spec: after a renamed
+    field (a new spec, same field id) one partition is still one row, its spec_id the newest file's."""
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("a", pa.int32())])
+    tbl = sql_catalog(tmp_path).create_table("db.p", schema, partition_spec=["a"])
+    tbl.append(pa.table({"id": [1], "a": pa.array([1], pa.int32())}))
+    with tbl.update_spec() as s:
+        s.rename_field("a", "a_renamed")
+    tbl.append(pa.table({"id": [2, 3], "a": pa.array([1, 1], pa.int32())}))
+    assert len(tbl.metadata.specs) == 2
+    rows_ = tbl.inspect.partitions().to_pylist()
+    assert [(r["partition"], r["spec_id"], r["record_count"], r["file_count"]) for r in rows_] == [
+        ({"a_renamed": 1}, 1, 3, 2)
+    ]
+
+
+def test_a_partition_field_of_a_dropped_column_leaves_the_partition_type(tmp_path: Path) -> None:
+    """Java's Partitioning.partitionType keeps only fields whose source column the schema still has: the
+    partitions table becomes the unpartitioned form, and ``_partition`` an empty struct."""
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("a", pa.int32())])
+    tbl = sql_catalog(tmp_path).create_table("db.d", schema, partition_spec=["a"])
+    tbl.append(pa.table({"id": [1, 2], "a": pa.array([1, 2], pa.int32())}))
+    with tbl.update_spec() as s:
+        s.remove_field("a")
+    with tbl.update_schema() as u:
+        u.delete_column("a")
+    tbl.append(pa.table({"id": [3]}))
+    partitions = tbl.inspect.partitions()
+    assert "partition" not in partitions.column_names and partitions.num_rows == 1
+    assert partitions.to_pylist()[0]["record_count"] == 3
+    assert tbl.inspect.files().schema.field("partition").type == pa.struct([])
+    scanned = tbl.scan(columns=["id", "_partition"]).to_arrow()
+    assert scanned.schema.field("_partition").type == pa.struct([])
+
+
+def test_snapshot_summaries_leave_the_operation_to_its_column(tmp_path: Path) -> None:
+    tbl = _history_table(tmp_path)
+    ours = {r["snapshot_id"]: dict(r["summary"]) for r in tbl.inspect.snapshots().to_pylist()}
+    theirs = {r["snapshot_id"]: dict(r["summary"]) for r in _static(tbl).inspect.snapshots().to_pylist()}
+    assert ours == theirs and all("operation" not in s for s in ours.values())
+
+
+def test_manifest_partition_summaries_match_pyiceberg(tmp_path: Path) -> None:
+    tbl = _history_table(tmp_path)
+    for ours_t, theirs_t in (
+        (tbl.inspect.manifests(), _static(tbl).inspect.manifests()),
+        (tbl.inspect.all_manifests(), _static(tbl).inspect.all_manifests()),
+    ):
+        ours = sorted((r["path"], str(r["partition_summaries"])) for r in ours_t.to_pylist())
+        theirs = sorted((r["path"], str(r["partition_summaries"])) for r in theirs_t.to_pylist())
+        assert ours == theirs and any("'lower_bound': 'eu'" in s for _, s in ours)
+
+
+def test_deletion_vector_rows_name_their_blob(tmp_path: Path) -> None:
+    """``content_offset`` / ``content_size_in_bytes`` (Java's DataFile fields 144/145) tell two DVs of one
+    Puffin file apart; they are the blobs the Puffin footer lists."""
+    tbl = sql_catalog(tmp_path).create_table("db.v", rows(0, 0).schema, properties={"format-version": "3"})
+    tbl.append(rows(0, 10))
+    tbl.append(rows(10, 10, seed=1))
+    tbl.delete("id < 3 or id > 17")  # one DV per data file, in one Puffin file
+    dvs = [f for f in tbl.inspect.files().to_pylist() if f["content"] == 1]
+    assert len(dvs) == 2 and len({f["file_path"] for f in dvs}) == 1
+    footer = read_footer(tbl.io, dvs[0]["file_path"])
+    assert sorted((f["content_offset"], f["content_size_in_bytes"]) for f in dvs) == sorted(
+        (b.offset, b.length) for b in footer.blobs
+    )
+    assert all(f["key_metadata"] is None for f in dvs)
+
+
+def test_readable_metrics_have_no_field_for_a_variant_column() -> None:
+    """Java's MetricsUtil.readableMetricsSchema takes primitive columns only; a variant is none."""
+    tbl = ge.load_table(FIXTURES / "impala/iceberg_test/iceberg_v3/trino_variant", relocate=True)
+    assert any(f.type == it.VARIANT for f in tbl.schema().fields)
+    metrics = tbl.inspect.files().schema.field("readable_metrics").type
+    assert sorted(metrics.field(i).name for i in range(metrics.num_fields)) == ["descr", "id"]

@@ -26,16 +26,21 @@ NAMES = (FILE.name, POS.name, SPEC_ID.name, PARTITION_NAME, ROW_ID.name, LAST_UP
 
 def partition_field(md: TableMetadata) -> it.NestedField:
     """``_partition``: a struct of every partition field of every spec, by partition field id, so rows of
-    files written under different specs share one type. As Java's ``Partitioning.partitionType``: each
-    field named as the newest spec names it, typed by the newest spec where it is not void (a v1 field
-    removed later keeps its type)."""
+    files written under different specs share one type. As Java's ``Partitioning.partitionType``: only
+    fields whose source column the current schema still has (``allActiveFieldIds``), each named as the
+    newest spec names it, typed by the newest spec where it is not void (a v1 field removed later keeps
+    its type)."""
+    active = md.schema.by_id
     names: dict[int, str] = {}
     typed: dict[int, it.NestedField] = {}
     from_void: set[int] = set()  # fields typed so far by a void field only
     for spec_id in sorted(md.specs, reverse=True):
         spec = md.specs[spec_id]
         void = {f.field_id for f in spec.fields if f.transform == "void"}
+        sources = {f.field_id: f.source_id for f in spec.fields}
         for f in spec.partition_type(md.schema_for_spec(spec)).fields:
+            if sources[f.field_id] not in active:
+                continue
             names.setdefault(f.field_id, f.name)
             if f.field_id not in typed or (f.field_id in from_void and f.field_id not in void):
                 typed[f.field_id] = f

@@ -69,7 +69,8 @@ class InspectTable:
                 "parent_id": s.parent_snapshot_id,
                 "operation": s.operation,
                 "manifest_list": s.manifest_list,
-                "summary": sorted((s.summary or {}).items()),
+                # Java's SnapshotParser keeps "operation" out of the summary (it is its own column)
+                "summary": sorted((k, v) for k, v in (s.summary or {}).items() if k != "operation"),
             }
             for s in sorted(md.snapshots, key=lambda s: (s.timestamp_ms, s.sequence_number))
         ]
@@ -138,14 +139,14 @@ class InspectTable:
     def manifests(self, snapshot_id: int | None = None) -> pa.Table:
         snapshot = self._snapshot(snapshot_id)
         manifests = () if snapshot is None else snapshot_manifests(self._table.io, snapshot)
-        return self._arrow([manifest_row(m) for m in manifests], manifest_schema())
+        return self._arrow([manifest_row(m, self._table.metadata) for m in manifests], manifest_schema())
 
     def all_manifests(self) -> pa.Table:
         """The manifests of every snapshot, one row per snapshot listing a manifest
         (``reference_snapshot_id``)."""
         io = self._table.io
         rows = [
-            {**manifest_row(m), "reference_snapshot_id": s.snapshot_id}
+            {**manifest_row(m, self._table.metadata), "reference_snapshot_id": s.snapshot_id}
             for s in self._table.metadata.snapshots
             for m in snapshot_manifests(io, s)
         ]
@@ -243,15 +244,20 @@ class InspectTable:
         return table.append_column("readable_metrics", metrics)
 
     def partitions(self, snapshot_id: int | None = None) -> pa.Table:
-        """Per partition (and spec): data records, files and bytes, position (and DV) and equality delete
-        records and files, and when a file of it was last added."""
+        """Per partition: data records, files and bytes, position (and DV) and equality delete records and
+        files, and when a file of it was last added. As Java's PartitionsTable: files group by their
+        partition in the table-wide partition type and by how many of its fields their spec has (not by
+        spec: a renamed or reordered field keeps one partition); ``spec_id`` is the spec of the partition's
+        most recently added file."""
         md = self._table.metadata
         partition = Partitions.of(self._table)
+        present = set(partition.ids)
+        projected = {sid: sum(f.field_id in present for f in spec.fields) for sid, spec in md.specs.items()}
         groups: dict[tuple[Any, ...], dict[str, Any]] = {}
         for entry, ids in self._entries(snapshot_id):
             f = entry.file
             value = partition.row(ids, f.partition)
-            key = (f.spec_id, *(value_key(v) for v in value.values()))  # floats by their bits
+            key = (projected.get(f.spec_id, 0), *(value_key(v) for v in value.values()))  # floats by bits
             row = groups.setdefault(key, empty_partition(value, f.spec_id))
             if f.content == DATA:
                 row["record_count"] += f.record_count
@@ -264,6 +270,9 @@ class InspectTable:
                 row["equality_delete_record_count"] += f.record_count
                 row["equality_delete_file_count"] += 1
             added = md.snapshots_by_id.get(entry.snapshot_id) if entry.snapshot_id is not None else None
+            rank = (-1 if added is None else added.timestamp_ms, f.spec_id)
+            if rank >= row["spec_rank"]:
+                row["spec_rank"], row["spec_id"] = rank, f.spec_id
             if added is not None and (row["last_updated_at"] or -1) < added.timestamp_ms:
                 row["last_updated_at"], row["last_updated_snapshot_id"] = (
                     added.timestamp_ms,

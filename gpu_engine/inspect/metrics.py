@@ -3,8 +3,8 @@
 any depth (``a.b``, ``xs.element``, ``m.key``), sorted by name, each holding ``column_size``,
 ``value_count``, ``null_value_count``, ``nan_value_count`` and ``lower_bound`` / ``upper_bound`` in the
 column's type. Bounds are decoded per column in one vectorised call (so 4-byte bounds written before an
-int -> long promotion decode too); columns without bounds (variant, geometry, geography, unknown) read
-null bounds.
+int -> long promotion decode too); columns without bounds (geometry, geography, unknown) read null
+bounds. Variant columns have no field: Java's VariantType is no primitive type.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def _columns(schema: Schema) -> list[tuple[str, it.NestedField, it.PrimitiveType
     leaves = [
         (schema.names_by_id[fid], f, f.type)
         for fid, f in schema.by_id.items()
-        if isinstance(f.type, it.PrimitiveType)
+        if isinstance(f.type, it.PrimitiveType) and f.type != it.VARIANT
     ]
     return sorted(leaves, key=lambda item: item[0])
 

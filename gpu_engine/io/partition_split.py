@@ -114,7 +114,7 @@ def partition_path(spec: PartitionSpec, schema: Schema, values: tuple[Any, ...])
     ptype = spec.partition_type(schema)
     parts = []
     for f, pf, value in zip(spec.fields, ptype.fields, values, strict=True):
-        parts.append(f"{_url_encode(f.name)}={_url_encode(_human(f.transform, pf.type, value))}")
+        parts.append(f"{_url_encode(f.name)}={_url_encode(human_string(f.transform, pf.type, value))}")
     return "/".join(parts)
 
 
@@ -124,8 +124,9 @@ def _url_encode(text: str) -> str:
     )
 
 
-def _human(transform: str, t: it.IcebergType, value: Any) -> str:
-    """Iceberg's Transform.toHumanString of a physical partition value."""
+def human_string(transform: str, t: it.IcebergType, value: Any) -> str:
+    """Iceberg's Transform.toHumanString of a physical partition value (``t``: the transform's result
+    type); ``"null"`` for None, as Java."""
     if value is None:
         return "null"
     name = transform.split("[", 1)[0]
