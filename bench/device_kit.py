@@ -62,6 +62,7 @@ CARRIED = (
     # fails; seen on an H200, 2026-11-27): the tested numpy goes along and comes first on the path
     "numpy",
     "fastavro",
+    "backports.zstd",  # fastavro's zstandard codec (Python < 3.14)
     "cramjam",
     "zstandard",
     "sqlalchemy",

@@ -68,7 +68,7 @@ def _scan(raw: Any, pos: int, sync: Any, starts: Any, sizes: Any, counts: Any) -
             return block, err, block
         if count < 0 or size < 0:
             return block, NEGATIVE, block
-        if pos + size + SYNC_SIZE > n:
+        if size > n - pos - SYNC_SIZE:  # not pos + size: a size near 2**63 wraps around
             return block, PAST_END, block
         for k in range(SYNC_SIZE):
             if raw[pos + size + k] != sync[k]:

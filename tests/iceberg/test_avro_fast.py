@@ -10,6 +10,7 @@ import lzma
 import os
 import random
 import re
+import subprocess
 import sys
 import zlib
 from collections.abc import Callable
@@ -147,7 +148,7 @@ def test_every_codec(plain: tuple[ManifestFile, bytes], codec: str, tmp_path: Pa
     assert avro_fast.read_container(str(path), open_local).codec == name
 
 
-@pytest.mark.parametrize("codec", ["null", "deflate", "snappy", "bzip2", "xz"])
+@pytest.mark.parametrize("codec", ["null", "deflate", "snappy", "bzip2", "xz", "zstandard"])
 def test_codecs_written_by_fastavro(tables: list[FixtureTable], codec: str, tmp_path: Path) -> None:
     schema, meta, base = _template(tables)
     path = tmp_path / f"{codec}.avro"
@@ -221,6 +222,37 @@ def test_bad_sync_marker(plain: tuple[ManifestFile, bytes], tmp_path: Path) -> N
         ManifestError, match=rf"{path}: corrupt or truncated Avro data: block 0 is not followed"
     ):
         read_manifest(replace(m, manifest_path=str(path)), decoder="fast")
+
+
+_HUGE_BLOCK_CHILD = """
+import sys
+from gpu_engine.errors import ManifestError
+from gpu_engine.iceberg.manifest_list import ManifestFile
+from gpu_engine.iceberg.manifests import read_manifest
+m = ManifestFile(sys.argv[1], int(sys.argv[2]), 0, sequence_number=1, added_snapshot_id=2)
+try:
+    read_manifest(m, decoder="fast")
+except ManifestError as e:
+    print(e)
+"""
+
+
+def test_a_block_size_near_2_63_is_an_error_not_a_crash(
+    plain: tuple[ManifestFile, bytes], tmp_path: Path
+) -> None:
+    """``pos + size`` wrapped around for sizes near 2**63, passed the bounds check, and the scan read far
+    outside the buffer (SIGSEGV: numba checks no bounds). In a child process, so a crash fails the test."""
+    data = plain[1]
+    end = ml._parse_header(data)[1] + 16
+    pos = ml._read_long(data, end)[1]  # after block 0's count: its size
+    after = ml._read_long(data, pos)[1]
+    path = tmp_path / "huge.avro"
+    for size in ((1 << 63) - 1, (1 << 63) - 1000):
+        path.write_bytes(data[:pos] + ml._write_long(size) + data[after:])
+        argv = [sys.executable, "-c", _HUGE_BLOCK_CHILD, str(path), str(path.stat().st_size)]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, (size, done.returncode, done.stderr[-2000:])
+        assert f"{path}: corrupt or truncated Avro data" in done.stdout
 
 
 TINY = {"type": "record", "name": "t", "fields": [
