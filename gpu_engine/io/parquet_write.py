@@ -68,7 +68,8 @@ from .partition_split import partition_path, split_by_partition
 
 Data: TypeAlias = pa.Table | pa.RecordBatch | pa.RecordBatchReader | Iterable[pa.RecordBatch]
 _CODECS = {"zstd": "zstd", "gzip": "gzip", "snappy": "snappy", "lz4": "lz4", "brotli": "brotli"}
-_CODECS |= {"uncompressed": "none", "none": "none"}
+_CODECS |= {"uncompressed": "none", "none": "none", "lz4_raw": "lz4"}  # pyarrow writes LZ4_RAW for "lz4"
+_LEVELLED = ("zstd", "gzip", "brotli")  # Java's Parquet.java sets a level for these codecs only
 _MAX_WORKERS = 4
 
 
@@ -93,7 +94,12 @@ class WriteOptions:
             raise InvalidProperty(
                 f"table property write.parquet.compression-codec={codec!r}: expected one of {sorted(_CODECS)}"
             )
-        level = props.get("write.parquet.compression-level")
+        # a level with another codec is ignored, as Java (a level set for zstd stays when the codec changes)
+        level = (
+            props.get("write.parquet.compression-level")
+            if _CODECS[codec.strip().lower()] in _LEVELLED
+            else None
+        )
         return cls(
             int_property(props, "write.target-file-size-bytes", cls.target_file_size_bytes),
             int_property(props, "write.parquet.row-group-size-bytes", cls.row_group_size_bytes),

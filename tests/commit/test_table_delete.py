@@ -287,3 +287,23 @@ def test_equality_deletes_fail_when_a_new_spec_gets_files_meanwhile(tmp_path: Pa
         run(True)
     new = {p for p in table_files(tbl.refresh()) - files if "/data/" in p}
     assert new and new <= referenced_files(tbl)  # only the other writer's files
+
+
+def test_a_codec_without_levels_ignores_the_level_in_every_writer(tmp_path: Path) -> None:
+    """write.parquet.compression-level kept from zstd after the codec became snappy: append, the position
+    delete writer and compaction all failed ("Codec 'snappy' doesn't support setting a compression level");
+    Java ignores the level for such codecs."""
+    props = {
+        "format-version": "2",
+        "write.parquet.compression-codec": "snappy",
+        "write.parquet.compression-level": "3",
+    }
+    tbl = sql_catalog(tmp_path).create_table("db.c", schema=SCHEMA, properties=props)
+    data = rows(0, 40)
+    tbl.append(data)
+    tbl.append(rows(40, 40, seed=1))
+    tbl.delete("id < 5")  # merge-on-read: a Parquet position delete file
+    assert {f for f, _, _ in live_deletes(tbl)} == {"PARQUET"}
+    tbl.compact(options={"rewrite-all": "true"})
+    expected = pa.concat_tables([data, rows(40, 40, seed=1)]).filter(pc.field("id") >= 5)
+    assert_same_rows(tbl.scan().to_arrow(), expected, context="snappy with a level")

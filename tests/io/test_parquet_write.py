@@ -41,7 +41,7 @@ from gpu_engine.iceberg.schema import Schema, schema_to_json
 from gpu_engine.io.arrow_schema import field_id_of, to_arrow_schema
 from gpu_engine.io.fileio import LocalFileIO
 from gpu_engine.io.parquet_read import ParquetSource
-from gpu_engine.io.parquet_write import write_data_files
+from gpu_engine.io.parquet_write import WriteOptions, write_data_files
 from gpu_engine.io.partition_split import partition_path
 
 F = it.NestedField
@@ -515,6 +515,23 @@ def test_default_codec_and_level(tmp_path: Path):
     assert pq.read_metadata(fast.path).row_group(0).column(0).compression == "ZSTD"
     assert small.file_size_in_bytes < fast.file_size_in_bytes
     assert read_ours(small.path, SMALL).equals(read_ours(fast.path, SMALL))
+
+
+@pytest.mark.parametrize(
+    ("codec", "name", "level"),
+    [("snappy", "SNAPPY", None), ("uncompressed", "UNCOMPRESSED", None), ("lz4_raw", "LZ4", None),
+     ("gzip", "GZIP", 3), ("zstd", "ZSTD", 3)],
+)  # fmt: skip
+def test_a_level_applies_to_codecs_that_have_levels_only(
+    tmp_path: Path, codec: str, name: str, level: int | None
+):
+    """Java's Parquet.java sets the level for gzip, brotli and zstd and ignores it otherwise: a level kept
+    from zstd after switching the codec to snappy failed every write."""
+    props = {"write.parquet.compression-codec": codec, "write.parquet.compression-level": "3"}
+    assert WriteOptions.from_properties(props).compression_level == level
+    data = pa.table({"id": list(range(1000))})
+    [f] = write_data_files(IO, str(tmp_path), SMALL, UNPARTITIONED, data, properties=props, backend="cpu")
+    assert pq.read_metadata(f.path).row_group(0).column(0).compression == name
 
 
 @pytest.mark.parametrize(
