@@ -95,7 +95,9 @@ def commit_metadata_change(
                 continue
         now = table_update.now_ms(base)
         new_md = replace(
-            changed, metadata_log=table_update.metadata_log(base, base_location), last_updated_ms=now
+            changed,
+            metadata_log=table_update.metadata_log(base, base_location, changed.properties),
+            last_updated_ms=now,
         )
         path = table_update.metadata_path(
             new_md, base_location, file_system_table=is_file_system_catalog(catalog)

@@ -39,7 +39,7 @@ from . import manifest_set, table_update
 from .entries import snapshot_manifests
 from .manifest_merge import MergePolicy, merge_manifests
 from .retry import RetryPolicy
-from .summary import snapshot_summary
+from .summary import partition_paths, snapshot_summary, summary_partition_limit
 from .update import CommitResult, Faults, SnapshotUpdate
 
 if TYPE_CHECKING:
@@ -232,6 +232,7 @@ class _Producer:
                 **_manifest_counts(existing, manifests),
                 "entries-processed": str(processed + rewritten),
             },
+            partition_path=partition_paths(base), partition_limit=summary_partition_limit(base.properties),
         )  # fmt: skip
         timestamp = table_update.now_ms(base)
         new_md = table_update.with_snapshot(

@@ -39,6 +39,8 @@ from .isolation import delete_isolation_level
 from .manifest_merge import MergePolicy
 from .metadata_commit import MetadataUpdate, RestForm, commit_metadata_change
 from .retry import RetryPolicy
+from .summary import summary_partition_limit
+from .table_update import previous_versions_max
 from .update import Faults
 
 if TYPE_CHECKING:
@@ -164,3 +166,5 @@ def _check_values(md: TableMetadata, props: dict[str, str]) -> None:
     metrics_config(md.schema, props)
     delete_mode(props, md.format_version, md.location)
     delete_isolation_level(props)
+    previous_versions_max(props)
+    summary_partition_limit(props)

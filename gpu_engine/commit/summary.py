@@ -7,13 +7,17 @@ a total the parent does not record is left out, since it cannot be known without
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from ..iceberg.content_file import DATA, EQUALITY_DELETES, POSITION_DELETES, ContentFile
+from ..iceberg.metadata import TableMetadata
 from ..iceberg.partitioning import partition_key
+from ..io.partition_split import partition_path
+from ..properties import int_property
 
 ENGINE_NAME = "gpu-engine"
+PARTITION_LIMIT = "write.summary.partition-limit"
 TOTALS = (
     "total-records", "total-files-size", "total-data-files", "total-delete-files", "total-position-deletes",
     "total-equality-deletes",
@@ -62,11 +66,17 @@ def snapshot_summary(
     parent: Mapping[str, str] | None,
     has_parent: bool,
     extra: Mapping[str, str] | None = None,
+    partition_path: Callable[[ContentFile], str] = lambda f: "",
+    partition_limit: int = 0,
 ) -> dict[str, str]:
     """The summary of a snapshot adding ``added`` and removing ``removed`` on top of ``parent``'s summary.
 
-    ``has_parent=False``: the first snapshot of its branch (totals start at zero).
+    ``has_parent=False``: the first snapshot of its branch (totals start at zero). ``partition_limit``
+    (``write.summary.partition-limit``): with at most this many changed partitions, a ``partitions.<path>``
+    entry per partition (``partition_path``: Iceberg's partitionToPath of a file's partition) and
+    ``partition-summaries-included=true``, else ``false``, as Java's SnapshotSummary.Builder.
     """
+    added, removed = list(added), list(removed)
     plus, minus = _Counts(), _Counts()
     partitions: set[tuple[object, ...]] = set()
     for f in added:
@@ -76,22 +86,7 @@ def snapshot_summary(
         minus.add(f)
         partitions.add(partition_key(f.spec_id, f.partition))
     out: dict[str, str] = {"operation": operation}
-    pairs = (
-        ("added-data-files", plus.data_files), ("deleted-data-files", minus.data_files),
-        ("added-records", plus.records), ("deleted-records", minus.records),
-        ("added-files-size", plus.files_size), ("removed-files-size", minus.files_size),
-        ("added-delete-files", plus.delete_files), ("removed-delete-files", minus.delete_files),
-        ("added-position-delete-files", plus.position_delete_files),
-        ("removed-position-delete-files", minus.position_delete_files),
-        ("added-dvs", plus.dvs), ("removed-dvs", minus.dvs),
-        ("added-equality-delete-files", plus.equality_delete_files),
-        ("removed-equality-delete-files", minus.equality_delete_files),
-        ("added-position-deletes", plus.position_deletes),
-        ("removed-position-deletes", minus.position_deletes),
-        ("added-equality-deletes", plus.equality_deletes),
-        ("removed-equality-deletes", minus.equality_deletes),
-    )  # fmt: skip
-    out.update((key, str(value)) for key, value in pairs if value)
+    out.update(_counters(plus, minus))
     change = {
         "total-records": plus.records - minus.records,
         "total-files-size": plus.files_size - minus.files_size,
@@ -105,9 +100,66 @@ def snapshot_summary(
         if before is not None:
             out[key] = str(before + change[key])
     out["changed-partition-count"] = str(len(partitions))
+    out.update(_partition_summaries(added, removed, partition_path, partition_limit))
     out["engine-name"] = ENGINE_NAME
     for key, value in (extra or {}).items():
         out[key] = value
+    return out
+
+
+def summary_partition_limit(properties: Mapping[str, str]) -> int:
+    """``write.summary.partition-limit`` (default 0: no per-partition summaries)."""
+    return int_property(properties, PARTITION_LIMIT, 0, minimum=0)
+
+
+def partition_paths(md: TableMetadata) -> Callable[[ContentFile], str]:
+    """A file's partition as Iceberg's partitionToPath under its spec (``""`` unpartitioned)."""
+
+    def path(f: ContentFile) -> str:
+        spec = md.specs.get(f.spec_id)
+        if spec is None or not spec.fields:
+            return ""
+        return partition_path(spec, md.schema_for_spec(spec), f.partition)
+
+    return path
+
+
+def _counters(plus: _Counts, minus: _Counts) -> dict[str, str]:
+    """The non-zero added/removed counters, in the order of Java's UpdateMetrics.addTo."""
+    pairs = (
+        ("added-data-files", plus.data_files), ("deleted-data-files", minus.data_files),
+        ("added-equality-delete-files", plus.equality_delete_files),
+        ("removed-equality-delete-files", minus.equality_delete_files),
+        ("added-position-delete-files", plus.position_delete_files),
+        ("removed-position-delete-files", minus.position_delete_files),
+        ("added-dvs", plus.dvs), ("removed-dvs", minus.dvs),
+        ("added-delete-files", plus.delete_files), ("removed-delete-files", minus.delete_files),
+        ("added-records", plus.records), ("deleted-records", minus.records),
+        ("added-files-size", plus.files_size), ("removed-files-size", minus.files_size),
+        ("added-position-deletes", plus.position_deletes),
+        ("removed-position-deletes", minus.position_deletes),
+        ("added-equality-deletes", plus.equality_deletes),
+        ("removed-equality-deletes", minus.equality_deletes),
+    )  # fmt: skip
+    return {key: str(value) for key, value in pairs if value}
+
+
+def _partition_summaries(
+    added: Iterable[ContentFile],
+    removed: Iterable[ContentFile],
+    partition_path: Callable[[ContentFile], str],
+    limit: int,
+) -> dict[str, str]:
+    per_path: dict[str, tuple[_Counts, _Counts]] = {}
+    for files, side in ((added, 0), (removed, 1)):
+        for f in files:
+            per_path.setdefault(partition_path(f), (_Counts(), _Counts()))[side].add(f)
+    if not any(per_path) or len(per_path) > limit:  # only the root partition, or too many
+        return {"partition-summaries-included": "false"}
+    out = {"partition-summaries-included": "true"}
+    for path, (plus, minus) in per_path.items():
+        if path:
+            out[f"partitions.{path}"] = ",".join(f"{k}={v}" for k, v in _counters(plus, minus).items())
     return out
 
 

@@ -38,7 +38,7 @@ from ..iceberg.snapshots import (
     check_table_refs,
 )
 from ..io.fileio import FileIO
-from ..properties import bool_property
+from ..properties import bool_property, int_property
 
 _log = logging.getLogger(__name__)
 
@@ -135,16 +135,18 @@ def with_snapshot(
     return replace(md, **changes)  # type: ignore[arg-type]
 
 
-def metadata_log(md: TableMetadata, base_location: str) -> tuple[MetadataLogEntry, ...]:
+def previous_versions_max(properties: Mapping[str, str]) -> int:
+    """``write.metadata.previous-versions-max`` (default 100; below 1 keeps 1, as Java)."""
+    return max(int_property(properties, PREVIOUS_VERSIONS_MAX, 100, minimum=None), 1)
+
+
+def metadata_log(
+    md: TableMetadata, base_location: str, properties: Mapping[str, str] | None = None
+) -> tuple[MetadataLogEntry, ...]:
     """``md``'s ``metadata-log`` with ``base_location`` (``md``'s own file) appended, the newest
-    ``write.metadata.previous-versions-max`` kept."""
-    raw = md.properties.get(PREVIOUS_VERSIONS_MAX, "100")
-    try:
-        keep = max(int(raw), 1)
-    except ValueError:
-        raise UnsupportedFeature(
-            f"table property {PREVIOUS_VERSIONS_MAX}={raw!r}: expected an integer"
-        ) from None
+    ``write.metadata.previous-versions-max`` kept, read from ``properties``: the new metadata's, as Java's
+    TableMetadata.Builder (default ``md``'s; a bad value set earlier cannot block the update fixing it)."""
+    keep = previous_versions_max(md.properties if properties is None else properties)
     log = (*md.metadata_log, MetadataLogEntry(md.last_updated_ms, base_location))
     return log[-keep:]
 

@@ -4,13 +4,17 @@ against hand computation."""
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from gpu_engine.errors import SchemaMismatch
+from gpu_engine.commit import table_update
+from gpu_engine.errors import InvalidProperty, SchemaMismatch
 from gpu_engine.iceberg.manifest_list import read_manifest_list
 
 from ._support import (
@@ -228,3 +232,54 @@ def test_metadata_files_go_to_write_metadata_path(tmp_path: Path) -> None:
     default = Path(tbl.location.removeprefix("file://")) / "metadata"
     assert not default.exists() or not any(default.iterdir())
     assert_all_readers(tbl, rows(0, 5).filter(pc.not_equal(rows(0, 5)["id"], 2)))
+
+
+def test_previous_versions_max_is_checked_when_set_and_read_from_the_new_metadata(tmp_path: Path) -> None:
+    """Java's TableMetadata.Builder reads the property from the new metadata: a bad value ('x') blocked
+    every later commit here, the one removing or correcting it too; it is now refused when set, and an
+    update fixing a bad value written by another engine lands (and trims the log in the same commit)."""
+    key = "write.metadata.previous-versions-max"
+    cat = sql_catalog(tmp_path)
+    tbl = cat.create_table("db.t", rows(0, 0).schema)
+    for i in range(3):
+        tbl.append(rows(i * 5, 5))
+    with pytest.raises(InvalidProperty, match=rf"{re.escape(key)}='x'"):
+        tbl.update_properties().set(key, "x").commit()
+    with pytest.raises(InvalidProperty, match=r"write.summary.partition-limit='-1'"):
+        tbl.update_properties().set("write.summary.partition-limit", "-1").commit()
+    bad = replace(tbl.metadata, properties={**tbl.metadata.properties, key: "x"})
+    path = table_update.metadata_path(bad, tbl.metadata_location, file_system_table=False)
+    table_update.write_metadata(tbl.io, tbl.io.resolve(path), bad)
+    cat.commit_metadata("db.t", tbl.metadata_location, path)
+    tbl = cat.load_table("db.t")
+    with tbl.update_properties() as p:
+        p.set(key, "1")
+    assert len(tbl.metadata.metadata_log) == 1
+    tbl.append(rows(15, 5))
+    assert_all_readers(tbl, pa.concat_tables([rows(i * 5, 5) for i in range(4)]))
+
+
+def _summary(tbl: Any) -> dict[str, str]:
+    snapshot = tbl.metadata.current_snapshot()
+    assert snapshot is not None and snapshot.summary is not None
+    return dict(snapshot.summary)
+
+
+def test_partition_summaries_follow_write_summary_partition_limit(tmp_path: Path) -> None:
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("s", pa.string())])
+    props = {"write.summary.partition-limit": "10"}
+    tbl = sql_catalog(tmp_path).create_table("db.p", schema, partition_spec=["s"], properties=props)
+    tbl.append(pa.table({"id": [1, 2, 3], "s": ["a b", "b", "b"]}, schema=schema))
+    summary = _summary(tbl)
+    assert summary["partition-summaries-included"] == "true"
+    sizes = {r["partition"]["s"]: r["file_size_in_bytes"] for r in tbl.inspect.files().to_pylist()}
+    assert (
+        summary["partitions.s=a+b"] == f"added-data-files=1,added-records=1,added-files-size={sizes['a b']}"
+    )
+    assert summary["partitions.s=b"] == f"added-data-files=1,added-records=2,added-files-size={sizes['b']}"
+    with tbl.update_properties() as p:
+        p.set("write.summary.partition-limit", "1")
+    tbl.append(pa.table({"id": [4, 5], "s": ["c", "d"]}, schema=schema))
+    summary = _summary(tbl)
+    assert summary["partition-summaries-included"] == "false"
+    assert not [k for k in summary if k.startswith("partitions.")]

@@ -85,8 +85,27 @@ def test_summary_by_hand() -> None:
         "added-equality-deletes": "5",
         "total-records": "90", "total-files-size": "906", "total-data-files": "4", "total-delete-files": "3",
         "total-position-deletes": "3", "total-equality-deletes": "5",
-        "changed-partition-count": "3", "engine-name": "gpu-engine",
+        "changed-partition-count": "3", "partition-summaries-included": "false", "engine-name": "gpu-engine",
     }  # fmt: skip
+    by_path = snapshot_summary(
+        "overwrite", added=added, removed=removed, parent=parent, has_parent=True,
+        partition_path=lambda f: f"p={f.partition[0]}", partition_limit=3,
+    )  # fmt: skip
+    assert {k: v for k, v in by_path.items() if k not in s} == {
+        # Java's SnapshotSummary.Builder: per partitionToPath, UpdateMetrics.addTo's keys and order
+        "partitions.p=a": "added-data-files=1,removed-position-delete-files=1,added-dvs=2,"
+        "added-delete-files=2,removed-delete-files=1,added-records=10,added-files-size=126,removed-files-size=50,"
+        "added-position-deletes=3,removed-position-deletes=3",
+        "partitions.p=b": "added-equality-delete-files=1,added-delete-files=1,added-files-size=30,"
+        "added-equality-deletes=5",
+        "partitions.p=c": "deleted-data-files=1,deleted-records=20,removed-files-size=200",
+    }
+    assert by_path["partition-summaries-included"] == "true"
+    over = snapshot_summary(
+        "overwrite", added=added, removed=removed, parent=parent, has_parent=True,
+        partition_path=lambda f: f"p={f.partition[0]}", partition_limit=2,
+    )  # fmt: skip
+    assert over == s  # more changed partitions than the limit: none listed
 
 
 def test_summary_totals_the_parent_lacks_are_left_out() -> None:
