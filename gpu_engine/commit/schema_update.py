@@ -81,6 +81,19 @@ TypeLike: TypeAlias = str | it.IcebergType | pa.DataType
 _SAME_FOR_DATE_AND_TIMESTAMP = frozenset({"year", "month", "day", "void"})
 
 
+def numbered(schema: Schema, md: TableMetadata) -> Schema:
+    """``schema`` with the id of an equal schema of ``md`` (identifier fields compared as a set, as Java's
+    Schema.sameSchema), else the next free id (Java's TableMetadata.Builder.addSchema)."""
+    for old in md.schemas:
+        if _same_schema(old, schema):
+            return old
+    return replace(schema, schema_id=max(s.schema_id for s in md.schemas) + 1)
+
+
+def _same_schema(a: Schema, b: Schema) -> bool:
+    return a.fields == b.fields and set(a.identifier_field_ids) == set(b.identifier_field_ids)
+
+
 class SchemaUpdate(MetadataUpdate):
     """Changes to ``table``'s current schema, committed by :meth:`commit` (see the module doc)."""
 
@@ -250,11 +263,7 @@ class SchemaUpdate(MetadataUpdate):
         """The new schema (not committed)."""
         fields = rebuild(self._schema.fields, 0, self._c)
         identifiers = self._identifiers(Schema(fields))
-        schema = Schema(fields, schema_id=0, identifier_field_ids=identifiers)
-        for old in self._base.schemas:  # an equal earlier schema keeps its id
-            if replace(old, schema_id=0) == schema:
-                return old
-        return replace(schema, schema_id=max(s.schema_id for s in self._base.schemas) + 1)
+        return numbered(Schema(fields, schema_id=0, identifier_field_ids=identifiers), self._base)
 
     def commit(self, *, faults: Faults | None = None) -> Schema:
         """Commit the new schema as the table's current schema; the committed schema."""
@@ -262,15 +271,19 @@ class SchemaUpdate(MetadataUpdate):
 
         def change(base: TableMetadata) -> TableMetadata | None:
             require_unchanged(base, "schema", base.current_schema_id, self._base.current_schema_id)
-            if schema.schema_id == base.current_schema_id:
+            # field ids were assigned from the base's last-column-id: another writer's columns took them
+            require_unchanged(base, "last column id", base.last_column_id, self._base.last_column_id)
+            committed = numbered(schema, base)  # numbered again: another writer may have added schemas
+            if committed.schema_id == base.current_schema_id:
                 return None  # no change
-            schemas = base.schemas if schema.schema_id in base.schemas_by_id else (*base.schemas, schema)
+            known = committed.schema_id in base.schemas_by_id
+            schemas = base.schemas if known else (*base.schemas, committed)
             props = column_properties_after(base.properties, self._schema, schema, self._c)
             mapping = name_mapping_of(base)
             if mapping is not None:
                 props[NAME_MAPPING_PROPERTY] = json.dumps(name_mapping_to_json(self._mapping(mapping)))
             return replace(
-                base, schemas=schemas, current_schema_id=schema.schema_id, properties=props,
+                base, schemas=schemas, current_schema_id=committed.schema_id, properties=props,
                 last_column_id=max(base.last_column_id, self._c.next_id),
             )  # fmt: skip
 
@@ -280,16 +293,18 @@ class SchemaUpdate(MetadataUpdate):
                 {"type": "assert-last-assigned-field-id", "last-assigned-field-id": base.last_column_id},
             ]
             updates: list[dict[str, Any]] = []
-            if schema.schema_id not in base.schemas_by_id:  # the server numbers it: -1 = the one just added
+            committed = new.schemas_by_id[new.current_schema_id]
+            added = committed.schema_id not in base.schemas_by_id
+            if added:  # the server numbers it: -1 = the one just added
                 # last-column-id: deprecated, but servers still read it (and refuse one that decreases)
                 add = {
                     "action": "add-schema",
-                    "schema": schema_to_json(schema),
+                    "schema": schema_to_json(committed),
                     "last-column-id": new.last_column_id,
                 }
                 updates.append(add)
-            added = schema.schema_id not in base.schemas_by_id
-            updates.append({"action": "set-current-schema", "schema-id": -1 if added else schema.schema_id})
+            current = -1 if added else committed.schema_id
+            updates.append({"action": "set-current-schema", "schema-id": current})
             changed = {k: v for k, v in new.properties.items() if base.properties.get(k) != v}
             if changed:
                 updates.append({"action": "set-properties", "updates": changed})

@@ -8,8 +8,8 @@ strategy uses when none is given, and the order writers are asked to keep.
 
 An order equal to an earlier one keeps its id, others take the next id (0 is the unsorted order). Committed
 as a metadata-only change (REST: ``add-sort-order`` / ``set-default-sort-order`` after an
-``assert-default-sort-order-id``); a lost race re-applies it while the table's order is still the one it
-replaced.
+``assert-default-sort-order-id``); a lost race re-applies it, numbered again, while the table's order is
+still the one it replaced.
 """
 
 from __future__ import annotations
@@ -43,20 +43,25 @@ class SortOrderUpdate(MetadataUpdate):
 
     def apply(self) -> SortOrder:
         """The new order (not committed)."""
+        return self._numbered(self._base)
+
+    def _numbered(self, md: TableMetadata) -> SortOrder:
+        """The order as ``md`` numbers it: an equal earlier order keeps its id, else the next id (Java's
+        reuseOrCreateNewSortOrderId)."""
         if not self._fields:
             return UNSORTED
-        for old in self._base.sort_orders:  # an equal earlier order keeps its id
+        for old in md.sort_orders:
             if old.fields == self._fields:
                 return old
-        return SortOrder(max(o.order_id for o in self._base.sort_orders) + 1, self._fields)
+        return SortOrder(max(o.order_id for o in md.sort_orders) + 1, self._fields)
 
     def commit(self, *, faults: Faults | None = None) -> SortOrder:
         """Commit the order as the table's default sort order; the committed order."""
-        order = self.apply()
         started = self._base.default_sort_order_id
 
         def change(base: TableMetadata) -> TableMetadata | None:
             require_unchanged(base, "sort order", base.default_sort_order_id, started)
+            order = self._numbered(base)  # numbered again: another writer may have added orders since
             if order.order_id == base.default_sort_order_id:
                 return None
             known = order.order_id in base.sort_orders_by_id
@@ -65,6 +70,7 @@ class SortOrderUpdate(MetadataUpdate):
 
         def rest(base: TableMetadata, new: TableMetadata) -> RestForm:
             requirements = [{"type": "assert-default-sort-order-id", "default-sort-order-id": started}]
+            order = new.sort_orders_by_id[new.default_sort_order_id]
             added = order.order_id not in base.sort_orders_by_id
             updates: list[dict[str, Any]] = []
             if added:

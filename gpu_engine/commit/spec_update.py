@@ -122,18 +122,17 @@ class SpecUpdate(MetadataUpdate):
                 next_id += 1
                 field_id = next_id
             fields.append(PartitionField((a.source_id,), field_id, a.name, a.transform))
-        spec = PartitionSpec(0, tuple(fields))
-        for old in md.partition_specs:  # an equal earlier spec keeps its id
-            if replace(old, spec_id=0) == spec:
-                return old
-        return replace(spec, spec_id=max(s.spec_id for s in md.partition_specs) + 1)
+        return _numbered(PartitionSpec(0, tuple(fields)), md)
 
     def commit(self, *, faults: Faults | None = None) -> PartitionSpec:
         """Commit the new spec as the table's default spec; the committed spec."""
-        spec = self.apply()
+        built = self.apply()
 
         def change(base: TableMetadata) -> TableMetadata | None:
             require_unchanged(base, "partition spec", base.default_spec_id, self._base.default_spec_id)
+            # field ids were assigned from the base's last-partition-id: another writer's may have taken them
+            require_unchanged(base, "last partition id", base.last_partition_id, self._base.last_partition_id)
+            spec = _numbered(built, base)  # numbered again: another writer may have added specs since
             if spec.spec_id == base.default_spec_id:
                 return None
             known = spec.spec_id in base.specs
@@ -153,6 +152,7 @@ class SpecUpdate(MetadataUpdate):
                     "last-assigned-partition-id": base.last_partition_id,
                 },
             ]
+            spec = new.specs[new.default_spec_id]
             added = spec.spec_id not in base.specs
             updates: list[dict[str, Any]] = (
                 [{"action": "add-spec", "spec": spec_to_json(spec)}] if added else []
@@ -204,3 +204,11 @@ class SpecUpdate(MetadataUpdate):
                 if (f.source_id, f.transform) == (source_id, transform) and (name is None or f.name == name):
                     return f
         return None
+
+
+def _numbered(spec: PartitionSpec, md: TableMetadata) -> PartitionSpec:
+    """``spec`` with the id of an equal spec of ``md``, else the next free id."""
+    for old in md.partition_specs:
+        if replace(old, spec_id=0) == replace(spec, spec_id=0):
+            return old
+    return replace(spec, spec_id=max(s.spec_id for s in md.partition_specs) + 1)

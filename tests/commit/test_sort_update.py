@@ -94,3 +94,24 @@ def test_create_table_takes_a_sort_order(tmp_path: Path) -> None:
     from pyiceberg.table import StaticTable
 
     assert StaticTable.from_metadata(tbl.metadata_location).sort_order().order_id == 1  # PyIceberg reads it
+
+
+def test_an_order_is_numbered_against_the_metadata_it_commits_on(tmp_path: Path) -> None:
+    """Another writer set order 1 and went back to unsorted while this commit was under way: the retry used
+    the id it chose before (1) and made the other writer's order the default. Java's TableMetadata.Builder
+    numbers the order on the metadata it commits on."""
+    cat = sql_catalog(tmp_path)
+    cat.create_table("db.t", pa.schema([pa.field("id", pa.int64()), pa.field("name", pa.string())]))
+    raced: list[str] = []
+
+    def race(stage: str) -> None:
+        if stage == "swap" and not raced:
+            raced.append(stage)
+            other = cat.load_table("db.t")
+            other.replace_sort_order("id")
+            other.replace_sort_order([])
+
+    got = cat.load_table("db.t").replace_sort_order("name DESC", faults=race)
+    order = cat.load_table("db.t").metadata.sort_order
+    assert raced and got == order and order.order_id == 2
+    assert [(f.source_ids, f.direction) for f in order.fields] == [((2,), "desc")]

@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 import pytest
 
 from gpu_engine.commit.spec_update import InvalidSpecChange
-from gpu_engine.errors import UnsupportedFeature
+from gpu_engine.errors import UnsupportedFeature, ValidationError
 from gpu_engine.table import Table
 
 from ._support import assert_all_readers, assert_same_rows, duckdb_rows, raise_at, sql_catalog, table_files
@@ -286,3 +286,19 @@ def test_the_table_partition_struct_takes_the_newest_names(tmp_path: Path) -> No
 
     theirs = StaticTable.from_metadata(tbl.metadata_location).inspect.partitions()
     assert [f.name for f in theirs.schema.field("partition").type] == ["day", "id_bucket"]
+
+
+def test_an_update_built_before_another_writers_spec_is_refused(tmp_path: Path) -> None:
+    """Partition field ids came from the stale base's last-partition-id; another writer's spec (added and
+    replaced) took them: the commit made the other writer's spec the default. Java commits against its
+    base."""
+    cat = sql_catalog(tmp_path)
+    cat.create_table("db.t", pa.schema([pa.field("id", pa.int64()), pa.field("name", pa.string())]))
+    update = cat.load_table("db.t").update_spec().add_field("bucket(8, id)")
+    other = cat.load_table("db.t")
+    with other.update_spec() as s:
+        s.add_field("truncate(3, name)")
+    with other.update_spec() as s:
+        s.remove_field("name_trunc")
+    with pytest.raises(ValidationError, match="last partition id changed"):
+        update.commit()
