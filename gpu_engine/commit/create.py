@@ -26,10 +26,9 @@ from ..errors import (
     TableAlreadyExists,
     UnsupportedFeature,
 )
-from ..iceberg import types as it
 from ..iceberg.metadata import SUPPORTED_FORMAT_VERSIONS, TableMetadata
 from ..iceberg.partitioning import V1_FIRST_PARTITION_FIELD_ID, PartitionSpec
-from ..iceberg.schema import Schema
+from ..iceberg.schema import Schema, check_format_version
 from ..iceberg.sorting import UNSORTED, SortOrder
 from .producer import is_file_system_catalog
 from .schema_from_arrow import schema_from_arrow
@@ -42,7 +41,6 @@ if TYPE_CHECKING:
 
 FORMAT_VERSION = "format-version"
 DEFAULT_FORMAT_VERSION = 2
-_V3_TYPES = ("timestamp_ns", "timestamptz_ns", "unknown", "variant", "geometry", "geography")
 
 
 def new_table_metadata(
@@ -60,13 +58,7 @@ def new_table_metadata(
     if not isinstance(iceberg_schema, Schema):
         raise UnsupportedFeature(f"schema must be an Iceberg Schema or a pyarrow Schema, not {type(schema)}")
     iceberg_schema = replace(iceberg_schema, schema_id=0, schema_id_written=True)
-    if version < 3:
-        for fid, f in iceberg_schema.by_id.items():
-            if isinstance(f.type, it.PrimitiveType) and f.type.name in _V3_TYPES:
-                name = iceberg_schema.names_by_id[fid]
-                raise UnsupportedFeature(
-                    f"column {name!r} has type {f.type}, which needs format-version 3 (asked: {version})"
-                )
+    check_format_version(iceberg_schema, version)
     if partition_spec is None:
         spec = PartitionSpec(0)
     elif isinstance(partition_spec, PartitionSpec):

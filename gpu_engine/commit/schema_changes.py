@@ -15,6 +15,7 @@ from typing import Literal
 
 from ..errors import ValidationError
 from ..iceberg import types as it
+from ..iceberg.json_values import promoted
 from ..iceberg.schema import Schema
 from ..io.metrics_config import COLUMN_MODE_PREFIX
 
@@ -61,13 +62,21 @@ def rebuild(fields: Sequence[it.NestedField], parent_id: int, c: SchemaChanges) 
     for f in fields:
         if f.field_id in c.deletes:
             continue
+        changed = _changed_type(f.field_id, f.type, c)
+        defaults = {}
+        if f.field_id in c.types:  # a promotion: defaults in the new type (a date's become timestamps)
+            defaults = {
+                "initial_default": promoted(f.type, changed, f.initial_default),
+                "write_default": promoted(f.type, changed, f.write_default),
+            }
         out.append(
             replace(
                 f,
                 name=c.renames.get(f.field_id, f.name),
-                type=_changed_type(f.field_id, f.type, c),
+                type=changed,
                 doc=c.docs.get(f.field_id, f.doc),
                 required=f.required and f.field_id not in c.optional,
+                **defaults,
             )
         )
     out.extend(c.adds.get(parent_id, []))

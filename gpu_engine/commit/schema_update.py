@@ -53,7 +53,7 @@ from ..iceberg.name_mapping import (
     name_mapping_of,
     name_mapping_to_json,
 )
-from ..iceberg.schema import Schema, identifier_field_problem, schema_to_json
+from ..iceberg.schema import Schema, check_format_version, identifier_field_problem, schema_to_json
 from .metadata_commit import MetadataUpdate, RestForm, commit_metadata_change, require_unchanged
 from .schema_changes import (
     InvalidSchemaChange,
@@ -182,7 +182,8 @@ class SchemaUpdate(MetadataUpdate):
         for what, ids in uses:
             if doomed & set(ids):
                 raise InvalidSchemaChange(f"{where}: {what} uses it")
-        if f.field_id in self._c.renames or f.field_id in self._c.types:
+        updated = (self._c.renames, self._c.types, self._c.docs, self._c.optional)
+        if any(f.field_id in change for change in updated):  # Java: "Cannot delete a column that has updates"
             raise InvalidSchemaChange(f"{where}: it is renamed or updated in this update")
         if doomed & (self._c.moved() | set(self._c.adds)):
             raise InvalidSchemaChange(f"{where}: columns in it are moved or added in this update")
@@ -274,6 +275,7 @@ class SchemaUpdate(MetadataUpdate):
             # field ids were assigned from the base's last-column-id: another writer's columns took them
             require_unchanged(base, "last column id", base.last_column_id, self._base.last_column_id)
             committed = numbered(schema, base)  # numbered again: another writer may have added schemas
+            check_format_version(committed, base.format_version)
             if committed.schema_id == base.current_schema_id:
                 return None  # no change
             known = committed.schema_id in base.schemas_by_id

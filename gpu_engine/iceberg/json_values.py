@@ -252,3 +252,18 @@ def _clock(nanos: int, digits: int) -> str:
     h, mi = divmod(minutes, 60)
     fraction = str(frac).rjust(9, "0")[:digits]
     return f"{h:02d}:{mi:02d}:{s:02d}.{fraction}"
+
+
+_PER_DAY = {"timestamp": 86_400_000_000, "timestamptz": 86_400_000_000}
+_PER_DAY |= {"timestamp_ns": 86_400_000_000_000, "timestamptz_ns": 86_400_000_000_000}
+
+
+def promoted(old: it.IcebergType, new: it.IcebergType, value: Any) -> Any:
+    """A default's JSON ``value`` of type ``old`` in the promoted type ``new`` (Java's NestedField casts
+    defaults to the field's type): a date becomes midnight of that day, other promotions keep the value."""
+    if value is None:
+        return None
+    physical = from_json(old, value)
+    if isinstance(old, it.PrimitiveType) and old.name == "date" and isinstance(new, it.PrimitiveType):
+        physical *= _PER_DAY.get(new.name, 1)
+    return to_json(new, physical)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
-from ..errors import InvalidType
+from ..errors import InvalidType, UnsupportedFeature
 from . import types as it
 
 _SCHEMA_KEYS = {"type", "schema-id", "identifier-field-ids", "fields"}
@@ -185,3 +185,19 @@ def _prune_fields(
         elif any(sub.field_id in ids for _, sub in _walk_type(f.type, ())):
             out.append(f)
     return tuple(out)
+
+
+V3_TYPES = ("timestamp_ns", "timestamptz_ns", "unknown", "variant", "geometry", "geography")
+
+
+def check_format_version(schema: Schema, version: int) -> None:
+    """UnsupportedFeature naming the first column whose type the table's format ``version`` lacks (spec
+    Appendix E: these types came with v3; Java's Schema.checkCompatibility when a schema is added)."""
+    if version >= 3:
+        return
+    for fid, f in schema.by_id.items():
+        if isinstance(f.type, it.PrimitiveType) and f.type.name.split("(", 1)[0] in V3_TYPES:
+            raise UnsupportedFeature(
+                f"column {schema.names_by_id[fid]!r} has type {f.type}, which needs format-version 3 "
+                f"(the table's: {version})"
+            )

@@ -17,7 +17,7 @@ from pyiceberg.table import StaticTable
 
 from gpu_engine.commit.schema_from_arrow import schema_from_arrow
 from gpu_engine.commit.schema_update import InvalidSchemaChange
-from gpu_engine.errors import ValidationError
+from gpu_engine.errors import UnsupportedFeature, ValidationError
 from gpu_engine.table import Table
 
 from ._support import (
@@ -274,6 +274,8 @@ def test_a_name_taken_by_another_column_leaves_its_old_mapping_entry(tmp_path: P
         (2, lambda u: u.delete_column("d"), "partition field 'd_day' uses it"),
         (2, lambda u: u.delete_column("id").delete_column("id"), "deleted in this update"),
         (2, lambda u: u.rename_column("name", "n").delete_column("name"), "renamed or updated"),
+        (2, lambda u: u.make_optional("id").delete_column("id"), "renamed or updated"),
+        (2, lambda u: u.update_column("name", doc="x").delete_column("name"), "renamed or updated"),
         (2, lambda u: u.update_column("id", "string"), "int cannot be promoted to string"),
         (2, lambda u: u.update_column("score", "long"), "float cannot be promoted to long"),
         (2, lambda u: u.update_column("price", "decimal(9, 3)"), "cannot be promoted"),
@@ -479,3 +481,38 @@ def test_identifier_fields_set_in_another_order_are_the_same_schema(tmp_path: Pa
     with tbl.update_schema() as u:
         u.set_identifier_fields("k", "id")
     assert [s.schema_id for s in tbl.metadata.schemas] == [0, 1] and tbl.metadata.current_schema_id == 1
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_types_of_a_later_format_version_are_refused(tmp_path: Path, version: int) -> None:
+    """Spec Appendix E: timestamp_ns, unknown, variant, geometry... came with v3 (Java's
+    Schema.checkCompatibility when a schema is added); create_table refused them, schema updates did not."""
+    tbl = make(tmp_path, version)
+    location = tbl.metadata_location
+    for kind in ("timestamp_ns", "timestamptz_ns", "unknown", "variant"):
+        with pytest.raises(UnsupportedFeature, match=rf"type {kind}, which needs format-version 3"):
+            tbl.update_schema().add_column("x", kind).commit()
+    nanos = pa.table({"id": pa.array([99], pa.int64()), "ts": pa.array([1], pa.timestamp("ns"))})
+    with pytest.raises(UnsupportedFeature, match="'ts' has type timestamp_ns, which needs format-version 3"):
+        tbl.append(nanos, merge_schema=True)
+    tbl.refresh()
+    assert tbl.metadata_location == location
+
+
+@pytest.mark.parametrize("target", ["timestamp", "timestamp_ns"])
+def test_promoting_a_date_with_defaults_makes_them_timestamps(tmp_path: Path, target: str) -> None:
+    """Java's NestedField casts defaults to the new type: a date default left as "2017-11-16" on a
+    timestamp column made every later scan and write fail."""
+    schema = pa.schema([pa.field("id", pa.int64())])
+    tbl = sql_catalog(tmp_path).create_table("db.p", schema, properties={"format-version": "3"})
+    tbl.append(pa.table({"id": [1]}))
+    with tbl.update_schema() as u:
+        u.add_column("d", "date", default=dt.date(2017, 11, 16))
+    with tbl.update_schema() as u:
+        u.update_column("d", target)
+    field = tbl.schema().find_field("d")
+    assert field.initial_default == field.write_default
+    assert str(field.initial_default).startswith("2017-11-16T00:00:00")
+    tbl.append(pa.table({"id": [2]}))  # the write-default fills d
+    got = tbl.scan().to_arrow().sort_by("id").column("d").cast(pa.timestamp("us")).to_pylist()
+    assert got == [dt.datetime(2017, 11, 16)] * 2
