@@ -18,10 +18,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import SchemaMismatch, UnsupportedFeature
-from ..iceberg import json_values
 from ..iceberg import types as it
 from ..iceberg.schema import Schema
-from .arrow_schema import constant_maker, field_metadata
+from .arrow_schema import default_maker, field_metadata
 
 
 def write_schema(schema: Schema) -> pa.Schema:
@@ -41,14 +40,20 @@ def _write_type(t: it.IcebergType) -> pa.DataType:
         return pa.struct(
             [f for f in (_write_field(f.name, f.field_id, f.type, not f.required) for f in t.fields) if f]
         )
+    if isinstance(t, it.ListType | it.MapType) and it.UNKNOWN in (
+        (t.element,) if isinstance(t, it.ListType) else (t.key, t.value)
+    ):  # an unknown column is left out of the file; a list element or map entry cannot be (Java refuses too)
+        raise UnsupportedFeature(f"writing Iceberg {t} columns is not supported: unknown in a list or map")
     if isinstance(t, it.ListType):
-        return pa.list_(_write_field("element", t.element_id, t.element, not t.element_required) or pa.null())
+        element = _write_field("element", t.element_id, t.element, not t.element_required)
+        assert element is not None
+        return pa.list_(element)
     if isinstance(t, it.MapType):
         key, value = (
             _write_field("key", t.key_id, t.key, False),
             _write_field("value", t.value_id, t.value, not t.value_required),
         )
-        assert key is not None and value is not None, "map keys and values of type unknown"
+        assert key is not None and value is not None
         return pa.map_(key, value)
     if t == it.UUID:
         return pa.uuid()
@@ -84,8 +89,8 @@ def _conform_field(
     if arr is None:
         if not f.has_write_default and f.required:
             raise SchemaMismatch(f"required column {name!r} is missing and has no write-default")
-        default = json_values.from_json(f.type, f.write_default) if f.has_write_default else None
-        arr = constant_maker(f.type, default)(n)
+        # a struct's {} takes each field's own write-default (spec "Default values")
+        arr = default_maker(f, f"column {name!r}", write=True)(n)
     out = _conform(arr, f.type, target, name, live)
     if f.required and out.null_count:
         bad = out.null_count if live is None else int(pc.sum(pc.and_(out.is_null(), live)).as_py() or 0)

@@ -91,22 +91,27 @@ def constant_maker(t: it.IcebergType, value: Any) -> Make:
     return lambda n: pa.repeat(scalar, n)
 
 
-def default_maker(f: it.NestedField, where: str) -> Make:
-    """Columns of ``f``'s ``initial-default`` (spec "Default values"): null when it has none, and for a
-    struct default (``{}``) every field from the struct's values or else its own default. A required
-    field without a default is a :class:`SchemaMismatch` naming ``where``."""
-    default = json_values.from_json(f.type, f.initial_default) if f.has_initial_default else None
+def default_maker(f: it.NestedField, where: str, *, write: bool = False) -> Make:
+    """Columns of ``f``'s ``initial-default`` (``write``: its ``write-default``; spec "Default values"): null
+    when it has none, and for a struct default (``{}``) every field from the struct's values or else its
+    own default of the same kind. A required field without a default is a :class:`SchemaMismatch` naming
+    ``where``."""
+    has, raw = (f.has_write_default, f.write_default) if write else (f.has_initial_default, f.initial_default)
+    default = json_values.from_json(f.type, raw) if has else None
     if default is None:
         if f.required and f.type != it.UNKNOWN:
+            kind = "write-default" if write else "initial-default"
             raise SchemaMismatch(
-                f"{where}: required field {f.name!r} (field id {f.field_id}) is not in the file "
-                "and has no initial-default"
+                f"{where}: required field {f.name!r} (field id {f.field_id}) is not in the "
+                f"{'data' if write else 'file'} and has no {kind}"
             )
         return constant_maker(f.type, None)
     if not isinstance(f.type, it.StructType):
         return constant_maker(f.type, default)
     makers = [
-        constant_maker(g.type, default[g.field_id]) if g.field_id in default else default_maker(g, where)
+        constant_maker(g.type, default[g.field_id])
+        if g.field_id in default
+        else default_maker(g, where, write=write)
         for g in f.type.fields
     ]
     fields = list(to_arrow_type(f.type))

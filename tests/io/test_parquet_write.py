@@ -480,6 +480,23 @@ def test_casts_that_keep_values_and_defaults(tmp_path: Path):
     assert f.null_value_counts[5] == 1  # the required field under a null struct is null there
 
 
+def test_a_struct_write_default_of_braces_takes_each_fields_write_default(tmp_path: Path):
+    """Spec "Default values": a struct default {} takes its fields' own defaults; it was written as nulls
+    (a required field then failed the write)."""
+    inner = (
+        F(3, "x", it.INT, True, initial_default=0, write_default=7, has_initial_default=True,
+          has_write_default=True),
+        F(4, "y", it.STRING, initial_default="a", write_default="b", has_initial_default=True,
+          has_write_default=True),
+        F(5, "z", it.LONG),
+    )  # fmt: skip
+    p = F(2, "p", it.StructType(inner), initial_default={}, write_default={}, has_initial_default=True,
+          has_write_default=True)  # fmt: skip
+    schema = Schema((F(1, "id", it.LONG, True), p))
+    [f] = write(tmp_path, schema, pa.table({"id": [1, 2]}))
+    assert read_ours(f.path, schema).column("p").to_pylist() == [{"x": 7, "y": "b", "z": None}] * 2
+
+
 def test_unknown_columns_are_omitted_and_unsupported_types_refused(tmp_path: Path):
     schema = Schema((F(1, "id", it.LONG, True), F(2, "nothing", it.UNKNOWN)))
     [f] = write(tmp_path, schema, pa.table({"id": [1, 2]}))
@@ -487,6 +504,11 @@ def test_unknown_columns_are_omitted_and_unsupported_types_refused(tmp_path: Pat
     assert read_ours(f.path, schema).to_pylist() == [{"id": 1, "nothing": None}, {"id": 2, "nothing": None}]
     with pytest.raises(UnsupportedFeature, match="variant"):
         write(tmp_path, Schema((F(1, "v", it.VARIANT),)), pa.table({"id": [1]}).drop(["id"]))
+    listed = Schema((F(1, "id", it.LONG, True), F(2, "l", it.ListType(3, it.UNKNOWN, False))))
+    with pytest.raises(
+        UnsupportedFeature, match=r"list<unknown> columns is not supported: unknown in a list"
+    ):
+        write(tmp_path, listed, pa.table({"id": [1]}))
 
 
 # -- properties ------------------------------------------------------------------------------------------
