@@ -333,3 +333,15 @@ def test_readable_metrics_have_no_field_for_a_variant_column() -> None:
     assert any(f.type == it.VARIANT for f in tbl.schema().fields)
     metrics = tbl.inspect.files().schema.field("readable_metrics").type
     assert sorted(metrics.field(i).name for i in range(metrics.num_fields)) == ["descr", "id"]
+
+
+def test_truncated_bounds_of_a_long_fixed_column_read_as_binary(tmp_path: Path) -> None:
+    """truncate(16) cuts fixed(20) bounds to 16 bytes (as Java's ParquetUtil): readable_metrics failed to
+    cast them to fixed_size_binary[20]."""
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("f", pa.binary(20))])
+    tbl = sql_catalog(tmp_path).create_table("db.x", schema)
+    tbl.append(pa.table({"id": [1, 2], "f": [b"\x01" * 20, b"\x02" * 20]}, schema=schema))
+    for name in ("files", "data_files", "entries", "all_files"):
+        assert getattr(tbl.inspect, name)().num_rows == 1
+    metrics = tbl.inspect.files().column("readable_metrics").to_pylist()[0]["f"]
+    assert (metrics["lower_bound"], metrics["upper_bound"]) == (b"\x01" * 16, b"\x02" * 15 + b"\x03")

@@ -32,8 +32,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidProperty, UnsupportedFeature, ValidationError
 from ..iceberg.metadata import TableMetadata
+from ..io.locations import location_provider
 from ..io.metrics_config import metrics_config
 from ..io.parquet_write import WriteOptions
+from ..io.position_delete_write import delete_properties
 from .delete_cow import delete_mode
 from .isolation import delete_isolation_level
 from .manifest_merge import MergePolicy
@@ -168,3 +170,5 @@ def _check_values(md: TableMetadata, props: dict[str, str]) -> None:
     delete_isolation_level(props)
     previous_versions_max(props)
     summary_partition_limit(props)
+    delete_properties(props)
+    location_provider(md.location, props).new_data_location("check.parquet", None)

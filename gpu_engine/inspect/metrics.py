@@ -36,7 +36,8 @@ def _has_bounds(t: it.PrimitiveType) -> bool:
 
 
 def _bound_type(t: it.PrimitiveType) -> pa.DataType:
-    return to_arrow_type(t) if _has_bounds(t) else pa.binary()
+    # fixed(N) bounds are cut to 16 bytes under truncate(16) (Java's ParquetUtil too): binary, not fixed
+    return to_arrow_type(t) if _has_bounds(t) and not isinstance(t, it.FixedType) else pa.binary()
 
 
 def readable_metrics_type(schema: Schema) -> pa.StructType:

@@ -28,8 +28,8 @@ from ..iceberg.deletion_vectors import BLOB_TYPE, encode_dv
 from ..iceberg.metadata_columns import POS
 from ..iceberg.puffin import Blob, parse_footer, write_puffin
 from .fileio import FileIO
-from .parquet_write import LocationProvider
-from .position_delete_write import location_provider, positions_array
+from .locations import LocationProvider, location_provider
+from .position_delete_write import positions_array
 
 __all__ = ["CARDINALITY", "REFERENCED_DATA_FILE", "DeletionVector", "write_deletion_vectors"]
 

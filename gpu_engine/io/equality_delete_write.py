@@ -27,9 +27,10 @@ from ..iceberg.content_file import EQUALITY_DELETES, ContentFile
 from ..iceberg.partitioning import PartitionSpec
 from ..iceberg.schema import Schema, prune
 from .fileio import FileIO
+from .locations import LocationProvider, location_provider
 from .metrics_config import COLUMN_MODE_PREFIX, DEFAULT_MODE_PROPERTY, MAX_INFERRED_PROPERTY
-from .parquet_write import LocationProvider, write_data_files
-from .position_delete_write import delete_properties, location_provider
+from .parquet_write import write_data_files
+from .position_delete_write import delete_properties
 
 __all__ = ["equality_delete_schema", "write_equality_deletes"]
 

@@ -27,8 +27,7 @@ Parquet layout (Appendix A): field ids on every column, 3-level lists and maps, 
 INT64 (P <= 18) or the minimal FIXED_LEN_BYTE_ARRAY (``store_decimal_as_integer``), uuid as
 FIXED_LEN_BYTE_ARRAY(16) with the UUID logical type, times and timestamps in their unit (time with
 ``isAdjustedToUTC=false``), ``unknown`` columns omitted. Geometry, geography and variant columns are not
-written (UnsupportedFeature). ``write.object-storage.enabled`` is not implemented: files always go under
-``write.data.path`` (default ``<location>/data``), which every reader accepts.
+written (UnsupportedFeature). Files go where the table's location provider says (:mod:`.locations`).
 """
 
 from __future__ import annotations
@@ -44,7 +43,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Protocol, TypeAlias
+from typing import Any, BinaryIO, TypeAlias
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -61,6 +60,7 @@ from .arrow_schema import field_id_of
 from .column_metrics import MetricsCollector
 from .dictionary_choice import dictionary_columns
 from .fileio import DefaultFileIO, FileIO, LocalFileIO, _fsync_dir, local_path, scheme_of
+from .locations import LocationProvider, location_provider
 from .metrics_config import MetricsConfig, metrics_config
 from .parquet_read import _starting_offset
 from .parquet_splice import EncodedPart, SpliceFile, encode_row_group
@@ -94,21 +94,14 @@ class WriteOptions:
             raise InvalidProperty(
                 f"table property write.parquet.compression-codec={codec!r}: expected one of {sorted(_CODECS)}"
             )
-        # a level with another codec is ignored, as Java (a level set for zstd stays when the codec changes)
-        level = (
-            props.get("write.parquet.compression-level")
-            if _CODECS[codec.strip().lower()] in _LEVELLED
-            else None
-        )
+        name = _CODECS[codec.strip().lower()]
         return cls(
             int_property(props, "write.target-file-size-bytes", cls.target_file_size_bytes),
             int_property(props, "write.parquet.row-group-size-bytes", cls.row_group_size_bytes),
             int_property(props, "write.parquet.page-size-bytes", cls.page_size_bytes),
             int_property(props, "write.parquet.dict-size-bytes", cls.dict_size_bytes),
-            _CODECS[codec.strip().lower()],
-            None
-            if level is None
-            else int_property(props, "write.parquet.compression-level", 0, minimum=None),
+            name,
+            _level(props, name),
         )
 
     def parquet_writer_options(self) -> dict[str, Any]:
@@ -124,22 +117,18 @@ class WriteOptions:
         }
 
 
-class LocationProvider(Protocol):
-    def new_data_location(self, file_name: str, partition_path: str | None) -> str:
-        """The recorded path of a new data file of a partition (``partition_path`` None: unpartitioned)."""
-        ...
-
-
-@dataclass(frozen=True)
-class DataLocations:
-    """Iceberg's default layout: ``write.data.path`` (default ``<location>/data``)/``<partition path>``."""
-
-    table_location: str
-    properties: Mapping[str, str] = field(default_factory=dict)
-
-    def new_data_location(self, file_name: str, partition_path: str | None) -> str:
-        base = self.properties.get("write.data.path") or f"{self.table_location.rstrip('/')}/data"
-        return "/".join(p for p in (base.rstrip("/"), partition_path, file_name) if p)
+def _level(props: Mapping[str, str], codec: str) -> int | None:
+    """``write.parquet.compression-level`` for ``codec``: ignored for codecs without levels, as Java's
+    Parquet.java (a level set for zstd stays when the codec changes); InvalidProperty out of the codec's
+    range (a gzip level of 99 failed every write inside zlib)."""
+    key = "write.parquet.compression-level"
+    if props.get(key) is None or codec not in _LEVELLED:
+        return None
+    level = int_property(props, key, 0, minimum=None)
+    low, high = pa.Codec.minimum_compression_level(codec), pa.Codec.maximum_compression_level(codec)
+    if not low <= level <= high:
+        raise InvalidProperty(f"table property {key}={props[key]!r}: {codec} levels are {low} to {high}")
+    return level
 
 
 def write_table_data(
@@ -175,7 +164,7 @@ def write_data_files(
     it fails.
     """
     props = dict(properties or {})
-    provider = DataLocations(location, props) if isinstance(location, str) else location
+    provider = location_provider(location, props)
     config = metrics_config(schema, props, sort_order=sort_order, table_order=table_order)
     options = WriteOptions.from_properties(props)
     workers = _workers()

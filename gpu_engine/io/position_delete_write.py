@@ -26,7 +26,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..errors import PlanningError
+from ..errors import InvalidProperty, PlanningError, UnsupportedFeature
 from ..iceberg import serde
 from ..iceberg import types as it
 from ..iceberg.content_file import POSITION_DELETES, ContentFile
@@ -34,15 +34,15 @@ from ..iceberg.partitioning import PartitionSpec, partition_key
 from ..iceberg.schema import Schema
 from .arrow_schema import field_metadata
 from .fileio import FileIO
+from .locations import LocationProvider, location_provider
 from .parquet_read import _starting_offset
-from .parquet_write import DataLocations, LocationProvider, WriteOptions
+from .parquet_write import WriteOptions
 from .partition_split import partition_path
 from .position_deletes import PATH_FIELD_ID, POS_FIELD_ID
 
 __all__ = [
     "POSITION_DELETE_SCHEMA",
     "delete_properties",
-    "location_provider",
     "positions_array",
     "write_position_deletes",
 ]
@@ -63,22 +63,36 @@ _DELETE_PREFIX = "write.delete."
 _OVERRIDES = ("format.default", "target-file-size-bytes")
 
 
+DELETE_TARGET_FILE_SIZE = 64 << 20  # write.delete.target-file-size-bytes (Java's default, not the data one)
+
+
+def _delete_keys(properties: Mapping[str, str]) -> dict[str, str]:
+    """The ``write.delete.*`` keys that replace a data file setting, by the data key they replace."""
+    out = {}
+    for key in properties:
+        rest = key[len(_DELETE_PREFIX) :] if key.startswith(_DELETE_PREFIX) else None
+        if rest is not None and (rest in _OVERRIDES or rest.startswith("parquet.")):
+            out["write." + rest] = key
+    return out
+
+
 def delete_properties(properties: Mapping[str, str] | None) -> dict[str, str]:
     """The table ``properties`` as a delete file writer reads them: ``write.delete.format.default``,
-    ``write.delete.target-file-size-bytes`` and ``write.delete.parquet.*`` replace the data file settings."""
+    ``write.delete.target-file-size-bytes`` (default 64 MiB) and ``write.delete.parquet.*`` replace the
+    data file settings. InvalidProperty names the ``write.delete.*`` key of a bad value."""
     props = dict(properties or {})
-    for key, value in list(props.items()):
-        if not key.startswith(_DELETE_PREFIX):
-            continue
-        rest = key[len(_DELETE_PREFIX) :]
-        if rest in _OVERRIDES or rest.startswith("parquet."):
-            props["write." + rest] = value
+    props["write.target-file-size-bytes"] = str(DELETE_TARGET_FILE_SIZE)
+    replaced = _delete_keys(props)
+    for data_key, key in replaced.items():
+        props[data_key] = props[key]
+    try:
+        WriteOptions.from_properties(props)
+    except (InvalidProperty, UnsupportedFeature) as exc:
+        message = str(exc)
+        for data_key, key in replaced.items():  # the key the table has, not the one it stands for
+            message = message.replace(f"property {data_key}=", f"property {key}=")
+        raise type(exc)(message) from None
     return props
-
-
-def location_provider(locations: str | LocationProvider, properties: Mapping[str, str]) -> LocationProvider:
-    """``locations`` as a provider: a table location string gives Iceberg's default data layout."""
-    return DataLocations(locations, properties) if isinstance(locations, str) else locations
 
 
 def positions_array(positions: npt.ArrayLike, *, data_file: str) -> npt.NDArray[np.int64]:

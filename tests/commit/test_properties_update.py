@@ -65,6 +65,18 @@ def test_set_and_remove_commit_together_and_pyiceberg_reads_them(tmp_path: Path)
         (lambda p: p.set("commit.retry.num-retries", "-1"), InvalidProperty, "num-retries='-1'"),
         (lambda p: p.set("commit.manifest-merge.enabled", "yes"), InvalidProperty, "merge.enabled='yes'"),
         (lambda p: p.set("write.parquet.compression-codec", "lz5"), InvalidProperty, "lz5"),
+        (lambda p: p.set("write.delete.target-file-size-bytes", "x"), InvalidProperty, "delete.target-file"),
+        (lambda p: p.set("write.delete.format.default", "avro"), UnsupportedFeature, "delete.format.default"),
+        (lambda p: p.set("write.location-provider.impl", "a.B"), UnsupportedFeature, "location-provider"),
+        (lambda p: p.set("write.folder-storage.path", "/x"), InvalidProperty, "folder-storage.path='/x'"),
+        (lambda p: p.set("write.object-storage.enabled", "on"), InvalidProperty, "storage.enabled='on'"),
+        (
+            lambda p: p.set("write.parquet.compression-codec", "gzip").set(
+                "write.parquet.compression-level", "99"
+            ),
+            InvalidProperty,
+            "gzip levels are 1 to 9",
+        ),
     ],
 )
 def test_refused_changes_name_the_key_and_commit_nothing(

@@ -557,6 +557,17 @@ def test_a_level_applies_to_codecs_that_have_levels_only(
 
 
 @pytest.mark.parametrize(
+    ("codec", "level", "bounds"),
+    [("gzip", "99", "1 to 9"), ("zstd", "23", "-131072 to 22"), ("brotli", "12", "0 to 11")],
+)
+def test_a_level_out_of_the_codecs_range_is_refused(codec: str, level: str, bounds: str):
+    """A gzip level of 99 failed every write inside zlib ('deflateInit failed')."""
+    props = {"write.parquet.compression-codec": codec, "write.parquet.compression-level": level}
+    with pytest.raises(InvalidProperty, match=rf"compression-level='{level}': {codec} levels are {bounds}"):
+        WriteOptions.from_properties(props)
+
+
+@pytest.mark.parametrize(
     ("prop", "value"),
     [
         ("write.parquet.compression-codec", "lzo"),

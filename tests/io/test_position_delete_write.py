@@ -3,6 +3,7 @@ hand-computed metrics, and our own loader (load_position_deletes) for the round 
 
 from __future__ import annotations
 
+import re
 import struct
 from pathlib import Path
 from typing import Any
@@ -12,14 +13,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from gpu_engine.errors import PlanningError, UnsupportedFeature
+from gpu_engine.errors import InvalidProperty, PlanningError, UnsupportedFeature
 from gpu_engine.iceberg import types as it
 from gpu_engine.iceberg.content_file import ContentFile
 from gpu_engine.iceberg.partitioning import PartitionField, PartitionSpec
 from gpu_engine.iceberg.schema import Schema
 from gpu_engine.io.fileio import LocalFileIO
-from gpu_engine.io.parquet_write import DataLocations
-from gpu_engine.io.position_delete_write import write_position_deletes
+from gpu_engine.io.locations import DataLocations
+from gpu_engine.io.position_delete_write import delete_properties, write_position_deletes
 from gpu_engine.io.position_deletes import load_position_deletes
 from gpu_engine.tasks import DeleteFile
 
@@ -235,7 +236,7 @@ def test_delete_properties_override_data_properties(tmp_path: Path) -> None:
         properties=props,
     )
     assert pq.ParquetFile(f.path).metadata.row_group(0).column(0).compression == "GZIP"
-    with pytest.raises(UnsupportedFeature, match=r"write\.format\.default='avro'"):
+    with pytest.raises(UnsupportedFeature, match=r"write\.delete\.format\.default='avro'"):
         write_position_deletes(
             IO, str(tmp_path), UNPARTITIONED, 0, (), {"/a": [0]}, data_partitions={"/a": (0, ())},
             properties={"write.delete.format.default": "avro"},
@@ -262,3 +263,27 @@ def test_large_file_round_trips(tmp_path: Path) -> None:
     assert all(loaded.positions_for(p).tolist() == sorted(v.tolist()) for p, v in deletes.items())
     assert f.lower_bounds[POS_ID] == struct.pack("<q", int(min(v.min() for v in deletes.values())))
     assert f.upper_bounds[POS_ID] == struct.pack("<q", int(max(v.max() for v in deletes.values())))
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "error"),
+    [
+        ("write.delete.target-file-size-bytes", "x", InvalidProperty),
+        ("write.delete.parquet.compression-codec", "foo", InvalidProperty),
+        ("write.delete.format.default", "avro", UnsupportedFeature),
+    ],
+)
+def test_bad_delete_settings_name_their_own_key(key: str, value: str, error: type) -> None:
+    """The error named the data file key the delete key stands for (a key the table did not have)."""
+    with pytest.raises(error, match=rf"property {re.escape(key)}="):
+        delete_properties({key: value})
+
+
+def test_delete_files_default_to_javas_64_mib_target() -> None:
+    assert delete_properties({})["write.target-file-size-bytes"] == str(64 << 20)
+    assert delete_properties({"write.target-file-size-bytes": "9"})["write.target-file-size-bytes"] == str(
+        64 << 20
+    )
+    assert (
+        delete_properties({"write.delete.target-file-size-bytes": "9"})["write.target-file-size-bytes"] == "9"
+    )
