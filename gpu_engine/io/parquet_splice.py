@@ -10,10 +10,11 @@ bytes landed, and ordinals renumbered. Pages (and their CRCs) are copied byte fo
 key-value metadata (``ARROW:schema``) and the column orders are the same in every part, since every part
 is written with the same schema and properties.
 
-Parts are kept as the byte strings pyarrow wrote (no growing buffer). Parts must not carry page
-indexes or bloom filters (they sit outside the column chunks): they are refused with an error rather
-than spliced wrong. Footers are read and written with the generic
-:mod:`.thrift_compact` codec, so fields added to the format later are kept as written.
+Parts are kept as the byte strings pyarrow wrote (no growing buffer). Bloom filters lie in a part's body
+(after its column chunks, before its footer) and move with it (``bloom_filter_offset`` shifted too).
+Parts must not carry page indexes: they are refused with an error rather than spliced wrong. Footers are
+read and written with the generic :mod:`.thrift_compact` codec, so fields added to the format later are
+kept as written.
 """
 
 from __future__ import annotations
@@ -35,8 +36,8 @@ MAGIC = b"PAR1"
 _FMD_NUM_ROWS, _FMD_ROW_GROUPS = 3, 4
 _RG_COLUMNS, _RG_FILE_OFFSET, _RG_ORDINAL = 1, 5, 7
 _CC_FILE_OFFSET, _CC_META, _CC_OFFSET_INDEX, _CC_COLUMN_INDEX = 2, 3, 4, 6
-_CMD_OFFSETS = (9, 10, 11)  # data_page_offset, index_page_offset, dictionary_page_offset
-_CMD_BLOOM_OFFSET = 14
+# data_page_offset, index_page_offset, dictionary_page_offset, bloom_filter_offset
+_CMD_OFFSETS = (9, 10, 11, 14)
 
 
 class SpliceError(ValueError):
@@ -121,9 +122,6 @@ def parse_part(chunks: Sequence[bytes]) -> EncodedPart:
         for cc in _columns(rg):
             if cc.get(_CC_OFFSET_INDEX) is not None or cc.get(_CC_COLUMN_INDEX) is not None:
                 raise SpliceError("a part with page indexes cannot be spliced (write_page_index must be off)")
-            meta = cc.get(_CC_META)
-            if isinstance(meta, Struct) and meta.get(_CMD_BLOOM_OFFSET) is not None:
-                raise SpliceError("a part with bloom filters cannot be spliced")
     return part
 
 

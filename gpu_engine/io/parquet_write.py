@@ -48,13 +48,13 @@ from typing import Any, BinaryIO, TypeAlias
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..errors import InvalidProperty, UnsupportedFeature
+from ..errors import InvalidProperty, InvalidType, UnsupportedFeature
 from ..iceberg.content_file import ContentFile
 from ..iceberg.metadata import TableMetadata
 from ..iceberg.partitioning import PartitionSpec
 from ..iceberg.schema import Schema
 from ..iceberg.sorting import SortOrder
-from ..properties import int_property
+from ..properties import bool_property, int_property
 from .arrow_conform import conform_batch, write_schema
 from .arrow_schema import field_id_of
 from .column_metrics import MetricsCollector
@@ -83,6 +83,8 @@ class WriteOptions:
     dict_size_bytes: int = 2 << 20  # write.parquet.dict-size-bytes
     compression_codec: str = "zstd"  # write.parquet.compression-codec
     compression_level: int | None = None  # write.parquet.compression-level
+    # write.parquet.bloom-filter-enabled.column.<name> / -fpp.column.<name> (default 0.01): (name, fpp)
+    bloom_filters: tuple[tuple[str, float], ...] = ()
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> WriteOptions:
@@ -102,6 +104,7 @@ class WriteOptions:
             int_property(props, "write.parquet.dict-size-bytes", cls.dict_size_bytes),
             name,
             _level(props, name),
+            _bloom_filters(props),
         )
 
     def parquet_writer_options(self) -> dict[str, Any]:
@@ -115,6 +118,32 @@ class WriteOptions:
             "store_decimal_as_integer": True,
             "write_page_checksum": True,
         }
+
+
+_BLOOM = "write.parquet.bloom-filter-enabled.column."
+_BLOOM_FPP = "write.parquet.bloom-filter-fpp.column."
+
+
+def _bloom_filters(props: Mapping[str, str]) -> tuple[tuple[str, float], ...]:
+    """The columns to write bloom filters for, with their false-positive probability (Java's
+    Parquet.WriteBuilder; default fpp 0.01). A filter is sized for the row group's rows (pyarrow's NDV),
+    so ``write.parquet.bloom-filter-max-bytes`` is checked but not needed."""
+    int_property(props, "write.parquet.bloom-filter-max-bytes", 1 << 20)
+    out = []
+    for key in sorted(props):
+        if key.startswith(_BLOOM_FPP):
+            fpp_key = key
+            try:
+                fpp = float(props[key])
+            except ValueError:
+                fpp = math.nan
+            if not 0.0 < fpp < 1.0:
+                raise InvalidProperty(f"table property {fpp_key}={props[key]!r}: expected a number in (0, 1)")
+        elif key.startswith(_BLOOM) and bool_property(props, key, False):
+            column = key[len(_BLOOM) :]
+            fpp = float(props.get(_BLOOM_FPP + column, "0.01"))
+            out.append((column, fpp))
+    return tuple(out)
 
 
 def _level(props: Mapping[str, str], codec: str) -> int | None:
@@ -266,6 +295,7 @@ class _Writer:
         self.column_ids = _column_ids(self.arrow_schema)
         self.leaf_paths = list(self.column_ids)
         self.writer_options = options.parquet_writer_options()
+        self.bloom_paths = _bloom_paths(schema, self.column_ids, options.bloom_filters)
 
     def _ratio(self) -> float:
         return self.disk_bytes / self.arrow_bytes if self.arrow_bytes else 1.0
@@ -340,8 +370,12 @@ class _Writer:
         return f.out.tell() + nbytes * self._ratio() > self._target()
 
     def _encode(self, table: pa.Table) -> EncodedPart:
-        """``table`` as one row group, columns of distinct values plainly (:mod:`.dictionary_choice`)."""
+        """``table`` as one row group, columns of distinct values plainly (:mod:`.dictionary_choice`),
+        bloom filters sized for its rows."""
         options = {**self.writer_options, "use_dictionary": dictionary_columns(table, self.leaf_paths)}
+        if self.bloom_paths:
+            ndv = max(table.num_rows, 1)
+            options["bloom_filter_options"] = {p: {"ndv": ndv, "fpp": f} for p, f in self.bloom_paths.items()}
         return encode_row_group(table, self.arrow_schema, options)
 
     def _count(self, table: pa.Table) -> MetricsCollector:
@@ -542,6 +576,23 @@ def _publish(io: FileIO, tmp: str, target: str, recorded: str) -> None:
             raise
     finally:
         os.unlink(tmp)
+
+
+def _bloom_paths(
+    schema: Schema, column_ids: Mapping[str, int], columns: Sequence[tuple[str, float]]
+) -> dict[str, float]:
+    """Parquet column paths of the bloom filter columns (Iceberg names: ``a.b``, ``l.element``), with their
+    fpp; a name that is no primitive column of ``schema`` is passed over, as parquet-mr does."""
+    path_of = {fid: path for path, fid in column_ids.items()}
+    out = {}
+    for name, fpp in columns:
+        try:
+            fid = schema.find_field(name).field_id
+        except InvalidType:  # not a column of this schema (dropped, misspelt): no filter, as Java
+            continue
+        if fid in path_of:
+            out[path_of[fid]] = fpp
+    return out
 
 
 def _column_ids(schema: pa.Schema) -> dict[str, int]:

@@ -10,6 +10,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -98,12 +99,36 @@ def test_empty_row_group_and_parse_part_of_a_file():
     assert part.num_rows == 10 and len(part.row_groups) == 2
 
 
-def test_parts_with_page_indexes_or_bloom_filters_are_refused():
+def test_parts_with_page_indexes_are_refused():
     table = rich_table(100)
     with pytest.raises(SpliceError, match="page indexes"):
         encode_row_group(table, table.schema, {"write_page_index": True})
-    with pytest.raises(SpliceError, match="bloom"):
-        encode_row_group(table, table.schema, {"bloom_filter_options": {"id": {"ndv": 100, "fpp": 0.05}}})
+
+
+def test_bloom_filters_move_with_their_part(tmp_path: Path):
+    """A bloom filter lies in its part's body: each one's bytes are found at its shifted offset, and DuckDB
+    (an independent reader) probes them per row group."""
+    table = rich_table(300)
+    options = {**OPTIONS, "bloom_filter_options": {"id": {"ndv": 100, "fpp": 0.01}, "name": True}}
+    path = tmp_path / "bloom.parquet"
+    path.write_bytes(spliced(table, [100, 200], options))
+    md = pq.read_metadata(path)
+    data = path.read_bytes()
+    for i, lo in enumerate((0, 100, 200)):
+        part = sequential(table.slice(lo, 100), [], options)
+        for name in ("id", "name"):
+            j = table.schema.get_field_index(name)
+            ours, theirs = (
+                md.row_group(i).column(j),
+                pq.read_metadata(pa.BufferReader(part)).row_group(0).column(j),
+            )
+            assert ours.bloom_filter_length == theirs.bloom_filter_length > 0
+            at, was = ours.bloom_filter_offset, theirs.bloom_filter_offset
+            assert data[at : at + ours.bloom_filter_length] == part[was : was + theirs.bloom_filter_length]
+    for value, expected in ((150, [True, False, True]), (10_000, [True, True, True])):
+        probe = f"select bloom_filter_excludes from parquet_bloom_probe('{path}', 'id', {value})"
+        probe += " order by row_group_id"
+        assert [r[0] for r in duckdb.sql(probe).fetchall()] == expected
 
 
 @pytest.mark.parametrize(

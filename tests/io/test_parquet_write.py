@@ -1037,3 +1037,40 @@ def test_metrics_of_one_row_batches_equal_one_batch(tmp_path: Path):
         {1: struct.pack("<d", -0.0), 2: struct.pack("<i", -1)},
         {1: struct.pack("<d", 0.0), 2: struct.pack("<i", 19724)},
     )
+
+
+def test_bloom_filters_follow_the_table_properties(tmp_path: Path):
+    """write.parquet.bloom-filter-enabled.column.<name> (Java's Parquet.WriteBuilder) was ignored: every
+    row group of the column now has a filter, sized for its rows, that DuckDB probes."""
+    props = {
+        "write.parquet.bloom-filter-enabled.column.name": "true",
+        "write.parquet.bloom-filter-fpp.column.name": "0.05",
+        "write.parquet.bloom-filter-enabled.column.id": "false",
+        "write.parquet.bloom-filter-enabled.column.gone": "true",  # no such column: no filter, as Java
+        "write.parquet.row-group-size-bytes": str(16 << 10),
+    }
+    data = pa.table({"id": list(range(5000)), "name": [f"n{i}" for i in range(5000)]})
+    [f] = write_data_files(IO, str(tmp_path), SMALL, UNPARTITIONED, data, properties=props, backend="cpu")
+    md = pq.read_metadata(f.path)
+    assert md.num_row_groups > 1
+    names = [md.schema.column(j).path for j in range(md.num_columns)]
+    for i in range(md.num_row_groups):
+        columns = {names[j]: md.row_group(i).column(j) for j in range(md.num_columns)}
+        assert columns["name"].bloom_filter_length and not columns["id"].bloom_filter_length
+    probe = f"select bloom_filter_excludes from parquet_bloom_probe('{f.path}', 'name', 'absent')"
+    assert {r[0] for r in duckdb.sql(probe).fetchall()} == {True}
+    probe = f"select bloom_filter_excludes from parquet_bloom_probe('{f.path}', 'name', 'n7')"
+    assert duckdb.sql(probe).fetchall()[0][0] is False
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("write.parquet.bloom-filter-enabled.column.name", "maybe"),
+        ("write.parquet.bloom-filter-fpp.column.name", "2"),
+        ("write.parquet.bloom-filter-max-bytes", "x"),
+    ],
+)
+def test_bad_bloom_filter_settings_name_themselves(key: str, value: str):
+    with pytest.raises(InvalidProperty, match=re.escape(f"{key}={value!r}")):
+        WriteOptions.from_properties({key: value})
