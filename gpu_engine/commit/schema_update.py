@@ -132,6 +132,9 @@ class SchemaUpdate(MetadataUpdate):
             raise InvalidSchemaChange(f"{where}: empty column name")
         if self._sibling_named(parent_id, name) is not None:
             raise InvalidSchemaChange(f"{where}: the column exists already")
+        held = _find(self._schema, names, self._case_sensitive)  # a base column renamed in this update
+        if held is not None and held not in self._c.deletes:
+            raise InvalidSchemaChange(f"{where}: the column exists already (renamed in this update)")
         version = self._base.format_version
         if (required or default is not None) and version < 3:
             raise InvalidSchemaChange(
@@ -351,12 +354,13 @@ class SchemaUpdate(MetadataUpdate):
     def _movable(self, path: ColumnPath, where: str) -> tuple[int, int]:
         """(field id, parent struct id) of a struct field of the base schema or one added in this update."""
         names = _split(path)
-        if _find(self._schema, names, self._case_sensitive) is None:  # added in this update?
-            parent_id = 0 if len(names) == 1 else self._struct_id(names[:-1], where)
-            added = self._sibling_named(parent_id, names[-1])
-            if added is None:
-                raise InvalidSchemaChange(f"{where}: no column {'.'.join(names)!r} in the table or added")
-            return added, parent_id
+        parent_id = 0 if len(names) == 1 else self._struct_id(names[:-1], where)
+        fold = (lambda s: s) if self._case_sensitive else str.lower
+        added = [a.field_id for a in self._c.adds.get(parent_id, []) if fold(a.name) == fold(names[-1])]
+        if added:  # a column added in this update first (Java's findForMove)
+            return added[0], parent_id
+        if _find(self._schema, names, self._case_sensitive) is None:
+            raise InvalidSchemaChange(f"{where}: no column {'.'.join(names)!r} in the table or added")
         f = self._field(names, where)
         if f.field_id in self._roles:
             raise InvalidSchemaChange(f"{where}: a {self._roles[f.field_id]} has no place to move to")

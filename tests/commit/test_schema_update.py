@@ -275,6 +275,7 @@ def test_a_name_taken_by_another_column_leaves_its_old_mapping_entry(tmp_path: P
         (2, lambda u: u.delete_column("id").delete_column("id"), "deleted in this update"),
         (2, lambda u: u.rename_column("name", "n").delete_column("name"), "renamed or updated"),
         (2, lambda u: u.make_optional("id").delete_column("id"), "renamed or updated"),
+        (2, lambda u: u.rename_column("name", "n").add_column("name", "string"), "renamed in this update"),
         (2, lambda u: u.update_column("name", doc="x").delete_column("name"), "renamed or updated"),
         (2, lambda u: u.update_column("id", "string"), "int cannot be promoted to string"),
         (2, lambda u: u.update_column("score", "long"), "float cannot be promoted to long"),
@@ -516,3 +517,16 @@ def test_promoting_a_date_with_defaults_makes_them_timestamps(tmp_path: Path, ta
     tbl.append(pa.table({"id": [2]}))  # the write-default fills d
     got = tbl.scan().to_arrow().sort_by("id").column("d").cast(pa.timestamp("us")).to_pylist()
     assert got == [dt.datetime(2017, 11, 16)] * 2
+
+
+def test_a_move_finds_the_column_added_in_the_update_first(tmp_path: Path) -> None:
+    """Java's findForMove: a column deleted and added again under its name is the added one."""
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("a", pa.string()), pa.field("b", pa.string())])
+    tbl = sql_catalog(tmp_path).create_table("db.m", schema)
+    with tbl.update_schema() as u:
+        u.delete_column("a").add_column("a", "long").move_first("a")
+    assert [(f.name, str(f.type)) for f in tbl.schema().fields] == [
+        ("a", "long"),
+        ("id", "long"),
+        ("b", "string"),
+    ]
