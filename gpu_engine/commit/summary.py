@@ -150,10 +150,17 @@ def _partition_summaries(
     partition_path: Callable[[ContentFile], str],
     limit: int,
 ) -> dict[str, str]:
+    if limit <= 0:  # the default: no path is needed (a commit may list 100k files)
+        return {"partition-summaries-included": "false"}
     per_path: dict[str, tuple[_Counts, _Counts]] = {}
+    paths: dict[tuple[object, ...], str] = {}  # one path per partition, not per file
     for files, side in ((added, 0), (removed, 1)):
         for f in files:
-            per_path.setdefault(partition_path(f), (_Counts(), _Counts()))[side].add(f)
+            key = partition_key(f.spec_id, f.partition)
+            path = paths.get(key)
+            if path is None:
+                path = paths[key] = partition_path(f)
+            per_path.setdefault(path, (_Counts(), _Counts()))[side].add(f)
     if not any(per_path) or len(per_path) > limit:  # only the root partition, or too many
         return {"partition-summaries-included": "false"}
     out = {"partition-summaries-included": "true"}

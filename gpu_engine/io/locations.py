@@ -40,7 +40,7 @@ def location_provider(locations: str | LocationProvider, properties: Mapping[str
     when it is a provider already; InvalidProperty / UnsupportedFeature naming a property it cannot follow."""
     if not isinstance(locations, str):
         return locations
-    table_location = locations
+    table_location = _strip_trailing_slash(locations)  # as Java's locationsFor, before either provider
     if PROVIDER_IMPL in properties:
         raise UnsupportedFeature(
             f"table property {PROVIDER_IMPL}={properties[PROVIDER_IMPL]!r}: a Java location provider class "

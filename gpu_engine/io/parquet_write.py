@@ -129,21 +129,21 @@ def _bloom_filters(props: Mapping[str, str]) -> tuple[tuple[str, float], ...]:
     Parquet.WriteBuilder; default fpp 0.01). A filter is sized for the row group's rows (pyarrow's NDV),
     so ``write.parquet.bloom-filter-max-bytes`` is checked but not needed."""
     int_property(props, "write.parquet.bloom-filter-max-bytes", 1 << 20)
-    out = []
-    for key in sorted(props):
-        if key.startswith(_BLOOM_FPP):
-            fpp_key = key
-            try:
-                fpp = float(props[key])
-            except ValueError:
-                fpp = math.nan
-            if not 0.0 < fpp < 1.0:
-                raise InvalidProperty(f"table property {fpp_key}={props[key]!r}: expected a number in (0, 1)")
-        elif key.startswith(_BLOOM) and bool_property(props, key, False):
-            column = key[len(_BLOOM) :]
-            fpp = float(props.get(_BLOOM_FPP + column, "0.01"))
-            out.append((column, fpp))
-    return tuple(out)
+    fpps = {key[len(_BLOOM_FPP) :]: _fpp(key, props[key]) for key in props if key.startswith(_BLOOM_FPP)}
+    enabled = [key[len(_BLOOM) :] for key in sorted(props) if key.startswith(_BLOOM)]
+    return tuple(
+        (column, fpps.get(column, 0.01)) for column in enabled if bool_property(props, _BLOOM + column, False)
+    )
+
+
+def _fpp(key: str, raw: str) -> float:
+    try:
+        fpp = float(raw)
+    except ValueError:
+        fpp = math.nan
+    if not 0.0 < fpp < 1.0:
+        raise InvalidProperty(f"table property {key}={raw!r}: expected a number in (0, 1)")
+    return fpp
 
 
 def _level(props: Mapping[str, str], codec: str) -> int | None:

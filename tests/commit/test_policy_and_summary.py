@@ -106,6 +106,21 @@ def test_summary_by_hand() -> None:
         partition_path=lambda f: f"p={f.partition[0]}", partition_limit=2,
     )  # fmt: skip
     assert over == s  # more changed partitions than the limit: none listed
+    calls: list[str] = []
+
+    def counted(f: ContentFile) -> str:
+        calls.append(f.path)
+        return f"p={f.partition[0]}"
+
+    by_default = snapshot_summary(
+        "overwrite", added=added, removed=removed, parent=parent, has_parent=True, partition_path=counted,
+    )  # fmt: skip
+    assert by_default == s and not calls  # limit 0: no path computed (a commit may list 100k files)
+    snapshot_summary(
+        "overwrite", added=added, removed=removed, parent=parent, has_parent=True, partition_path=counted,
+        partition_limit=3,
+    )  # fmt: skip
+    assert len(calls) == 3  # one per partition, not per file
 
 
 def test_summary_totals_the_parent_lacks_are_left_out() -> None:

@@ -50,6 +50,15 @@ def test_paths_are_javas(
     assert provider.new_data_location(name, partition) == f"{WH}/" + expected.format(name=name)
 
 
+def test_a_table_location_ending_in_a_slash_is_stripped_first() -> None:
+    """Java's locationsFor strips it before the object store provider asks whether the data path lies
+    under the table location (else the table's path segments were added as a context)."""
+    props = {**ON, "write.data.path": f"{WH}/t/data"}
+    assert location_provider(f"{WH}/t/", props).new_data_location("f.parquet", "d=1") == (
+        location_provider(f"{WH}/t", props).new_data_location("f.parquet", "d=1")
+    )
+
+
 def test_entropy_dirs_are_the_low_20_bits_of_murmur3() -> None:
     assert entropy_dirs("cat=y/00000-56-c7fb03ac-63e3-46aa-8da7-1608d002a1a4-0-00002.parquet") == (
         "0110/0010/1100/10100111"

@@ -1068,9 +1068,11 @@ def test_bloom_filters_follow_the_table_properties(tmp_path: Path):
     [
         ("write.parquet.bloom-filter-enabled.column.name", "maybe"),
         ("write.parquet.bloom-filter-fpp.column.name", "2"),
+        ("write.parquet.bloom-filter-fpp.column.id", "abc"),
         ("write.parquet.bloom-filter-max-bytes", "x"),
     ],
 )
 def test_bad_bloom_filter_settings_name_themselves(key: str, value: str):
+    enabled = {"write.parquet.bloom-filter-enabled.column.id": "true"}
     with pytest.raises(InvalidProperty, match=re.escape(f"{key}={value!r}")):
-        WriteOptions.from_properties({key: value})
+        WriteOptions.from_properties({**enabled, key: value})
