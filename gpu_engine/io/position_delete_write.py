@@ -61,6 +61,7 @@ _ARROW_SCHEMA = pa.schema(
 )
 _DELETE_PREFIX = "write.delete."
 _OVERRIDES = ("format.default", "target-file-size-bytes")
+_BLOOM_PREFIX = "write.parquet.bloom-filter-"
 
 
 DELETE_TARGET_FILE_SIZE = 64 << 20  # write.delete.target-file-size-bytes (Java's default, not the data one)
@@ -80,7 +81,8 @@ def delete_properties(properties: Mapping[str, str] | None) -> dict[str, str]:
     """The table ``properties`` as a delete file writer reads them: ``write.delete.format.default``,
     ``write.delete.target-file-size-bytes`` (default 64 MiB) and ``write.delete.parquet.*`` replace the
     data file settings. InvalidProperty names the ``write.delete.*`` key of a bad value."""
-    props = dict(properties or {})
+    # no bloom filters in delete files (Java's Parquet.deleteContext turns them off)
+    props = {k: v for k, v in (properties or {}).items() if not k.startswith(_BLOOM_PREFIX)}
     props["write.target-file-size-bytes"] = str(DELETE_TARGET_FILE_SIZE)
     replaced = _delete_keys(props)
     for data_key, key in replaced.items():

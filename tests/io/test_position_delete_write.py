@@ -287,3 +287,5 @@ def test_delete_files_default_to_javas_64_mib_target() -> None:
     assert (
         delete_properties({"write.delete.target-file-size-bytes": "9"})["write.target-file-size-bytes"] == "9"
     )
+    bloom = {"write.parquet.bloom-filter-enabled.column.id": "true"}
+    assert not [k for k in delete_properties(bloom) if "bloom" in k]  # Java's deleteContext: none
