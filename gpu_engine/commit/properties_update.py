@@ -27,6 +27,7 @@ old snapshots have no row ids (``_row_id`` reads as null), and the first snapsho
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -100,7 +101,7 @@ class PropertiesUpdate(MetadataUpdate):
     def apply(self, base: TableMetadata | None = None) -> TableMetadata:
         """``base`` (default: the metadata the update started from) with the change (not committed)."""
         md = self._base if base is None else base
-        _check_values(md, self._set)  # the keys set here (a bad value set before is not this update's)
+        check_property_values(md, self._set)  # the keys set here (a bad value set before is not ours)
         props = {k: v for k, v in md.properties.items() if k not in self._remove}
         props.update(self._set)
         changed = replace(md, properties=props)
@@ -160,8 +161,9 @@ def _check_not_reserved(key: str, action: str) -> None:
         raise InvalidProperty(f"{action} property {key!r}: reserved by Iceberg for a metadata field")
 
 
-def _check_values(md: TableMetadata, props: dict[str, str]) -> None:
-    """Read the properties gpu-engine uses from ``props``: InvalidProperty naming the first bad one."""
+def check_property_values(md: TableMetadata, props: Mapping[str, str]) -> None:
+    """Read the properties gpu-engine uses from ``props`` (those being set on ``md``): InvalidProperty (or
+    UnsupportedFeature) naming the first bad one."""
     WriteOptions.from_properties(props)
     RetryPolicy.from_properties(props)
     MergePolicy.from_properties(props)
@@ -171,4 +173,5 @@ def _check_values(md: TableMetadata, props: dict[str, str]) -> None:
     previous_versions_max(props)
     summary_partition_limit(props)
     delete_properties(props)
-    location_provider(md.location, props).new_data_location("check.parquet", None)
+    # locations read several keys together: with the table's others (a data path makes a deprecated key moot)
+    location_provider(md.location, {**md.properties, **props}).new_data_location("check.parquet", None)

@@ -354,13 +354,14 @@ class SchemaUpdate(MetadataUpdate):
     def _movable(self, path: ColumnPath, where: str) -> tuple[int, int]:
         """(field id, parent struct id) of a struct field of the base schema or one added in this update."""
         names = _split(path)
-        parent_id = 0 if len(names) == 1 else self._struct_id(names[:-1], where)
-        fold = (lambda s: s) if self._case_sensitive else str.lower
-        added = [a.field_id for a in self._c.adds.get(parent_id, []) if fold(a.name) == fold(names[-1])]
-        if added:  # a column added in this update first (Java's findForMove)
-            return added[0], parent_id
-        if _find(self._schema, names, self._case_sensitive) is None:
-            raise InvalidSchemaChange(f"{where}: no column {'.'.join(names)!r} in the table or added")
+        found = _find(self._schema, names, self._case_sensitive)
+        if found is None or found in self._c.deletes:  # added in this update (Java's findForMove)
+            parent_id = 0 if len(names) == 1 else self._struct_id(names[:-1], where)
+            added = self._sibling_named(parent_id, names[-1])
+            if added is not None:
+                return added, parent_id
+            if found is None:
+                raise InvalidSchemaChange(f"{where}: no column {'.'.join(names)!r} in the table or added")
         f = self._field(names, where)
         if f.field_id in self._roles:
             raise InvalidSchemaChange(f"{where}: a {self._roles[f.field_id]} has no place to move to")

@@ -216,3 +216,18 @@ def region_table(tmp_path: Path, version: int, **props: str) -> Table:
     return sql_catalog(tmp_path).create_table(
         "db.t", rows(0, 0).schema, partition_spec=["region"], properties=properties
     )
+
+
+def with_raw_properties(tbl: Table, identifier: str, props: dict[str, str]) -> Table:
+    """``tbl`` committed with ``props`` added unchecked (bad values another engine may have written, which
+    create_table and update_properties refuse)."""
+    from dataclasses import replace
+
+    from gpu_engine.commit import table_update
+
+    bad = replace(tbl.metadata, properties={**tbl.metadata.properties, **props})
+    path = table_update.metadata_path(bad, tbl.metadata_location, file_system_table=False)
+    table_update.write_metadata(tbl.io, tbl.io.resolve(path), bad)
+    assert tbl.catalog is not None
+    tbl.catalog.commit_metadata(identifier, tbl.metadata_location, path)
+    return tbl.catalog.load_table(identifier)

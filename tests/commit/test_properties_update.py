@@ -16,7 +16,15 @@ from pyiceberg.table import StaticTable
 from gpu_engine.errors import InvalidProperty, UnsupportedFeature, ValidationError
 from gpu_engine.table import Table
 
-from ._support import assert_all_readers, assert_same_rows, pyiceberg_static, rows, sql_catalog, table_files
+from ._support import (
+    assert_all_readers,
+    assert_same_rows,
+    pyiceberg_static,
+    rows,
+    sql_catalog,
+    table_files,
+    with_raw_properties,
+)
 
 FAST = {"commit.retry.min-wait-ms": "1", "commit.retry.max-wait-ms": "5"}
 
@@ -103,7 +111,7 @@ def test_a_lost_race_reapplies_on_the_refreshed_properties(tmp_path: Path) -> No
 
 
 def test_a_bad_value_set_earlier_does_not_block_other_keys(tmp_path: Path) -> None:
-    tbl = make(tmp_path, 2, **{"write.target-file-size-bytes": "big"})
+    tbl = with_raw_properties(make(tmp_path, 2), "db.t", {"write.target-file-size-bytes": "big"})
     tbl.update_properties().set("comment", "x").commit()
     with pytest.raises(InvalidProperty, match="target-file-size-bytes='big'"):
         tbl.append(rows(0, 5))  # the writer still names it
@@ -156,3 +164,29 @@ def test_upgrade_v1_to_v2_to_v3_and_write_every_kind_of_change(tmp_path: Path) -
     )  # compaction keeps each row's id
     old = tbl.scan(snapshot_id=v1_snapshot).to_arrow()  # time travel to a v1 snapshot still works
     assert old.num_rows == 80
+
+
+@pytest.mark.parametrize(
+    ("props", "error", "match"),
+    [
+        ({"write.target-file-size-bytes": "big"}, InvalidProperty, "target-file-size-bytes='big'"),
+        ({"write.parquet.compression-codec": "lz5"}, InvalidProperty, "lz5"),
+        ({"write.metadata.previous-versions-max": "x"}, InvalidProperty, "previous-versions-max='x'"),
+        ({"write.location-provider.impl": "a.B"}, UnsupportedFeature, "location-provider.impl"),
+    ],
+)
+def test_create_table_refuses_what_update_properties_refuses(
+    tmp_path: Path, props: dict[str, str], error: type[Exception], match: str
+) -> None:
+    cat = sql_catalog(tmp_path)
+    with pytest.raises(error, match=match):
+        cat.create_table("db.bad", rows(0, 0).schema, properties=props)
+    assert not cat.table_exists("db.bad")
+
+
+def test_a_deprecated_location_key_is_moot_beside_the_tables_data_path(tmp_path: Path) -> None:
+    tbl = make(tmp_path, 2, **{"write.data.path": str(tmp_path / "data")})
+    with tbl.update_properties() as p:
+        p.set("write.folder-storage.path", "/elsewhere")  # Java's provider never reads it here
+    tbl.append(rows(0, 5))
+    assert all(f.startswith(str(tmp_path / "data")) for f in tbl.inspect.files()["file_path"].to_pylist())
