@@ -29,6 +29,7 @@ _CALL = re.compile(r"^\s*([A-Za-z_]+)\s*(?:\[\s*(\d+)\s*\])?\s*\((.*)\)\s*$")
 _PLURAL = {"years": "year", "months": "month", "days": "day", "hours": "hour"}
 _SUFFIX = {"year": "year", "month": "month", "day": "day", "hour": "hour", "bucket": "bucket"}
 _SUFFIX |= {"truncate": "trunc", "void": "null"}
+TIME_TRANSFORMS = ("year", "month", "day", "hour")
 
 
 def parse_partition_spec(fields: Sequence[str], schema: Schema, *, spec_id: int = 0) -> PartitionSpec:
@@ -36,12 +37,21 @@ def parse_partition_spec(fields: Sequence[str], schema: Schema, *, spec_id: int 
     if isinstance(fields, str):
         raise UnsupportedTransform(f"partition_spec must be a list of strings, not the string {fields!r}")
     out: list[PartitionField] = []
+    kinds: set[tuple[int, str]] = set()
     for i, text in enumerate(fields):
         transform, source, name = parse_partition_field(text, schema)
         if any(f.name == name for f in out):
             raise UnsupportedTransform(
                 f"partition field {text!r}: the spec already has a field named {name!r}"
             )
+        kind = (source.field_id, "time" if transform in TIME_TRANSFORMS else transform)
+        if kind in kinds:  # Java's checkForRedundantPartitions: year/month/day/hour count as one
+            raise UnsupportedTransform(
+                f"partition field {text!r}: redundant, the spec partitions {source.name!r} by time already"
+                if kind[1] == "time"
+                else f"partition field {text!r}: redundant, the spec has {transform}({source.name}) already"
+            )
+        kinds.add(kind)
         out.append(PartitionField((source.field_id,), V1_FIRST_PARTITION_FIELD_ID + i, name, transform))
     return PartitionSpec(spec_id, tuple(out))
 

@@ -30,13 +30,11 @@ from ..errors import UnsupportedTransform, ValidationError
 from ..iceberg.metadata import TableMetadata
 from ..iceberg.partitioning import PartitionField, PartitionSpec, spec_to_json
 from .metadata_commit import MetadataUpdate, RestForm, commit_metadata_change, require_unchanged
-from .spec_parse import parse_partition_field
+from .spec_parse import TIME_TRANSFORMS, parse_partition_field
 from .update import Faults
 
 if TYPE_CHECKING:
     from ..table import Table
-
-_TIME = ("year", "month", "day", "hour")
 
 
 class InvalidSpecChange(ValidationError):
@@ -79,7 +77,9 @@ class SpecUpdate(MetadataUpdate):
         added = [(a.source_id, a.transform) for a in self._adds]
         if same or (source.field_id, transform) in added:
             raise InvalidSpecChange(f"{where}: the spec has this field already")
-        if transform in _TIME and any(s == source.field_id and t in _TIME for s, t in added):
+        if transform in TIME_TRANSFORMS and any(
+            s == source.field_id and t in TIME_TRANSFORMS for s, t in added
+        ):
             raise InvalidSpecChange(f"{where}: a time transform of {source.name!r} is added already")
         earlier = self._historical(source.field_id, transform, name)
         free = earlier is not None and earlier.field_id not in {f.field_id for f in self._spec.fields}

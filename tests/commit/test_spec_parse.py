@@ -122,3 +122,14 @@ def test_partition_spec_errors_still_name_the_partition_field() -> None:
         parse_partition_spec(["day(s)"], schema)
     with pytest.raises(UnsupportedTransform, match=r"partition field 'bucket\(0, id\)': bucket\[0\]"):
         parse_partition_spec(["bucket(0, id)"], schema)
+
+
+def test_redundant_partition_fields_are_refused_as_java_does() -> None:
+    """Java's PartitionSpec.Builder.checkForRedundantPartitions: year/month/day/hour of one column are one
+    kind (PyIceberg then could not append to a day(ts) + hour(ts) table)."""
+    schema = schema_from_arrow(SCHEMA)
+    for first, second in (("day(ts)", "hour(ts)"), ("year(ts)", "month(ts)")):
+        with pytest.raises(UnsupportedTransform, match=r"redundant, the spec partitions 'ts' by time"):
+            parse_partition_spec([first, second], schema)
+    spec = parse_partition_spec(["bucket(4, id)", "truncate(8, id)", "day(ts)", "id"], schema)
+    assert [f.transform for f in spec.fields] == ["bucket[4]", "truncate[8]", "day", "identity"]
