@@ -74,7 +74,7 @@ def snapshot_summary(
     ``has_parent=False``: the first snapshot of its branch (totals start at zero). ``partition_limit``
     (``write.summary.partition-limit``): with at most this many changed partitions, a ``partitions.<path>``
     entry per partition (``partition_path``: Iceberg's partitionToPath of a file's partition) and
-    ``partition-summaries-included=true``, else ``false``, as Java's SnapshotSummary.Builder.
+    ``partition-summaries-included=true``, as Java's SnapshotSummary.Builder (nothing otherwise).
     """
     added, removed = list(added), list(removed)
     plus, minus = _Counts(), _Counts()
@@ -150,8 +150,10 @@ def _partition_summaries(
     partition_path: Callable[[ContentFile], str],
     limit: int,
 ) -> dict[str, str]:
+    """Java's SnapshotSummary.Builder.build: with at most ``limit`` changed partitions (by path),
+    ``partition-summaries-included=true`` and a ``partitions.<path>`` entry per non-root partition."""
     if limit <= 0:  # the default: no path is needed (a commit may list 100k files)
-        return {"partition-summaries-included": "false"}
+        return {}
     per_path: dict[str, tuple[_Counts, _Counts]] = {}
     paths: dict[tuple[object, ...], str] = {}  # one path per partition, not per file
     for files, side in ((added, 0), (removed, 1)):
@@ -161,8 +163,8 @@ def _partition_summaries(
             if path is None:
                 path = paths[key] = partition_path(f)
             per_path.setdefault(path, (_Counts(), _Counts()))[side].add(f)
-    if not any(per_path) or len(per_path) > limit:  # only the root partition, or too many
-        return {"partition-summaries-included": "false"}
+    if not per_path or len(per_path) > limit:
+        return {}
     out = {"partition-summaries-included": "true"}
     for path, (plus, minus) in per_path.items():
         if path:

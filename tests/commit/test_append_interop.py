@@ -281,5 +281,4 @@ def test_partition_summaries_follow_write_summary_partition_limit(tmp_path: Path
         p.set("write.summary.partition-limit", "1")
     tbl.append(pa.table({"id": [4, 5], "s": ["c", "d"]}, schema=schema))
     summary = _summary(tbl)
-    assert summary["partition-summaries-included"] == "false"
-    assert not [k for k in summary if k.startswith("partitions.")]
+    assert not [k for k in summary if k.startswith("partition")]  # Java writes neither key then
