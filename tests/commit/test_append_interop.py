@@ -33,7 +33,8 @@ SPECS = {
     "day": ["day(ts)"],
     "bucket": ["bucket(4, id)"],
     "year-truncate": ["year(d)", "truncate(2, s)"],
-    "month-hour": ["month(ts)", "hour(ts)"],
+    "month-bucket": ["month(ts)", "bucket(8, id)"],  # two time transforms of ts: redundant (Java)
+    "hour": ["hour(ts)"],
 }
 BATCHES = ((0, 25), (25, 10), (35, 30))
 

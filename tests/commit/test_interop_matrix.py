@@ -20,7 +20,7 @@ SPECS: dict[str, tuple[list[str], list[str]]] = {
     "unpartitioned": ([], ["id"]),
     "identity": (["region"], ["id", "region"]),
     "year-day": (["year(d)", "day(ts)"], ["id", "d", "ts"]),
-    "month-hour": (["month(ts)", "hour(ts)"], ["id", "ts"]),
+    "hour-bucket": (["hour(ts)", "bucket(4, id)"], ["id", "ts"]),
     "bucket-truncate": (["bucket(4, id)", "truncate(2, s)"], ["id", "s"]),
 }
 
