@@ -1,4 +1,5 @@
-"""Orphan file removal: files under a table's ``data/`` and ``metadata/`` directories that nothing in the
+"""Orphan file removal: files under a table's data location (``write.data.path``, default ``<location>/data``)
+and metadata location (``write.metadata.path``, default ``<location>/metadata``) that nothing in the
 current metadata reaches and that are older than a cutoff (default: three days ago, so the files of commits
 in flight survive).
 
@@ -22,9 +23,11 @@ from ..errors import UnsupportedFeature
 from ..iceberg.manifest_list import ManifestFile
 from ..iceberg.manifests import read_manifest
 from ..io.fileio import FileIO, local_path, scheme_of
+from ..io.locations import data_location
 from .entries import snapshot_manifests
 from .expire import check_gc_enabled, to_ms
-from .producer import check_committable, delete_files
+from .producer import check_committable, delete_files, is_file_system_catalog
+from .table_update import metadata_dir
 
 if TYPE_CHECKING:
     from ..table import Table
@@ -75,11 +78,19 @@ def remove_orphan_files(
     be deleted raise :class:`OSError` after the others were deleted."""
     io = table.io
     root = io.resolve(table.location)
-    if not _is_local(root):
-        raise UnsupportedFeature(
-            f"table {table.location}: remove_orphan_files supports local tables only (file ages come "
-            "from os.stat)"
-        )
+    # as Java's DeleteOrphanFiles: the data location (write.data.path) and the metadata location
+    # (write.metadata.path), each as configured, so listed paths are spelled as the recorded ones
+    file_system = table.catalog is not None and is_file_system_catalog(table.catalog)
+    tops = [
+        io.resolve(data_location(table.location, table.metadata.properties)),
+        io.resolve(metadata_dir(table.metadata, file_system_table=file_system)),
+    ]
+    for top in (root, *tops):
+        if not _is_local(top):
+            raise UnsupportedFeature(
+                f"table {table.location}: remove_orphan_files supports local tables only (file ages come "
+                f"from os.stat; {top} is not local)"
+            )
     check_committable(
         table
     )  # the catalog's current metadata, with paths as written: else all may look orphaned
@@ -88,10 +99,8 @@ def remove_orphan_files(
     if table.catalog is not None:
         table.refresh()  # what other writers committed since this handle was loaded is not orphaned
     reachable = reachable_files(table)
-    root_dir = os.path.normpath(os.path.abspath(local_path(root)))
     orphans: list[str] = []
-    for sub in ("data", "metadata"):
-        top = os.path.join(root_dir, sub)
+    for top in dict.fromkeys(os.path.normpath(os.path.abspath(local_path(t))) for t in tops):
         if not os.path.isdir(top):
             continue
         for dirpath, dirs, names in os.walk(top):
@@ -104,7 +113,7 @@ def remove_orphan_files(
                     continue
                 if os.stat(path).st_mtime * 1000 < cutoff:
                     orphans.append(path)
-    orphans.sort()
+    orphans = sorted(set(orphans))  # one location may lie inside the other
     if table.catalog is not None:  # a commit that landed while the files were listed
         seen = table.metadata_location
         if table.refresh().metadata_location != seen:

@@ -51,6 +51,12 @@ def location_provider(locations: str | LocationProvider, properties: Mapping[str
     return DataLocations(table_location, properties)
 
 
+def data_location(table_location: str, properties: Mapping[str, str]) -> str:
+    """Where the table's data files go (Java's dataLocation): ``write.data.path``, else ``<location>/data``;
+    the object store provider's hash directories lie under it."""
+    return _data_path(_strip_trailing_slash(table_location), properties, ())
+
+
 def _data_path(table_location: str, properties: Mapping[str, str], deprecated: tuple[str, ...]) -> str:
     path = properties.get(DATA_PATH)
     if path is None:
@@ -109,9 +115,13 @@ def entropy_dirs(name: str) -> str:
 
 
 def _path_context(table_location: str) -> str:
-    """The last two segments of the table location (Hadoop Path: parent name / name)."""
+    """Hadoop Path's ``parent.getName() + "/" + getName()`` of the table location: its last two segments,
+    the parent's name empty one level below a root (``s3://bucket/t`` gives ``/t``, as Java)."""
     path = table_location.split("://", 1)[-1]
+    rooted = "://" in table_location or path.startswith("/")
     if "://" in table_location:
         path = path.split("/", 1)[1] if "/" in path else ""  # drop the authority
     segments = [s for s in path.split("/") if s]
+    if len(segments) == 1 and rooted:
+        return f"/{segments[0]}"
     return "/".join(segments[-2:])

@@ -114,3 +114,35 @@ def test_a_table_read_from_a_metadata_file_or_through_a_path_map_is_refused(tmp_
         ge.load_table(moved, relocate=True).remove_orphan_files(older_than=int(time.time() * 1000) + 60_000)
     os.rename(moved, tbl.location)
     assert {p for p in Path(tbl.location).rglob("*") if p.is_file()} == files
+
+
+def test_the_configured_data_and_metadata_locations_are_listed(tmp_path: Path) -> None:
+    """As Java's DeleteOrphanFiles: write.data.path and write.metadata.path are listed as configured (only
+    <location>/data and /metadata were, so orphans elsewhere stayed forever)."""
+    data, meta = tmp_path / "elsewhere" / "data", tmp_path / "elsewhere" / "meta"
+    props = {"write.data.path": str(data), "write.metadata.path": str(meta)}
+    tbl = sql_catalog(tmp_path).create_table("db.e", rows(0, 0).schema, properties=props)
+    tbl.append(rows(0, 10))
+    tbl.delete("id < 3")
+    referenced = referenced_files(tbl)
+    assert all(str(p).startswith((str(data), str(meta), tbl.location)) for p in referenced)
+    strays = [data / "orphan.parquet", meta / "orphan-m0.avro"]
+    for p in strays:
+        p.write_bytes(b"x")
+    future = int(time.time() * 1000) + 60_000
+    assert tbl.remove_orphan_files(older_than=future) == sorted(str(p) for p in strays)
+    assert all(Path(ref).exists() for ref in referenced) and tbl.scan().to_arrow().num_rows == 7
+
+
+def test_a_data_path_that_is_an_alias_of_the_default_deletes_nothing_live(tmp_path: Path) -> None:
+    """write.data.path a symlink to <location>/data: the files recorded through the alias were listed
+    under <location>/data, did not match, and were deleted (the next scan failed)."""
+    tbl = sql_catalog(tmp_path).create_table("db.a", rows(0, 0).schema)
+    (Path(tbl.location) / "data").mkdir(parents=True)
+    alias = tmp_path / "fast-data"
+    alias.symlink_to(Path(tbl.location) / "data", target_is_directory=True)
+    with tbl.update_properties() as p:
+        p.set("write.data.path", str(alias))
+    tbl.append(rows(0, 10))
+    assert tbl.remove_orphan_files(older_than=int(time.time() * 1000) + 60_000) == []
+    assert tbl.scan().to_arrow().num_rows == 10

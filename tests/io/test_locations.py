@@ -59,6 +59,13 @@ def test_a_table_location_ending_in_a_slash_is_stripped_first() -> None:
     )
 
 
+def test_a_table_one_level_below_a_root_has_javas_context() -> None:
+    """Hadoop's Path("s3://bucket/").getName() is "": Java's context is "/t", hence the double slash."""
+    props = {**ON, "write.data.path": "s3://other/data"}
+    path = location_provider("s3://bucket/t", props).new_data_location("f.parquet", "cat=x")
+    assert path == f"s3://other/data/{entropy_dirs('cat=x/f.parquet')}//t/cat=x/f.parquet"
+
+
 def test_entropy_dirs_are_the_low_20_bits_of_murmur3() -> None:
     assert entropy_dirs("cat=y/00000-56-c7fb03ac-63e3-46aa-8da7-1608d002a1a4-0-00002.parquet") == (
         "0110/0010/1100/10100111"
