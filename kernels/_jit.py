@@ -4,8 +4,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 import numpy as np
-
-from ._cache import cached_njit
+from numba import njit
 
 F = TypeVar("F", bound=Callable[..., Any])
 # What scalar functions see: Python ints when called from Python, int64 when compiled.
@@ -14,4 +13,4 @@ Int = int | np.integer[Any]
 
 def scalar(fn: F) -> F:
     """Compile a per-element function for the CPU; CUDA kernels call the same object as a device function."""
-    return cast(F, cached_njit(fn))
+    return cast(F, njit(cache=True)(fn))

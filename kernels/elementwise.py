@@ -15,9 +15,7 @@ from functools import cached_property
 from typing import Any
 
 import numpy as np
-from numba import config, cuda, prange
-
-from ._cache import cached_njit
+from numba import config, cuda, njit, prange
 
 THREADS_PER_BLOCK = 256
 PARALLEL_FROM = 1 << 15  # fewer elements run serially on the CPU
@@ -130,13 +128,17 @@ class ElementwiseKernel:
     ) -> ElementwiseKernel:
         return ElementwiseKernel(name, cpu_py, cuda_py, sigs)
 
+    # The loops are compiled in each process, not cached on disk: numba keys a cached closure by its
+    # pickled cells, and a captured dispatcher pickles with a per-process uuid, so `cache=True` never hit
+    # and added a data file per loop per process (127 MB in one checkout). Keying them by name instead
+    # (tried) let loops over factory-made scalars, or over code edited meanwhile, load each other's code.
     @cached_property
     def cpu(self) -> Any:
-        return cached_njit(self.cpu_py, parallel=True)
+        return njit(parallel=True)(self.cpu_py)
 
     @cached_property
     def cpu_serial(self) -> Any:
-        return cached_njit(self.cpu_py)  # prange runs as range
+        return njit(self.cpu_py)  # prange runs as range
 
     @cached_property
     def cuda(self) -> Any:
