@@ -31,7 +31,7 @@ from ..iceberg.partitioning import V1_FIRST_PARTITION_FIELD_ID, PartitionSpec
 from ..iceberg.schema import Schema, check_format_version
 from ..iceberg.sorting import UNSORTED, SortOrder
 from .producer import is_file_system_catalog
-from .properties_update import check_property_values
+from .properties_update import check_commit_properties
 from .schema_from_arrow import schema_from_arrow
 from .spec_parse import parse_partition_spec, parse_sort_order
 from .table_update import metadata_path, write_metadata
@@ -137,7 +137,7 @@ def create_table(
         properties=properties,
         sort_order=sort_order,
     )  # fmt: skip  (the placeholder location: a catalog that chooses it, else an error below)
-    check_property_values(md, md.properties)  # refused at create as at update_properties
+    check_commit_properties(md.properties)
     created = catalog.create_from(identifier, md, requested)
     if created is not None:
         return created

@@ -1,7 +1,7 @@
-"""Orphan file removal: files under a table's data location (``write.data.path``, default ``<location>/data``)
-and metadata location (``write.metadata.path``, default ``<location>/metadata``) that nothing in the
-current metadata reaches and that are older than a cutoff (default: three days ago, so the files of commits
-in flight survive).
+"""Orphan file removal: files under a table's ``data/`` and ``metadata/`` directories (and its
+``write.data.path`` / ``write.metadata.path`` where they lie inside the table location: a path outside it may
+be shared with other tables) that nothing in the current metadata reaches and that are older than a cutoff
+(default: three days ago, so the files of commits in flight survive).
 
 Reachable: the current metadata file and those in ``metadata-log``, ``version-hint.text``, and for every
 snapshot its manifest list, manifests and every entry's file (any status), plus statistics and partition
@@ -37,7 +37,29 @@ _HINTS = ("version-hint.text", "version-hint.txt")
 
 
 def _key(io: FileIO, path: str) -> str:
-    return os.path.normpath(os.path.abspath(local_path(io.resolve(path))))
+    """A file's identity: its real path (a data path reached through a symlink or a URI spelling matches
+    the listing's spelling)."""
+    return os.path.realpath(local_path(io.resolve(path)))
+
+
+def _listed_dirs(table: Table, root: str) -> list[str]:
+    """Real paths of ``<location>/data``, ``<location>/metadata``, and ``write.data.path`` /
+    ``write.metadata.path`` where they lie inside the table location. As Java's DeleteOrphanFiles, nothing
+    outside the table location is listed: a data path shared by several tables (the object store layout
+    keeps them apart) holds the others' live files."""
+    base = os.path.realpath(local_path(root))
+    file_system = table.catalog is not None and is_file_system_catalog(table.catalog)
+    configured = [
+        table.io.resolve(data_location(table.location, table.metadata.properties)),
+        table.io.resolve(metadata_dir(table.metadata, file_system_table=file_system)),
+    ]
+    dirs = [os.path.join(base, "data"), os.path.join(base, "metadata")]
+    for path in configured:
+        if _is_local(path):
+            real = os.path.realpath(local_path(path))
+            if real == base or real.startswith(base + os.sep):
+                dirs.append(real)
+    return list(dict.fromkeys(dirs))
 
 
 def _is_local(path: str) -> bool:
@@ -78,19 +100,11 @@ def remove_orphan_files(
     be deleted raise :class:`OSError` after the others were deleted."""
     io = table.io
     root = io.resolve(table.location)
-    # as Java's DeleteOrphanFiles: the data location (write.data.path) and the metadata location
-    # (write.metadata.path), each as configured, so listed paths are spelled as the recorded ones
-    file_system = table.catalog is not None and is_file_system_catalog(table.catalog)
-    tops = [
-        io.resolve(data_location(table.location, table.metadata.properties)),
-        io.resolve(metadata_dir(table.metadata, file_system_table=file_system)),
-    ]
-    for top in (root, *tops):
-        if not _is_local(top):
-            raise UnsupportedFeature(
-                f"table {table.location}: remove_orphan_files supports local tables only (file ages come "
-                f"from os.stat; {top} is not local)"
-            )
+    if not _is_local(root):
+        raise UnsupportedFeature(
+            f"table {table.location}: remove_orphan_files supports local tables only (file ages come "
+            "from os.stat)"
+        )
     check_committable(
         table
     )  # the catalog's current metadata, with paths as written: else all may look orphaned
@@ -100,16 +114,14 @@ def remove_orphan_files(
         table.refresh()  # what other writers committed since this handle was loaded is not orphaned
     reachable = reachable_files(table)
     orphans: list[str] = []
-    for top in dict.fromkeys(os.path.normpath(os.path.abspath(local_path(t))) for t in tops):
-        if not os.path.isdir(top):
-            continue
+    for top in _listed_dirs(table, root):
         for dirpath, dirs, names in os.walk(top):
             dirs[:] = [d for d in dirs if not _hidden(d)]
             for name in names:
                 if _hidden(name):
                     continue
-                path = os.path.normpath(os.path.join(dirpath, name))
-                if path in reachable or os.path.islink(path):
+                path = os.path.join(dirpath, name)
+                if os.path.islink(path) or os.path.realpath(path) in reachable:
                     continue
                 if os.stat(path).st_mtime * 1000 < cutoff:
                     orphans.append(path)

@@ -161,6 +161,16 @@ def _check_not_reserved(key: str, action: str) -> None:
         raise InvalidProperty(f"{action} property {key!r}: reserved by Iceberg for a metadata field")
 
 
+def check_commit_properties(props: Mapping[str, str]) -> None:
+    """The properties every commit reads (retries, manifest merging, the metadata log, summaries): a bad
+    one would leave a table no engine commits to, so ``create_table`` refuses it; writer settings are
+    checked when gpu-engine writes (a table may be created here for an engine that writes ORC)."""
+    RetryPolicy.from_properties(props)
+    MergePolicy.from_properties(props)
+    previous_versions_max(props)
+    summary_partition_limit(props)
+
+
 def check_property_values(md: TableMetadata, props: Mapping[str, str]) -> None:
     """Read the properties gpu-engine uses from ``props`` (those being set on ``md``): InvalidProperty (or
     UnsupportedFeature) naming the first bad one."""

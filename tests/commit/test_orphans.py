@@ -116,22 +116,33 @@ def test_a_table_read_from_a_metadata_file_or_through_a_path_map_is_refused(tmp_
     assert {p for p in Path(tbl.location).rglob("*") if p.is_file()} == files
 
 
-def test_the_configured_data_and_metadata_locations_are_listed(tmp_path: Path) -> None:
-    """As Java's DeleteOrphanFiles: write.data.path and write.metadata.path are listed as configured (only
-    <location>/data and /metadata were, so orphans elsewhere stayed forever)."""
-    data, meta = tmp_path / "elsewhere" / "data", tmp_path / "elsewhere" / "meta"
-    props = {"write.data.path": str(data), "write.metadata.path": str(meta)}
-    tbl = sql_catalog(tmp_path).create_table("db.e", rows(0, 0).schema, properties=props)
-    tbl.append(rows(0, 10))
-    tbl.delete("id < 3")
-    referenced = referenced_files(tbl)
-    assert all(str(p).startswith((str(data), str(meta), tbl.location)) for p in referenced)
-    strays = [data / "orphan.parquet", meta / "orphan-m0.avro"]
-    for p in strays:
-        p.write_bytes(b"x")
+def test_configured_locations_inside_the_table_are_listed_shared_ones_outside_are_not(tmp_path: Path) -> None:
+    """write.data.path / write.metadata.path inside the table location are listed (only data/ and metadata/
+    were); outside it nothing is, as Java's DeleteOrphanFiles lists the table location: a data path shared
+    by two tables (object storage keeps them apart) holds the other's live files."""
+    cat = sql_catalog(tmp_path)
+    inside = cat.create_table("db.i", rows(0, 0).schema)
+    with inside.update_properties() as p:
+        p.set("write.data.path", f"{inside.location}/custom-data")
+        p.set("write.metadata.path", f"{inside.location}/custom-meta")
+    inside.append(rows(0, 10))
+    strays = [
+        Path(inside.location) / "custom-data" / "orphan.parquet",
+        Path(inside.location) / "custom-meta" / "o.avro",
+    ]
+    for stray in strays:
+        stray.write_bytes(b"x")
     future = int(time.time() * 1000) + 60_000
-    assert tbl.remove_orphan_files(older_than=future) == sorted(str(p) for p in strays)
-    assert all(Path(ref).exists() for ref in referenced) and tbl.scan().to_arrow().num_rows == 7
+    assert inside.remove_orphan_files(older_than=future) == sorted(str(s) for s in strays)
+    assert inside.scan().to_arrow().num_rows == 10
+
+    shared = {"write.data.path": str(tmp_path / "shared"), "write.object-storage.enabled": "true"}
+    a = cat.create_table("db.a", rows(0, 0).schema, properties=shared)
+    b = cat.create_table("db.b", rows(0, 0).schema, properties=shared)
+    a.append(rows(0, 5))
+    b.append(rows(5, 5))
+    assert a.remove_orphan_files(older_than=future) == []
+    assert b.scan().to_arrow().num_rows == 5 and a.scan().to_arrow().num_rows == 5
 
 
 def test_a_data_path_that_is_an_alias_of_the_default_deletes_nothing_live(tmp_path: Path) -> None:
