@@ -35,8 +35,8 @@ from ..errors import InvalidProperty, UnsupportedFeature, ValidationError
 from ..iceberg.metadata import TableMetadata
 from ..io.locations import location_provider
 from ..io.metrics_config import metrics_config
-from ..io.parquet_write import WriteOptions
 from ..io.position_delete_write import delete_properties
+from ..io.write_options import WriteOptions
 from .delete_cow import delete_mode
 from .isolation import delete_isolation_level
 from .manifest_merge import MergePolicy

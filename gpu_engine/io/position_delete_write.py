@@ -36,9 +36,9 @@ from .arrow_schema import field_metadata
 from .fileio import FileIO
 from .locations import LocationProvider, location_provider
 from .parquet_read import _starting_offset
-from .parquet_write import WriteOptions
 from .partition_split import partition_path
 from .position_deletes import PATH_FIELD_ID, POS_FIELD_ID
+from .write_options import WriteOptions
 
 __all__ = [
     "POSITION_DELETE_SCHEMA",

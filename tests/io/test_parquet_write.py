@@ -41,8 +41,9 @@ from gpu_engine.iceberg.schema import Schema, schema_to_json
 from gpu_engine.io.arrow_schema import field_id_of, to_arrow_schema
 from gpu_engine.io.fileio import LocalFileIO
 from gpu_engine.io.parquet_read import ParquetSource
-from gpu_engine.io.parquet_write import WriteOptions, write_data_files
+from gpu_engine.io.parquet_write import write_data_files
 from gpu_engine.io.partition_split import partition_path
+from gpu_engine.io.write_options import WriteOptions
 
 F = it.NestedField
 IO = LocalFileIO()

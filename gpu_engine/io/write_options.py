@@ -1,0 +1,106 @@
+"""The write settings of a table's properties, by Iceberg's names and defaults (Java's Parquet.java and
+TableProperties): target file, row group, page and dictionary sizes, codec and level, bloom filters. An
+unknown or out-of-range value is an InvalidProperty naming the key."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from ..errors import InvalidProperty, UnsupportedFeature
+from ..properties import bool_property, int_property
+
+_CODECS = {"zstd": "zstd", "gzip": "gzip", "snappy": "snappy", "lz4": "lz4", "brotli": "brotli"}
+_CODECS |= {"uncompressed": "none", "none": "none", "lz4_raw": "lz4"}  # pyarrow writes LZ4_RAW for "lz4"
+_LEVELLED = ("zstd", "gzip", "brotli")  # Java's Parquet.java sets a level for these codecs only
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    """The write settings of Iceberg's table properties (their names and defaults)."""
+
+    target_file_size_bytes: int = 512 << 20  # write.target-file-size-bytes
+    row_group_size_bytes: int = 128 << 20  # write.parquet.row-group-size-bytes
+    page_size_bytes: int = 1 << 20  # write.parquet.page-size-bytes
+    dict_size_bytes: int = 2 << 20  # write.parquet.dict-size-bytes
+    compression_codec: str = "zstd"  # write.parquet.compression-codec
+    compression_level: int | None = None  # write.parquet.compression-level
+    # write.parquet.bloom-filter-enabled.column.<name> / -fpp.column.<name> (default 0.01): (name, fpp)
+    bloom_filters: tuple[tuple[str, float], ...] = ()
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> WriteOptions:
+        fmt = props.get("write.format.default", "parquet").strip().lower()
+        if fmt != "parquet":
+            raise UnsupportedFeature(f"table property write.format.default={fmt!r}: only parquet is written")
+        codec = props.get("write.parquet.compression-codec", "zstd")
+        if codec.strip().lower() not in _CODECS:
+            raise InvalidProperty(
+                f"table property write.parquet.compression-codec={codec!r}: expected one of {sorted(_CODECS)}"
+            )
+        name = _CODECS[codec.strip().lower()]
+        return cls(
+            int_property(props, "write.target-file-size-bytes", cls.target_file_size_bytes),
+            int_property(props, "write.parquet.row-group-size-bytes", cls.row_group_size_bytes),
+            int_property(props, "write.parquet.page-size-bytes", cls.page_size_bytes),
+            int_property(props, "write.parquet.dict-size-bytes", cls.dict_size_bytes),
+            name,
+            _level(props, name),
+            _bloom_filters(props),
+        )
+
+    def parquet_writer_options(self) -> dict[str, Any]:
+        """The :class:`pyarrow.parquet.ParquetWriter` keyword arguments of these settings."""
+        return {
+            "version": "2.6",
+            "compression": self.compression_codec,
+            "compression_level": self.compression_level,
+            "data_page_size": self.page_size_bytes,
+            "dictionary_pagesize_limit": self.dict_size_bytes,
+            "store_decimal_as_integer": True,
+            "write_page_checksum": True,
+        }
+
+
+_BLOOM = "write.parquet.bloom-filter-enabled.column."
+_BLOOM_FPP = "write.parquet.bloom-filter-fpp.column."
+
+
+def _bloom_filters(props: Mapping[str, str]) -> tuple[tuple[str, float], ...]:
+    """The columns to write bloom filters for, with their false-positive probability (Java's
+    Parquet.WriteBuilder; default fpp 0.01). A filter is sized for the row group's rows (pyarrow's NDV),
+    so ``write.parquet.bloom-filter-max-bytes`` is checked but not needed."""
+    int_property(props, "write.parquet.bloom-filter-max-bytes", 1 << 20)
+    fpps = {key[len(_BLOOM_FPP) :]: _fpp(key, props[key]) for key in props if key.startswith(_BLOOM_FPP)}
+    enabled = [key[len(_BLOOM) :] for key in sorted(props) if key.startswith(_BLOOM)]
+    return tuple(
+        (column, fpps.get(column, 0.01)) for column in enabled if bool_property(props, _BLOOM + column, False)
+    )
+
+
+def _fpp(key: str, raw: str) -> float:
+    try:
+        fpp = float(raw)
+    except ValueError:
+        fpp = math.nan
+    if not 0.0 < fpp < 1.0:
+        raise InvalidProperty(f"table property {key}={raw!r}: expected a number in (0, 1)")
+    return fpp
+
+
+def _level(props: Mapping[str, str], codec: str) -> int | None:
+    """``write.parquet.compression-level`` for ``codec``: ignored for codecs without levels, as Java's
+    Parquet.java (a level set for zstd stays when the codec changes); InvalidProperty out of the codec's
+    range (a gzip level of 99 failed every write inside zlib)."""
+    key = "write.parquet.compression-level"
+    if props.get(key) is None or codec not in _LEVELLED:
+        return None
+    level = int_property(props, key, 0, minimum=None)
+    low, high = pa.Codec.minimum_compression_level(codec), pa.Codec.maximum_compression_level(codec)
+    if not low <= level <= high:
+        raise InvalidProperty(f"table property {key}={props[key]!r}: {codec} levels are {low} to {high}")
+    return level
