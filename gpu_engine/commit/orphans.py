@@ -42,6 +42,22 @@ def _key(io: FileIO, path: str) -> str:
     return os.path.realpath(local_path(io.resolve(path)))
 
 
+def _check_own_directory(table: Table) -> None:
+    """A file-system table must be the directory its metadata names: a copy loaded from another directory
+    still records the original's location, and its orphan removal would judge the original's newer files
+    by the copy's older metadata (and delete them)."""
+    if table.catalog is None or not is_file_system_catalog(table.catalog):
+        return
+    current = os.path.abspath(local_path(table.io.resolve(table.metadata_location)))
+    found_in = os.path.realpath(os.path.dirname(os.path.dirname(current)))  # metadata/ itself may be a link
+    recorded = os.path.realpath(local_path(table.io.resolve(table.location)))
+    if found_in != recorded:
+        raise UnsupportedFeature(
+            f"table directory {found_in} records the location {table.location} (a copy or a move): orphan "
+            "removal would list the recorded location; run it on the table loaded from there"
+        )
+
+
 def _listed_dirs(table: Table, root: str) -> list[str]:
     """Real paths of ``<location>/data``, ``<location>/metadata``, and ``write.data.path`` /
     ``write.metadata.path`` where they lie inside the table location. As Java's DeleteOrphanFiles, nothing
@@ -89,7 +105,7 @@ def reachable_files(table: Table) -> set[str]:
         recorded.update(entries.column("file_path").to_pylist())
     out = {_key(io, p) for p in recorded}
     metadata_dir = os.path.join(_key(io, md.location), "metadata")
-    out.update(os.path.join(metadata_dir, h) for h in _HINTS)
+    out.update(os.path.realpath(os.path.join(metadata_dir, h)) for h in _HINTS)  # metadata/ may be a link
     return out
 
 
@@ -108,6 +124,7 @@ def remove_orphan_files(
     check_committable(
         table
     )  # the catalog's current metadata, with paths as written: else all may look orphaned
+    _check_own_directory(table)
     check_gc_enabled(table.metadata, "remove orphan files")
     cutoff = int(time.time() * 1000) - DEFAULT_AGE_MS if older_than is None else to_ms(older_than)
     if table.catalog is not None:
@@ -130,7 +147,7 @@ def remove_orphan_files(
         seen = table.metadata_location
         if table.refresh().metadata_location != seen:
             reachable = reachable_files(table)
-            orphans = [p for p in orphans if p not in reachable]
+            orphans = [p for p in orphans if os.path.realpath(p) not in reachable]
     if not dry_run:
         left = delete_files(io, orphans, fault=None)
         if left:

@@ -4,8 +4,14 @@ never listed."""
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from pathlib import Path
+
+import pytest
+
+import gpu_engine as ge
+from gpu_engine.errors import UnsupportedFeature
 
 from ._support import referenced_files, rows, sql_catalog
 
@@ -157,3 +163,33 @@ def test_a_data_path_that_is_an_alias_of_the_default_deletes_nothing_live(tmp_pa
     tbl.append(rows(0, 10))
     assert tbl.remove_orphan_files(older_than=int(time.time() * 1000) + 60_000) == []
     assert tbl.scan().to_arrow().num_rows == 10
+
+
+def test_a_linked_metadata_directory_keeps_its_version_hint(tmp_path: Path) -> None:
+    """The hint was compared by its unresolved path while the listing resolved the link: deleted."""
+    cat = ge.load_catalog("fs", type="filesystem", warehouse=str(tmp_path / "wh"))
+    cat.create_namespace("db")
+    tbl = cat.create_table("db.t", rows(0, 0).schema)
+    tbl.append(rows(0, 5))
+    meta = Path(tbl.location) / "metadata"
+    moved = tmp_path / "real-metadata"
+    meta.rename(moved)
+    meta.symlink_to(moved, target_is_directory=True)
+    tbl = cat.load_table("db.t")
+    assert tbl.remove_orphan_files(older_than=int(time.time() * 1000) + 60_000) == []
+    assert (moved / "version-hint.text").exists() and tbl.scan().to_arrow().num_rows == 5
+
+
+def test_a_copied_table_directory_is_refused_and_the_original_kept(tmp_path: Path) -> None:
+    """A copy still records the original's location: its orphan removal judged the original's newer files
+    by the copy's older metadata and deleted them (the original would not load)."""
+    cat = ge.load_catalog("fs", type="filesystem", warehouse=str(tmp_path / "wh"))
+    cat.create_namespace("db")
+    tbl = cat.create_table("db.a", rows(0, 0).schema)
+    tbl.append(rows(0, 5))
+    shutil.copytree(tbl.location, tmp_path / "copy")
+    tbl.append(rows(5, 5))
+    copy = ge.load_table(tmp_path / "copy")
+    with pytest.raises(UnsupportedFeature, match=r"records the location .*: orphan removal would list"):
+        copy.remove_orphan_files(older_than=int(time.time() * 1000) + 60_000)
+    assert cat.load_table("db.a").scan().to_arrow().num_rows == 10
