@@ -10,6 +10,12 @@ bytes landed, and ordinals renumbered. Pages (and their CRCs) are copied byte fo
 key-value metadata (``ARROW:schema``) and the column orders are the same in every part, since every part
 is written with the same schema and properties.
 
+A row group's columns can be encoded side by side too (:func:`encode_columns`, one part per range of
+top-level columns, :func:`column_ranges`): :func:`join_columns` makes them one part, the column chunks
+of each range after the other's, in one row group whose totals are the parts' sums, under the footer
+pyarrow writes for the whole schema (:func:`schema_footer`: its schema elements, column orders and
+``ARROW:schema``).
+
 Parts are kept as the byte strings pyarrow wrote (no growing buffer). Bloom filters lie in a part's body
 (after its column chunks, before its footer) and move with it (``bloom_filter_offset`` shifted too).
 Parts must not carry page indexes: they are refused with an error rather than spliced wrong. Footers are
@@ -28,13 +34,15 @@ from typing import Any, BinaryIO
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .thrift_compact import STRUCT, Struct, ThriftList, decode_struct, encode_struct
+from .thrift_compact import STRUCT, Struct, ThriftList, Value, decode_struct, encode_struct
 
 MAGIC = b"PAR1"
 
 # FileMetaData / RowGroup / ColumnChunk / ColumnMetaData field ids (parquet.thrift)
 _FMD_NUM_ROWS, _FMD_ROW_GROUPS = 3, 4
-_RG_COLUMNS, _RG_FILE_OFFSET, _RG_ORDINAL = 1, 5, 7
+_FMD_COLUMN_ORDERS = 7
+_RG_COLUMNS, _RG_TOTAL_BYTES, _RG_NUM_ROWS, _RG_SORTING = 1, 2, 3, 4
+_RG_FILE_OFFSET, _RG_COMPRESSED, _RG_ORDINAL = 5, 6, 7
 _CC_FILE_OFFSET, _CC_META, _CC_OFFSET_INDEX, _CC_COLUMN_INDEX = 2, 3, 4, 6
 # data_page_offset, index_page_offset, dictionary_page_offset, bloom_filter_offset
 _CMD_OFFSETS = (9, 10, 11, 14)
@@ -72,7 +80,7 @@ class _Chunks:
 class EncodedPart:
     """One Parquet file in memory: its bytes (as written, in chunks) and its decoded footer."""
 
-    chunks: tuple[bytes, ...]
+    chunks: tuple[bytes | memoryview, ...]
     body_end: int  # where the footer starts: the column chunks are bytes 4 .. body_end
     footer: Struct  # FileMetaData
     num_rows: int
@@ -101,6 +109,80 @@ def encode_row_group(table: pa.Table, schema: pa.Schema, writer_options: dict[st
     return parse_part(sink.chunks)
 
 
+def encode_columns(
+    table: pa.Table, schema: pa.Schema, writer_options: dict[str, Any], names: Sequence[str]
+) -> EncodedPart:
+    """The top-level columns ``names`` of ``table`` as one row group (:func:`encode_row_group`), with
+    the options that name their leaves only (``use_dictionary`` lists, ``bloom_filter_options``)."""
+    fields = [schema.field(name) for name in names]
+    options = dict(writer_options)
+    for key in ("use_dictionary", "bloom_filter_options"):
+        value = options.get(key)
+        if isinstance(value, (list, dict)):
+            kept = [path for path in value if path.split(".", 1)[0] in names]
+            options[key] = kept if isinstance(value, list) else {path: value[path] for path in kept}
+    return encode_row_group(table.select(list(names)), pa.schema(fields, metadata=schema.metadata), options)
+
+
+def column_ranges(table: pa.Table, parts: int) -> list[list[str]]:
+    """``table``'s top-level columns cut into at most ``parts`` consecutive ranges of about equal Arrow
+    bytes (every range at least one column)."""
+    names, sizes = table.column_names, [c.nbytes for c in table.columns]
+    parts = max(1, min(parts, len(names)))
+    total = sum(sizes)
+    ranges: list[list[str]] = [[]]
+    done = 0
+    for i, (name, size) in enumerate(zip(names, sizes, strict=True)):
+        left_cols, left_parts = len(names) - i, parts - len(ranges)
+        if ranges[-1] and left_parts > 0 and (left_cols <= left_parts or done >= total * len(ranges) / parts):
+            ranges.append([])
+        ranges[-1].append(name)
+        done += size
+    return ranges
+
+
+def schema_footer(schema: pa.Schema, writer_options: dict[str, Any]) -> Struct:
+    """The ``FileMetaData`` pyarrow writes for ``schema`` with ``writer_options`` (no rows)."""
+    return encode_row_group(schema.empty_table(), schema, writer_options).footer
+
+
+def join_columns(parts: Sequence[EncodedPart], footer: Struct) -> EncodedPart:
+    """One part from ``parts`` holding the same rows' consecutive column ranges (one row group each, in
+    the schema's column order), under ``footer`` (:func:`schema_footer` of the whole schema)."""
+    groups: list[Struct] = []
+    for part in parts:
+        if len(part.row_groups) != 1:
+            raise SpliceError(f"a column range with {len(part.row_groups)} row groups (expected one)")
+        groups.append(part.row_groups[0])
+    rows = {g.get(_RG_NUM_ROWS) for g in groups}
+    if len(rows) != 1 or any(g.get(_RG_SORTING) is not None for g in groups):
+        raise SpliceError("column ranges of different row counts, or with sorting columns, cannot be joined")
+    body: list[bytes | memoryview] = [MAGIC]
+    columns: list[Value] = []
+    offset = len(MAGIC)
+    for part, group in zip(parts, groups, strict=True):
+        group = copy.deepcopy(group)
+        _shift_group(group, offset - len(MAGIC))
+        columns.extend(_columns(group))
+        body.extend(part.body())
+        offset += part.body_end - len(MAGIC)
+    orders = footer.get(_FMD_COLUMN_ORDERS)
+    if isinstance(orders, ThriftList) and len(orders.items) != len(columns):
+        raise SpliceError(f"{len(columns)} column chunks joined for a schema of {len(orders.items)} columns")
+    group = copy.deepcopy(groups[0])
+    group.set(_RG_COLUMNS, ThriftList(STRUCT, columns))
+    for fid in (_RG_TOTAL_BYTES, _RG_COMPRESSED):
+        values = [g.get(fid) for g in groups]
+        if all(isinstance(v, int) for v in values):
+            group.set(fid, sum(v for v in values if isinstance(v, int)))
+    joined = Struct([list(f) for f in footer.fields])
+    joined.set(_FMD_NUM_ROWS, parts[0].num_rows)
+    joined.set(_FMD_ROW_GROUPS, ThriftList(STRUCT, [group]))
+    data = encode_struct(joined)
+    body.append(data + struct.pack("<I", len(data)) + MAGIC)
+    return EncodedPart(tuple(body), offset, joined, parts[0].num_rows)
+
+
 def parse_part(chunks: Sequence[bytes]) -> EncodedPart:
     """Split a whole Parquet file, given as consecutive chunks of bytes, into its column chunk bytes and
     its footer."""
@@ -125,24 +207,24 @@ def parse_part(chunks: Sequence[bytes]) -> EncodedPart:
     return part
 
 
-def _head(chunks: tuple[bytes, ...], n: int) -> bytes:
+def _head(chunks: tuple[bytes | memoryview, ...], n: int) -> bytes:
     """The first ``n`` bytes of the chunks."""
     out = b""
     for chunk in chunks:
         if len(out) >= n:
             break
-        out += chunk[: n - len(out)]
+        out += bytes(chunk[: n - len(out)])
     return out
 
 
-def _tail(chunks: tuple[bytes, ...], n: int) -> bytes:
+def _tail(chunks: tuple[bytes | memoryview, ...], n: int) -> bytes:
     """The last ``n`` bytes of the chunks."""
     out: list[bytes] = []
     left = n
     for chunk in reversed(chunks):
         if left <= 0:
             break
-        out.append(chunk[-left:] if len(chunk) > left else chunk)
+        out.append(bytes(chunk[-left:] if len(chunk) > left else chunk))
         left -= len(chunk)
     return b"".join(reversed(out))
 
@@ -150,6 +232,17 @@ def _tail(chunks: tuple[bytes, ...], n: int) -> bytes:
 def _columns(rg: Struct) -> list[Struct]:
     cols = rg.get(_RG_COLUMNS)
     return [c for c in cols.items if isinstance(c, Struct)] if isinstance(cols, ThriftList) else []
+
+
+def _shift_group(rg: Struct, by: int) -> None:
+    """Move every absolute offset of row group ``rg`` by ``by`` bytes."""
+    _shift(rg, _RG_FILE_OFFSET, by)
+    for cc in _columns(rg):
+        _shift(cc, _CC_FILE_OFFSET, by, keep_zero=True)
+        meta = cc.get(_CC_META)
+        if isinstance(meta, Struct):
+            for fid in _CMD_OFFSETS:
+                _shift(meta, fid, by)
 
 
 def _shift(s: Struct, fid: int, by: int, *, keep_zero: bool = False) -> None:
@@ -175,13 +268,7 @@ class SpliceFile:
         shift = self.offset - len(MAGIC)  # in the part, the body starts after its magic
         for rg in part.row_groups:
             rg = copy.deepcopy(rg)
-            _shift(rg, _RG_FILE_OFFSET, shift)
-            for cc in _columns(rg):
-                _shift(cc, _CC_FILE_OFFSET, shift, keep_zero=True)
-                meta = cc.get(_CC_META)
-                if isinstance(meta, Struct):
-                    for fid in _CMD_OFFSETS:
-                        _shift(meta, fid, shift)
+            _shift_group(rg, shift)
             if rg.get(_RG_ORDINAL) is not None:
                 rg.set(_RG_ORDINAL, len(self.row_groups))
             self.row_groups.append(rg)
@@ -211,4 +298,14 @@ class SpliceFile:
         self.offset += len(data) + 8
 
 
-__all__ = ["EncodedPart", "SpliceError", "SpliceFile", "encode_row_group", "parse_part"]
+__all__ = [
+    "EncodedPart",
+    "SpliceError",
+    "SpliceFile",
+    "column_ranges",
+    "encode_columns",
+    "encode_row_group",
+    "join_columns",
+    "parse_part",
+    "schema_footer",
+]

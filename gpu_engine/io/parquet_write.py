@@ -12,16 +12,18 @@ create-exclusively (locally: a hard link in the target directory, as :meth:`Loca
 Each row group's columns of distinct values are encoded plainly, the others with a dictionary
 (:mod:`.dictionary_choice`, parquet-mr's fallback decided up front from the data alone).
 
-Threads (pyarrow encodes, compresses and computes without the GIL): row groups are encoded on a small
-pool, each as a Parquet file in memory, and spliced in order into their file (:mod:`.parquet_splice`:
-the bytes are those pyarrow writes for the same row groups on one thread), up to one per thread at a time
-while their Arrow bytes stay within the target file size; their metrics are counted beside them. At the
-end the partitions' tails are written and their files closed side by side. Every decision (row group
-cuts, rolling, file names) is taken in the calling thread in input order, and groups land in their files
-at fixed points of that order (never "whenever one is done"), so the files, their bytes and their order
-do not depend on timing. A file is rolled on its exact size, as with one thread; row group cuts of
-small files (target below a row group) use the compression of the groups landed so far, which with
-several threads may leave out the last few.
+Threads (pyarrow encodes, compresses and computes without the GIL): row groups are encoded on a pool, each
+as a Parquet file in memory, and spliced in order into their file (:mod:`.parquet_splice`: the bytes are
+those pyarrow writes for the same row groups on one thread), up to ``_MAX_GROUPS`` at a time while their
+Arrow bytes stay within the target file size; their metrics are counted beside them. A row group of
+``_SLICE_BYTES`` or more is encoded as ranges of its columns side by side, one per thread, joined into one
+row group (one output file per compaction group used to be encoded by a few threads however many cores). At
+the end the partitions' tails are written and their files closed side by side. Every decision (row group
+cuts, rolling, file names) is taken in the calling thread in input order, and groups land in their files at
+fixed points of that order (never "whenever one is done"), so the files, their bytes and their order do not
+depend on timing. A file is rolled on its exact size, as with one thread; row group cuts of small files
+(target below a row group) use the compression of the groups landed so far, which with several threads may
+leave out the last few.
 
 Parquet layout (Appendix A): field ids on every column, 3-level lists and maps, decimals as INT32 (P <= 9),
 INT64 (P <= 18) or the minimal FIXED_LEN_BYTE_ARRAY (``store_decimal_as_integer``), uuid as
@@ -62,12 +64,23 @@ from .fileio import DefaultFileIO, FileIO, LocalFileIO, _fsync_dir, local_path, 
 from .locations import LocationProvider, location_provider
 from .metrics_config import MetricsConfig, metrics_config
 from .parquet_read import _starting_offset
-from .parquet_splice import EncodedPart, SpliceFile, encode_row_group
+from .parquet_splice import (
+    EncodedPart,
+    SpliceFile,
+    column_ranges,
+    encode_columns,
+    encode_row_group,
+    join_columns,
+    schema_footer,
+)
 from .partition_split import partition_path, split_by_partition
+from .thrift_compact import Struct
 from .write_options import WriteOptions
 
 Data: TypeAlias = pa.Table | pa.RecordBatch | pa.RecordBatchReader | Iterable[pa.RecordBatch]
-_MAX_WORKERS = 4
+_MAX_WORKERS = 32  # threads encoding
+_MAX_GROUPS = 4  # row groups being encoded at once (their Arrow bytes held)
+_SLICE_BYTES = 16 << 20  # Arrow bytes of a row group encoded as column ranges side by side
 
 
 def write_table_data(
@@ -166,10 +179,11 @@ class _Partition:
 
 @dataclass(frozen=True)
 class _Encoding:
-    """A row group of ``file`` being encoded on the pool, its metrics counted beside it."""
+    """A row group of ``file`` being encoded on the pool (one part per range of its columns), its
+    metrics counted beside it."""
 
     file: _OpenFile
-    part: Future[EncodedPart]
+    parts: tuple[Future[EncodedPart], ...]
     metrics: Future[MetricsCollector]
     nbytes: float
 
@@ -189,7 +203,8 @@ class _Writer:
         self.io, self.provider, self.schema, self.spec = io, provider, schema, spec
         self.options, self.config = options, config
         self.pool = pool  # None: everything in this thread
-        self.max_inflight = max(1, workers)  # row groups encoding at once
+        self.workers = max(1, workers)
+        self.max_inflight = min(self.workers, _MAX_GROUPS)  # row groups encoding at once
         self.inflight: deque[_Encoding] = deque()  # in submission order: each file's groups in order
         self.lock = threading.Lock()  # the byte counts, updated by the pool's threads in finish
         self.spec_id = spec.spec_id
@@ -206,6 +221,7 @@ class _Writer:
         self.leaf_paths = list(self.column_ids)
         self.writer_options = options.parquet_writer_options()
         self.bloom_paths = _bloom_paths(schema, self.column_ids, options.bloom_filters)
+        self.footer: Struct | None = None  # the whole schema's footer, for row groups encoded in ranges
 
     def _ratio(self) -> float:
         return self.disk_bytes / self.arrow_bytes if self.arrow_bytes else 1.0
@@ -258,8 +274,14 @@ class _Writer:
             self._land(f, self._encode(table), self._count(table), nbytes)
             return
         f.inflight_bytes += nbytes
-        encoding = self.pool.submit(self._encode, table)
-        self.inflight.append(_Encoding(f, encoding, self.pool.submit(self._count, table), nbytes))
+        ranges = column_ranges(table, self.workers if table.nbytes >= _SLICE_BYTES else 1)
+        if len(ranges) > 1 and self.footer is None:
+            self.footer = schema_footer(self.arrow_schema, self.writer_options)
+        pool = self.pool
+        parts = tuple(
+            pool.submit(self._encode, table, names if len(ranges) > 1 else None) for names in ranges
+        )
+        self.inflight.append(_Encoding(f, parts, pool.submit(self._count, table), nbytes))
         while self.inflight and (
             len(self.inflight) > self.max_inflight
             or sum(e.nbytes for e in self.inflight) > self._target()  # memory: a file's worth at most
@@ -279,14 +301,21 @@ class _Writer:
             self._land_next()
         return f.out.tell() + nbytes * self._ratio() > self._target()
 
-    def _encode(self, table: pa.Table) -> EncodedPart:
-        """``table`` as one row group, columns of distinct values plainly (:mod:`.dictionary_choice`),
-        bloom filters sized for its rows."""
-        options = {**self.writer_options, "use_dictionary": dictionary_columns(table, self.leaf_paths)}
+    def _encode(self, table: pa.Table, names: Sequence[str] | None = None) -> EncodedPart:
+        """``table`` (only its columns ``names`` when given) as one row group, columns of distinct values
+        plainly (:mod:`.dictionary_choice`), bloom filters sized for its rows."""
+        if names is not None:
+            table = table.select(list(names))
+        leaves = (
+            self.leaf_paths if names is None else [p for p in self.leaf_paths if p.split(".", 1)[0] in names]
+        )
+        options = {**self.writer_options, "use_dictionary": dictionary_columns(table, leaves)}
         if self.bloom_paths:
             ndv = max(table.num_rows, 1)
             options["bloom_filter_options"] = {p: {"ndv": ndv, "fpp": f} for p, f in self.bloom_paths.items()}
-        return encode_row_group(table, self.arrow_schema, options)
+        if names is None:
+            return encode_row_group(table, self.arrow_schema, options)
+        return encode_columns(table, self.arrow_schema, options, names)
 
     def _count(self, table: pa.Table) -> MetricsCollector:
         metrics = MetricsCollector(self.schema, self.config)
@@ -296,7 +325,12 @@ class _Writer:
     def _land_next(self) -> None:
         """Wait for the oldest group being encoded and append it to its file."""
         e = self.inflight[0]
-        part, metrics = e.part.result(), e.metrics.result()
+        parts, metrics = [p.result() for p in e.parts], e.metrics.result()
+        if len(parts) == 1:
+            part = parts[0]
+        else:
+            assert self.footer is not None
+            part = join_columns(parts, self.footer)
         self.inflight.popleft()
         e.file.inflight_bytes -= e.nbytes
         self._land(e.file, part, metrics, e.nbytes)
@@ -404,10 +438,10 @@ class _Writer:
         return self._close(part)
 
     def abort(self) -> None:
-        for e in self.inflight:
-            e.part.cancel()
-            e.metrics.cancel()
-        running: list[Future[Any]] = [f for e in self.inflight for f in (e.part, e.metrics)]
+        running: list[Future[Any]] = [*(p for e in self.inflight for p in e.parts)]
+        running += [e.metrics for e in self.inflight]
+        for future in running:
+            future.cancel()
         wait(running)
         self.inflight.clear()
         for part in self.parts.values():

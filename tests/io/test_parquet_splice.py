@@ -14,8 +14,19 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from gpu_engine.io.parquet_splice import SpliceError, SpliceFile, encode_row_group, parse_part
+from gpu_engine.io.parquet_splice import (
+    SpliceError,
+    SpliceFile,
+    column_ranges,
+    encode_columns,
+    encode_row_group,
+    join_columns,
+    parse_part,
+    schema_footer,
+)
 
 POINT = pa.struct([("x", pa.int16()), ("y", pa.string())])
 OPTIONS: dict[str, Any] = {"version": "2.6", "compression": "zstd", "write_page_checksum": True}
@@ -70,6 +81,77 @@ def test_spliced_file_is_byte_identical_to_pyarrows_own(options: dict[str, Any])
     table = rich_table(20_000)
     cuts = [1, 7_000, 7_001, 15_000]
     assert spliced(table, cuts, options) == sequential(table, cuts, options)
+
+
+def column_ranged(
+    table: pa.Table, cuts: list[int], ranges: list[list[str]], options: dict[str, Any] = OPTIONS
+) -> bytes:
+    """``table``'s row groups (cut at ``cuts``), each encoded as the column ranges ``ranges`` joined."""
+    out = io.BytesIO()
+    f = SpliceFile(out)
+    footer = schema_footer(table.schema, options)
+    for lo, hi in itertools.pairwise([0, *cuts, table.num_rows]):
+        rows = table.slice(lo, hi - lo)
+        f.append(
+            join_columns([encode_columns(rows, table.schema, options, names) for names in ranges], footer)
+        )
+    f.close()
+    return out.getvalue()
+
+
+@pytest.mark.parametrize(
+    "options",
+    [OPTIONS, {"compression": "snappy", "use_dictionary": ["name", "tags.list.element"]}],
+    ids=["zstd-crc", "some-dictionaries"],
+)
+@pytest.mark.parametrize("parts", [2, 3, 7])
+def test_row_groups_joined_from_column_ranges_are_byte_identical(options: dict[str, Any], parts: int):
+    """Column ranges encoded apart and joined: the bytes pyarrow writes for whole row groups (the column
+    chunks follow each other in schema order, the totals are the sums)."""
+    table = rich_table(12_000)
+    ranges = column_ranges(table, parts)
+    assert len(ranges) == parts and [n for r in ranges for n in r] == table.column_names
+    assert column_ranged(table, [5_000], ranges, options) == sequential(table, [5_000], options)
+
+
+def test_a_joined_row_group_with_bloom_filters_reads_back_and_probes(tmp_path: Path):
+    """Bloom filters lie after their range's column chunks: read back, and probed by DuckDB."""
+    table = rich_table(3_000)
+    options = {**OPTIONS, "bloom_filter_options": {"id": {"ndv": 1000, "fpp": 0.01}, "point.y": True}}
+    path = tmp_path / "joined.parquet"
+    path.write_bytes(
+        column_ranged(table, [1_000], [["id", "name"], ["price", "tags", "attrs", "point", "flag"]], options)
+    )
+    pf = pq.ParquetFile(path, page_checksum_verification=True)
+    assert pf.read().equals(table)
+    assert pf.metadata.row_group(0).column(0).bloom_filter_length > 0
+    assert duckdb.sql(f"select count(*) from '{path}'").fetchone() == (3_000,)
+    probe = (
+        f"select bloom_filter_excludes from parquet_bloom_probe('{path}', 'id', 1500) order by row_group_id"
+    )
+    assert [r[0] for r in duckdb.sql(probe).fetchall()] == [True, False]
+
+
+def test_column_ranges_that_do_not_make_the_schema_are_refused():
+    table = rich_table(10)
+    footer = schema_footer(table.schema, OPTIONS)
+    parts = [encode_columns(table, table.schema, OPTIONS, names) for names in (["id"], ["name"])]
+    with pytest.raises(SpliceError, match="2 column chunks joined for a schema of 9 columns"):
+        join_columns(parts, footer)
+    other = encode_columns(table.slice(0, 5), table.schema, OPTIONS, ["name"])
+    with pytest.raises(SpliceError, match="different row counts"):
+        join_columns([parts[0], other], footer)
+    two_groups = parse_part([sequential(table.select(["id"]), [5], OPTIONS)])
+    with pytest.raises(SpliceError, match="2 row groups"):
+        join_columns([two_groups, parts[1]], footer)
+
+
+@given(st.lists(st.integers(0, 1_000), min_size=1, max_size=12), st.integers(1, 15))
+def test_column_ranges_cover_every_column_in_order(sizes: list[int], parts: int):
+    table = pa.table({f"c{i}": pa.array([b"x" * size], pa.binary()) for i, size in enumerate(sizes)})
+    ranges = column_ranges(table, parts)
+    assert [n for r in ranges for n in r] == table.column_names
+    assert all(ranges) and len(ranges) == min(parts, len(sizes))
 
 
 def test_spliced_file_reads_back_equal(tmp_path: Path):
