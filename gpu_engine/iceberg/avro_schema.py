@@ -38,7 +38,9 @@ def field_type(record: dict[str, Any], name: str) -> Any:
 
 def resolve_named(avro_type: Any, named: dict[str, dict[str, Any]]) -> Any:
     if isinstance(avro_type, list):
-        branches = [b for b in avro_type if b != "null"]
+        branches = [
+            b for b in avro_type if b != "null" and not (isinstance(b, dict) and b.get("type") == "null")
+        ]
         if len(branches) != 1:
             return avro_type
         avro_type = branches[0]
