@@ -257,6 +257,13 @@ def _from_json(obj: Any) -> TableMetadata:
     )
     ids = [s.snapshot_id for s in snaps]
     sn.check_unique(ids, "snapshots", "snapshot-id")
+    last_sequence_number = sn.opt_int(obj, "last-sequence-number", "") or 0
+    for s in snaps if fv >= 2 else ():  # Java's TableMetadata: a commit would reuse a sequence number
+        if s.sequence_number > last_sequence_number:
+            raise MetadataError(
+                f"snapshot {s.snapshot_id} has sequence-number {s.sequence_number}, greater than "
+                f"last-sequence-number {last_sequence_number}"
+            )
     current, refs, extra = sn.table_refs_from_json(obj, ids)
     last_partition_id = sn.opt_int(obj, "last-partition-id", "")
     if last_partition_id is None:  # v1: the highest partition field id, as the reference implementation
@@ -277,7 +284,7 @@ def _from_json(obj: Any) -> TableMetadata:
         default_spec_id=default_spec_id,
         last_partition_id=last_partition_id,
         table_uuid=sn.opt_str(obj, "table-uuid", ""),
-        last_sequence_number=sn.opt_int(obj, "last-sequence-number", "") or 0,
+        last_sequence_number=last_sequence_number,
         properties={} if props is None else sn.str_map(props, "properties"),
         current_snapshot_id=current,
         snapshots=snaps,

@@ -26,6 +26,13 @@ class Schema:
 
     def __post_init__(self) -> None:
         self.ids_by_name  # noqa: B018 -- a full name held by two fields is refused here, as Java's indexByName
+        seen: dict[int, str] = {}
+        for path, f in _walk(self.fields, ()):
+            name = seen.setdefault(f.field_id, ".".join(path))
+            if name != ".".join(path):  # the spec: unique ids (a write would mix the two columns' values)
+                raise InvalidType(
+                    f"invalid schema: field id {f.field_id} is held by {name!r} and {'.'.join(path)!r}"
+                )
 
     @property
     def as_struct(self) -> it.StructType:

@@ -331,6 +331,7 @@ DROP = object()
 BASES = {"v2": V2_FILE, "v3": BRANCHES_TAGS}
 BAD_FIELD = {"name": "a", "transform": 1, "source-id": 1, "field-id": 1000}
 V3_FIRST = 5354682886017325803
+TWIN = {"id": 1, "name": "id", "required": False, "type": "long"}
 # (id, base table, path to change, new value or DROP, expected message)
 BAD_OBJECTS: list[tuple[str, str, tuple[Any, ...], Any, str]] = [
     ("version-4", "v2", ("format-version",), 4, r"unsupported format-version 4"),
@@ -367,6 +368,9 @@ BAD_OBJECTS: list[tuple[str, str, tuple[Any, ...], Any, str]] = [
     ("ref-missing", "v3", ("refs", "v1", "snapshot-id"), 1, r"ref 'v1' points at snapshot 1, not among"),
     ("main-not-current", "v3", ("current-snapshot-id",), V3_FIRST, r"main branch is at snapshot 43630372358"),
     ("log-entry", "v2", ("snapshot-log", 0, "timestamp-ms"), DROP, r"'snapshot-log\[0\].timestamp-ms'"),
+    ("seq-above-last", "v2", ("last-sequence-number",), 0, r"sequence-number 1, greater than last-seq"),
+    ("duplicate-field-id", "v2", ("schemas", 0, "fields"), [TWIN, {**TWIN, "name": "x"}],
+     r"'schemas\[0\]' is malformed: invalid schema: field id 1 is held by 'id' and 'x'"),
 ]  # fmt: skip
 
 
