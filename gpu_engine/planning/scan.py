@@ -375,6 +375,10 @@ def _delete_files(table: pa.Table, scopes: Sequence[PathScope]) -> list[DeleteFi
             raise PlanningError(f"delete file {path} has no data sequence number")
         if cols["file_format"][i] == "PUFFIN" and cols["referenced_data_file"][i] is None:
             raise PlanningError(f"deletion vector {path} has no referenced_data_file (required for DVs)")
+        if cols["content"][i] == 2 and not cols["equality_ids"][i]:
+            raise PlanningError(
+                f"equality delete file {path} has no equality_ids (required for equality deletes)"
+            )
         out.append(
             DeleteFile(
                 path=path,

@@ -404,3 +404,37 @@ def test_deletion_vector_without_referenced_data_file(tmp_path: Path) -> None:
     victim.write_bytes(out.getvalue())
     with pytest.raises(GpuEngineError, match="referenced_data_file"):
         _plan(tbl)
+
+
+@pytest.mark.parametrize("ids", [None, []], ids=["null", "empty"])
+def test_an_equality_delete_without_equality_ids_is_refused(tmp_path: Path, ids: list[int] | None) -> None:
+    """equality_ids is required for equality deletes: a file without them deletes nothing it should have
+    (its rows would come back, and a compaction would keep them for good), so scans and compactions fail
+    naming it."""
+    import pyarrow as pa
+
+    from tests.commit._support import sql_catalog
+
+    cat = sql_catalog(tmp_path)
+    tbl = cat.create_table("db.t", schema=pa.schema([("id", pa.int64())]), properties={"format-version": "2"})
+    tbl.append(pa.table({"id": list(range(10))}))
+    tbl.delete_rows(pa.table({"id": [3]}), on=["id"])
+    snapshot = tbl.metadata.current_snapshot()
+    assert snapshot is not None
+    [eq_manifest] = [m for m in manifest_files(tbl, snapshot) if m.content == 1]
+    path = eq_manifest.manifest_path.removeprefix("file://")
+    with open(path, "rb") as f:
+        reader = fastavro.reader(f)
+        schema, meta = reader.writer_schema, dict(reader.metadata)
+        entries = [cast(dict[str, Any], e) for e in reader]
+    for entry in entries:
+        entry["data_file"]["equality_ids"] = ids
+    with open(path, "wb") as f:
+        kv = {k: str(v) for k, v in meta.items() if not k.startswith("avro.")}
+        fastavro.writer(f, schema, entries, codec="deflate", metadata=kv)
+    tbl = cat.load_table("db.t")
+    for action in (lambda: tbl.scan().to_arrow(), lambda: tbl.compact(options={"rewrite-all": "true"})):
+        with pytest.raises(
+            PlanningError, match=r"equality delete file .*-deletes\.parquet has no equality_ids"
+        ):
+            action()
