@@ -60,7 +60,7 @@ def commit_metadata_change(
 ) -> tuple[TableMetadata, str] | None:
     """Commit ``change`` (see the module doc); the committed metadata and its location, None when
     ``change`` found nothing to do. ``action`` names the change in errors ("expire_snapshots")."""
-    catalog = check_committable(table)
+    catalog = check_committable(table, writes_files=False)
     rest_catalog = is_rest_catalog(catalog)
     if rest_catalog and rest is None:
         raise UnsupportedFeature(

@@ -121,9 +121,8 @@ def remove_orphan_files(
             f"table {table.location}: remove_orphan_files supports local tables only (file ages come "
             "from os.stat)"
         )
-    check_committable(
-        table
-    )  # the catalog's current metadata, with paths as written: else all may look orphaned
+    # the catalog's current metadata, with paths as written: else all may look orphaned
+    check_committable(table, writes_files=False)
     _check_own_directory(table)
     check_gc_enabled(table.metadata, "remove orphan files")
     cutoff = int(time.time() * 1000) - DEFAULT_AGE_MS if older_than is None else to_ms(older_than)

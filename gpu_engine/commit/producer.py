@@ -53,8 +53,19 @@ def _no_faults(stage: str) -> None:
     return None
 
 
-def check_committable(table: Table) -> Catalog:
-    """The catalog that commits ``table``; :class:`UnsupportedFeature` when it cannot be committed here."""
+ENCRYPTION_KEY_ID = "encryption.key-id"  # Java's TableProperties.ENCRYPTION_TABLE_KEY
+
+
+def check_committable(table: Table, *, writes_files: bool = True) -> Catalog:
+    """The catalog that commits ``table``; :class:`UnsupportedFeature` when it cannot be committed here.
+    ``writes_files``: the commit writes data, delete or manifest files, which an encrypted table (Java's
+    ``encryption.key-id``) needs encrypted: refused, rather than written in plaintext."""
+    key = table.properties.get(ENCRYPTION_KEY_ID)
+    if writes_files and (key is not None or table.metadata.encryption_keys):
+        raise UnsupportedFeature(
+            f"table {table.location} is encrypted (table property {ENCRYPTION_KEY_ID}={key!r}): gpu-engine "
+            "writes no encrypted files, so it does not write to it"
+        )
     catalog = table.catalog
     if catalog is None:
         raise UnsupportedFeature(

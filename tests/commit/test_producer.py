@@ -1,0 +1,65 @@
+"""The snapshot producer's preconditions: tables it must not write to are refused before anything is
+written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from gpu_engine.errors import UnsupportedFeature
+from gpu_engine.table import Table
+from tests.commit._support import sql_catalog
+
+ENCRYPTED = {"format-version": "3", "encryption.key-id": "kms-key-1"}
+
+
+def files_under(root: Path) -> set[Path]:
+    return {p for p in root.rglob("*") if p.is_file() and "metadata" not in p.parts}
+
+
+def encrypted_table(tmp_path: Path) -> Table:
+    cat = sql_catalog(tmp_path)
+    cat.create_table("db.plain", schema=pa.schema([("id", pa.int64())]), properties={"format-version": "3"})
+    plain = cat.load_table("db.plain")
+    plain.append(pa.table({"id": [1, 2, 3]}))
+    plain.update_properties().set(
+        "encryption.key-id", "kms-key-1"
+    ).commit()  # a metadata-only change: allowed
+    return cat.load_table("db.plain")
+
+
+@pytest.mark.parametrize(
+    "write",
+    [
+        lambda t: t.append(pa.table({"id": [4]})),
+        lambda t: t.delete("id = 2"),
+        lambda t: t.delete_rows(pa.table({"id": [2]}), on=["id"]),
+        lambda t: t.overwrite(pa.table({"id": [9]})),
+        lambda t: t.compact(options={"rewrite-all": "true"}),
+    ],
+    ids=["append", "delete", "delete_rows", "overwrite", "compact"],
+)
+def test_an_encrypted_table_is_not_written_in_plaintext(tmp_path: Path, write: object) -> None:
+    """Java encrypts the files of a table with ``encryption.key-id``; gpu-engine cannot, so it refuses
+    (naming the property) before writing a file, and the table keeps its rows and snapshot."""
+    tbl = encrypted_table(tmp_path)
+    before, snapshot = files_under(tmp_path / "wh"), tbl.metadata.current_snapshot_id
+    with pytest.raises(
+        UnsupportedFeature, match=r"encrypted \(table property encryption.key-id='kms-key-1'\)"
+    ):
+        write(tbl)  # type: ignore[operator]
+    tbl.refresh()
+    assert tbl.metadata.current_snapshot_id == snapshot and files_under(tmp_path / "wh") == before
+    assert sorted(tbl.scan().to_arrow().column("id").to_pylist()) == [1, 2, 3]
+
+
+def test_an_encrypted_table_can_be_created_and_maintained(tmp_path: Path) -> None:
+    cat = sql_catalog(tmp_path)
+    tbl = cat.create_table("db.t", schema=pa.schema([("id", pa.int64())]), properties=ENCRYPTED)
+    assert tbl.properties["encryption.key-id"] == "kms-key-1"
+    tbl.update_properties().set("comment", "metadata-only changes write no data files").commit()
+    tbl.expire_snapshots(retain_last=1)
+    with pytest.raises(UnsupportedFeature, match=r"encryption\.key-id"):
+        tbl.append(pa.table({"id": [1]}))
