@@ -11,7 +11,6 @@ for identity and truncate (``int`` days, micros or nanos for dates, times and ti
 from __future__ import annotations
 
 import base64
-import datetime as dt
 import math
 import uuid
 from collections.abc import Iterator
@@ -29,7 +28,6 @@ from ..transforms import apply
 from .arrow_conform import physical_array
 
 _URL_SAFE = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-*_")
-_EPOCH = dt.datetime(1970, 1, 1)
 
 
 def split_by_partition(
@@ -126,36 +124,37 @@ def _url_encode(text: str) -> str:
 
 def human_string(transform: str, t: it.IcebergType, value: Any) -> str:
     """Iceberg's Transform.toHumanString of a physical partition value (``t``: the transform's result
-    type); ``"null"`` for None, as Java."""
+    type); ``"null"`` for None, as Java. Dates and times of any year (proleptic Gregorian, as
+    ``java.time``): hours and days as Java's ``TransformUtil`` (``%04d`` years), timestamps as
+    ``LocalDateTime.toString()`` (``+10000``, ``-0001``)."""
     if value is None:
         return "null"
     name = transform.split("[", 1)[0]
-    if name in ("year", "month", "hour"):
-        months = value * 12 if name == "year" else value
-        if name == "hour":
-            return (_EPOCH + dt.timedelta(hours=value)).strftime("%Y-%m-%d-%H")
-        y, m = divmod(months, 12)
+    if name in ("year", "month"):
+        y, m = divmod(value * 12 if name == "year" else value, 12)
         return f"{1970 + y:04d}" if name == "year" else f"{1970 + y:04d}-{m + 1:02d}"
+    if name == "hour":
+        days, hour = divmod(value, 24)
+        y, m, d = civil_from_days(days)
+        return f"{y:04d}-{m:02d}-{d:02d}-{hour:02d}"
     kind = t.name if isinstance(t, it.PrimitiveType) else ""
-    try:
-        if kind == "date":
-            return (_EPOCH + dt.timedelta(days=value)).date().isoformat()
-        if kind in ("time", "timestamp", "timestamptz", "timestamp_ns", "timestamptz_ns"):
-            nanos = value * (1 if kind.endswith("_ns") else 1000)
-            secs, frac = divmod(nanos, 1_000_000_000)
-            moment = _EPOCH + dt.timedelta(seconds=secs)
-            text = moment.strftime("%H:%M" if kind == "time" else "%Y-%m-%dT%H:%M")
-            if moment.second or frac:
-                text += f":{moment.second:02d}"
-            if frac:
-                text += (
-                    f".{frac // 1_000_000:03d}"
-                    if frac % 1_000_000 == 0
-                    else (f".{frac // 1000:06d}" if frac % 1000 == 0 else f".{frac:09d}")
-                )
-            return text + ("Z" if kind.startswith("timestamptz") else "")
-    except OverflowError:
-        return str(value)
+    if kind == "date":
+        y, m, d = civil_from_days(value)
+        return f"{y:04d}-{m:02d}-{d:02d}"
+    if kind in ("time", "timestamp", "timestamptz", "timestamp_ns", "timestamptz_ns"):
+        secs, frac = divmod(value * (1 if kind.endswith("_ns") else 1000), 1_000_000_000)
+        days, secs = divmod(secs, 86_400)
+        text = f"{secs // 3600:02d}:{secs // 60 % 60:02d}"
+        if secs % 60 or frac:
+            text += f":{secs % 60:02d}"
+        if frac:
+            digits = 3 if frac % 1_000_000 == 0 else (6 if frac % 1000 == 0 else 9)
+            text += f".{frac // 10 ** (9 - digits):0{digits}d}"
+        if kind == "time":
+            return text
+        y, m, d = civil_from_days(days)
+        year = f"+{y}" if y > 9999 else (f"-{-y:04d}" if y < 0 else f"{y:04d}")
+        return f"{year}-{m:02d}-{d:02d}T{text}" + ("Z" if kind.startswith("timestamptz") else "")
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, bytes):
@@ -163,6 +162,20 @@ def human_string(transform: str, t: it.IcebergType, value: Any) -> str:
     if isinstance(value, float):
         return _java_float(value, kind == "float")
     return str(value)
+
+
+def civil_from_days(days: int) -> tuple[int, int, int]:
+    """(year, month, day) of ``days`` since 1970-01-01 in the proleptic Gregorian calendar, any year
+    (Python's ``datetime`` stops at years 1 and 9999)."""
+    z = days + 719_468
+    era = z // 146_097
+    doe = z - era * 146_097
+    yoe = (doe - doe // 1460 + doe // 36_524 - doe // 146_096) // 365
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    mp = (5 * doy + 2) // 153
+    d = doy - (153 * mp + 2) // 5 + 1
+    m = mp + 3 if mp < 10 else mp - 9
+    return yoe + era * 400 + (m <= 2), m, d
 
 
 def _java_float(value: float, single: bool) -> str:

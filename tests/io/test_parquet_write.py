@@ -857,6 +857,14 @@ def BUCKET_2(v: int) -> int:  # noqa: N802 (a transform, named as one)
         ("hour", it.TIMESTAMPTZ, 473_362, "2024-01-01-10"),
         ("bucket[8]", it.STRING, 3, "3"),
         ("truncate[2]", it.LONG, -10, "-10"),
+        # years outside 1000..9999, as java.time (Python's datetime stops at 1 and 9999)
+        ("hour", it.TIMESTAMP, -17_259_889, "0000-12-31-23"),
+        ("hour", it.TIMESTAMP, 2_932_897 * 24, "10000-01-01-00"),
+        ("day", it.DATE, -719_163, "0000-12-31"),
+        ("identity", it.DATE, -719_163, "0000-12-31"),
+        ("identity", it.TIMESTAMP, -30_628_713_600_000_000, "0999-06-01T00%3A00"),
+        ("identity", it.TIMESTAMP, 2_932_897 * 86_400_000_000, "%2B10000-01-01T00%3A00"),
+        ("identity", it.TIMESTAMPTZ, -719_529 * 86_400_000_000 + 1, "-0001-12-31T00%3A00%3A00.000001Z"),
     ],
 )
 def test_partition_path_strings(transform: str, source: it.PrimitiveType, value: Any, text: str):

@@ -3,6 +3,7 @@ to which partition tuple, in which order, and zero-copy slices for input cluster
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import uuid
 from decimal import Decimal
@@ -11,6 +12,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pyiceberg.transforms import parse_transform
 from pyiceberg.types import IntegerType, StringType
 
@@ -19,7 +22,7 @@ from gpu_engine.iceberg import types as it
 from gpu_engine.iceberg.partitioning import PartitionField, PartitionSpec
 from gpu_engine.iceberg.schema import Schema
 from gpu_engine.io.arrow_conform import conform_batch
-from gpu_engine.io.partition_split import split_by_partition
+from gpu_engine.io.partition_split import civil_from_days, split_by_partition
 
 F = it.NestedField
 SCHEMA = Schema(
@@ -169,3 +172,17 @@ def test_unsupported_sources() -> None:
     batch = conform_batch(pa.record_batch({"id": [1]}), SCHEMA)
     with pytest.raises(UnsupportedFeature, match="multi-argument"):
         list(split_by_partition(batch, SCHEMA, spec, "cpu"))
+
+
+@given(st.integers(-719_162, 2_932_896))  # 0001-01-01 .. 9999-12-31, where Python's dates reach
+def test_civil_from_days_matches_python_dates(days: int) -> None:
+    d = dt.date(1970, 1, 1) + dt.timedelta(days=days)
+    assert civil_from_days(days) == (d.year, d.month, d.day)
+
+
+@pytest.mark.parametrize(
+    ("days", "ymd"),
+    [(-719_163, (0, 12, 31)), (-719_528, (0, 1, 1)), (-719_529, (-1, 12, 31)), (2_932_897, (10000, 1, 1))],
+)
+def test_civil_from_days_beyond_python_dates(days: int, ymd: tuple[int, int, int]) -> None:
+    assert civil_from_days(days) == ymd  # year 0 is a leap year (proleptic Gregorian, as java.time)
