@@ -1,12 +1,15 @@
 """The row order of a rewrite: as read (binpack), sorted, or z-ordered, within a memory budget.
 
-A group whose rows fit ``budget_bytes`` (Arrow bytes) is ordered in memory. A larger one is
-range-partitioned through spill files (Arrow IPC, in a temporary directory removed afterwards):
+Ordering holds at most ``budget_bytes`` of Arrow data, in units of a third of it: the rows being ordered
+(made one chunk, then let go), their ordered copy, and the previous unit's copy while the writer still
+holds slices of it. A group whose rows fit one unit is ordered in memory. A larger one is range-partitioned
+through spill files (Arrow IPC, in a temporary directory removed afterwards, read without memory maps so
+the pages read stay out of the resident set):
 
 1. the rows stream to a spill file while a uniform sample of them is kept;
-2. the sorted sample gives ``B - 1`` boundary rows, ``B`` chosen so each range holds about half the
-   budget; each spilled batch is ordered together with the boundary rows, and a row goes to the range
-   of the boundaries ordered before it (ties go to the lower range, the same way in every batch);
+2. the sorted sample gives ``B - 1`` boundary rows, ``B`` chosen so each range holds about one unit; each
+   spilled batch is ordered together with the boundary rows, and a row goes to the range of the
+   boundaries ordered before it (ties go to the lower range, the same way in every batch);
 3. each range is read back, ordered in memory and streamed out, ranges in order.
 
 For ``sort`` this is a global sort of the group. For ``zorder`` the ranges come from z-ordering each
@@ -53,14 +56,36 @@ def ordered(
     for batch in batches:
         held.append(batch)
         size += batch.nbytes
-        if size > budget_bytes:
+        if size > _unit(budget_bytes):
             yield from _external(held, batches, strategy, schema, arrow_schema, backend, budget_bytes,
                                  expected_rows, spill_dir)  # fmt: skip
             return
-    if held:
-        table = pa.Table.from_batches(held, schema=arrow_schema)
-        held.clear()
-        yield from _in_memory(table, strategy, schema, backend).to_batches()
+    if held:  # the table is made in the call: no frame here holds the unordered rows
+        yield from _ordered_batches(_take_all(held, arrow_schema), strategy, schema, backend)
+
+
+def _unit(budget_bytes: int) -> int:
+    return max(budget_bytes // 3, 1)
+
+
+def _take_all(held: list[pa.RecordBatch], arrow_schema: pa.Schema) -> pa.Table:
+    table = pa.Table.from_batches(held, schema=arrow_schema)
+    held.clear()
+    return table
+
+
+def _ordered_batches(
+    table: pa.Table, strategy: RewriteStrategy, schema: Schema, backend: str
+) -> Iterator[pa.RecordBatch]:
+    """``table``'s rows in order, ``table`` let go before the first batch goes out (only its ordered
+    copy is held while they are written)."""
+    if table.num_rows == 0:
+        return
+    single = table.combine_chunks()  # a take of many chunks would concatenate them first: a third copy
+    del table
+    out = _in_memory(single, strategy, schema, backend)
+    del single
+    yield from out.to_batches()
 
 
 def _indices(table: pa.Table, strategy: RewriteStrategy, schema: Schema, backend: str) -> np.ndarray:
@@ -102,19 +127,23 @@ def _external(
                 if len(pick):
                     samples.append(batch.take(pa.array(pick, pa.int64())))
         held.clear()
-        ranges = max(1, -(-total // max(budget_bytes // 2, 1)))
+        ranges = max(1, -(-total // _unit(budget_bytes)))
         bounds = _boundaries(samples, arrow_schema, ranges, strategy, schema, backend)
         paths = [os.path.join(work, f"range-{i}.arrow") for i in range(bounds.num_rows + 1)]
         _partition(spill, paths, bounds, arrow_schema, strategy, schema, backend)
         os.remove(spill)
         for path in paths:
-            with pa.memory_map(path) as source:
-                table = pa.ipc.open_file(source).read_all()
-            os.remove(path)
-            if table.num_rows:
-                yield from _in_memory(table, strategy, schema, backend).to_batches()
+            yield from _ordered_batches(_read_range(path), strategy, schema, backend)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _read_range(path: str) -> pa.Table:
+    """A range file's rows (the file removed)."""
+    with pa.OSFile(path) as source:
+        table = pa.ipc.open_file(source).read_all()
+    os.remove(path)
+    return table
 
 
 def _chain(held: list[pa.RecordBatch], rest: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -154,7 +183,7 @@ def _partition_pass(
     sinks = [pa.OSFile(p, "wb") for p in paths[lo:hi]]
     writers = [pa.ipc.new_file(s, arrow_schema) for s in sinks]
     try:
-        with pa.memory_map(spill) as source:
+        with pa.OSFile(spill) as source:
             reader = pa.ipc.open_file(source)
             for i in range(reader.num_record_batches):
                 batch = reader.get_batch(i)
