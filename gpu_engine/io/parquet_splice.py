@@ -29,7 +29,7 @@ import copy
 import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, BinaryIO
+from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -46,6 +46,12 @@ _RG_FILE_OFFSET, _RG_COMPRESSED, _RG_ORDINAL = 5, 6, 7
 _CC_FILE_OFFSET, _CC_META, _CC_OFFSET_INDEX, _CC_COLUMN_INDEX = 2, 3, 4, 6
 # data_page_offset, index_page_offset, dictionary_page_offset, bloom_filter_offset
 _CMD_OFFSETS = (9, 10, 11, 14)
+
+
+class Sink(Protocol):
+    """Where a spliced file goes: written in order."""
+
+    def write(self, data: bytes | memoryview, /) -> int: ...
 
 
 class SpliceError(ValueError):
@@ -255,7 +261,7 @@ class SpliceFile:
     """Parts appended in order to ``handle`` (positioned at 0, opened for writing): :meth:`close`
     writes the footer and returns it as pyarrow reads it back."""
 
-    def __init__(self, handle: BinaryIO):
+    def __init__(self, handle: Sink):
         self.handle = handle
         handle.write(MAGIC)
         self.offset = len(MAGIC)  # where the next part's body goes

@@ -45,7 +45,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, TypeAlias
+from typing import Any, TypeAlias
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -63,6 +63,7 @@ from .dictionary_choice import dictionary_columns
 from .fileio import DefaultFileIO, FileIO, LocalFileIO, _fsync_dir, local_path, scheme_of
 from .locations import LocationProvider, location_provider
 from .metrics_config import MetricsConfig, metrics_config
+from .open_files import OpenFiles, SlotFile
 from .parquet_read import _starting_offset
 from .parquet_splice import (
     EncodedPart,
@@ -81,6 +82,7 @@ Data: TypeAlias = pa.Table | pa.RecordBatch | pa.RecordBatchReader | Iterable[pa
 _MAX_WORKERS = 32  # threads encoding
 _MAX_GROUPS = 4  # row groups being encoded at once (their Arrow bytes held)
 _SLICE_BYTES = 16 << 20  # Arrow bytes of a row group encoded as column ranges side by side
+_SLACK_BYTES = 1 << 20  # buffers a batch may reference beyond twice its own bytes before it is copied
 
 
 def write_table_data(
@@ -162,7 +164,7 @@ class _OpenFile:
     path: str  # as recorded
     target: str  # resolved
     tmp: str  # local temporary file
-    handle: BinaryIO
+    handle: SlotFile
     out: SpliceFile
     metrics: MetricsCollector
     partition: tuple[Any, ...]
@@ -221,6 +223,7 @@ class _Writer:
         self.leaf_paths = list(self.column_ids)
         self.writer_options = options.parquet_writer_options()
         self.bloom_paths = _bloom_paths(schema, self.column_ids, options.bloom_filters)
+        self.files = OpenFiles()  # one per partition being written: a bounded number open at once
         self.footer: Struct | None = None  # the whole schema's footer, for row groups encoded in ranges
 
     def _ratio(self) -> float:
@@ -237,6 +240,10 @@ class _Writer:
         return max(1.0, min(rg, target / self._ratio()))
 
     def add(self, key: tuple[Any, ...], batch: pa.RecordBatch) -> None:
+        if batch.get_total_buffer_size() > 2 * batch.nbytes + _SLACK_BYTES:
+            # a few rows sliced from a large batch (a cold partition's) would keep all of it while
+            # buffered, unseen by the byte counts: copied out
+            batch = pa.concat_batches([batch])
         part = self.parts.setdefault(tuple(map(_same_value, key)), _Partition(key))
         per_row = batch.nbytes / max(batch.num_rows, 1)
         start, n = 0, batch.num_rows
@@ -354,7 +361,7 @@ class _Writer:
             tmp = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
         else:
             tmp = os.path.join(tempfile.gettempdir(), f".{name}.{uuid.uuid4().hex}.tmp")
-        handle = open(tmp, "xb")  # noqa: SIM115 (closed by _close or abort)
+        handle = self.files.create(tmp)
         try:
             out = SpliceFile(handle)
         except BaseException:
@@ -372,10 +379,12 @@ class _Writer:
             self._land_next()
         part.file = None
         try:
-            with f.handle:
+            try:
                 f.out.close()
-                f.handle.flush()
-                os.fsync(f.handle.fileno())
+            except BaseException:
+                f.handle.close()
+                raise
+            f.handle.close_synced()
             md = pq.read_metadata(f.tmp)
             done = self._content_file(f, md, os.path.getsize(f.tmp))
         except BaseException:
