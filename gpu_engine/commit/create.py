@@ -30,6 +30,7 @@ from ..iceberg.metadata import SUPPORTED_FORMAT_VERSIONS, TableMetadata
 from ..iceberg.partitioning import V1_FIRST_PARTITION_FIELD_ID, PartitionSpec
 from ..iceberg.schema import Schema, check_format_version
 from ..iceberg.sorting import UNSORTED, SortOrder
+from ..io.metrics_config import check_metrics_columns
 from .producer import is_file_system_catalog
 from .properties_update import check_commit_properties
 from .schema_from_arrow import schema_from_arrow
@@ -138,6 +139,7 @@ def create_table(
         sort_order=sort_order,
     )  # fmt: skip  (the placeholder location: a catalog that chooses it, else an error below)
     check_commit_properties(md.properties)
+    check_metrics_columns(md.schema, md.properties)
     created = catalog.create_from(identifier, md, requested)
     if created is not None:
         return created

@@ -17,7 +17,8 @@ and ``full``. Columns of an order-preserving sort key (of the rows written, and 
 order) get at least ``truncate(16)`` when the default is ``none`` or ``counts``. Unlike Iceberg Java,
 which logs and ignores a malformed mode, a malformed value is an
 :class:`~gpu_engine.errors.InvalidProperty` naming the property; a column setting naming no column of
-the schema is ignored, as in Java (schema updates carry the settings of the columns they rename and
+the schema is ignored, as in Java, except when a table is created (:func:`check_metrics_columns`, Java's
+validation of new tables) (schema updates carry the settings of the columns they rename and
 drop those of the columns they delete: see
 :func:`gpu_engine.commit.schema_changes.column_properties_after`).
 """
@@ -136,6 +137,15 @@ def metrics_config(
             if fid is not None:
                 columns[fid] = mode
     return MetricsConfig(default, columns)
+
+
+def check_metrics_columns(schema: Schema, properties: Mapping[str, str]) -> None:
+    """A new table's column metrics modes name columns it has (Java's
+    ``MetricsConfig.validateReferencedColumns``, run at create only, so existing tables keep loading)."""
+    for key in sorted(properties):
+        name = key[len(COLUMN_MODE_PREFIX) :]
+        if key.startswith(COLUMN_MODE_PREFIX) and name not in schema.ids_by_name:
+            raise InvalidProperty(f"table property {key}: the schema has no column {name!r}")
 
 
 def _max_inferred(properties: Mapping[str, str]) -> int:

@@ -16,6 +16,7 @@ from gpu_engine.commit.schema_from_arrow import schema_from_arrow
 from gpu_engine.commit.spec_parse import parse_partition_spec
 from gpu_engine.errors import (
     CommitStateUnknown,
+    InvalidProperty,
     InvalidType,
     NoSuchNamespace,
     TableAlreadyExists,
@@ -139,6 +140,18 @@ def test_bad_partition_specs(tmp_path: Path, fields: list[str], match: str) -> N
         cat.create_table("db.bad", SCHEMA, partition_spec=fields)
     assert not cat.table_exists("db.bad")
     assert not (tmp_path / "wh" / "db" / "bad").exists()
+
+
+def test_metrics_modes_of_missing_columns_are_refused_at_create(tmp_path: Path) -> None:
+    """Java's MetricsConfig.validateReferencedColumns on new tables: a mode for a column the schema lacks
+    (a typo) would silently never apply."""
+    cat = sql_catalog(tmp_path)
+    bad = {"write.metadata.metrics.column.regoin": "full"}
+    with pytest.raises(InvalidProperty, match=r"metrics.column.regoin: the schema has no column 'regoin'"):
+        cat.create_table("db.bad", SCHEMA, properties=bad)
+    assert not cat.table_exists("db.bad")
+    good = {"write.metadata.metrics.column.region": "full", "write.metadata.metrics.column.id": "none"}
+    assert cat.create_table("db.good", SCHEMA, properties=good).properties == good
 
 
 def test_create_errors(tmp_path: Path) -> None:
