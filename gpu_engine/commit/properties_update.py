@@ -101,7 +101,9 @@ class PropertiesUpdate(MetadataUpdate):
     def apply(self, base: TableMetadata | None = None) -> TableMetadata:
         """``base`` (default: the metadata the update started from) with the change (not committed)."""
         md = self._base if base is None else base
-        check_property_values(md, self._set)  # the keys set here (a bad value set before is not ours)
+        # the keys set here (a bad value set before is not ours), at the version this update upgrades to
+        version = max(md.format_version, self._format_version or 0)
+        check_property_values(replace(md, format_version=version), self._set)
         props = {k: v for k, v in md.properties.items() if k not in self._remove}
         props.update(self._set)
         changed = replace(md, properties=props)

@@ -27,6 +27,7 @@ from ._support import (
 )
 
 FAST = {"commit.retry.min-wait-ms": "1", "commit.retry.max-wait-ms": "5"}
+FORMAT, MODE = "format-version", "write.delete.mode"
 
 
 def make(tmp_path: Path, version: int, **props: str) -> Table:
@@ -108,6 +109,24 @@ def test_a_lost_race_reapplies_on_the_refreshed_properties(tmp_path: Path) -> No
     props = metadata(tbl)["properties"]
     assert props["mine"] == "1" and props["theirs"] == "2" and "shared" not in props
     assert tbl.metadata.current_snapshot() is not None
+
+
+def test_an_upgrade_and_the_settings_it_allows_in_one_update(tmp_path: Path) -> None:
+    """Properties are checked at the version the update upgrades to (merge-on-read needs v2 delete
+    files: refused on v1 alone, taken with the upgrade), whichever order they are set in."""
+    for i, keys in enumerate(((FORMAT, MODE), (MODE, FORMAT))):
+        (tmp_path / str(i)).mkdir()
+        tbl = make(tmp_path / str(i), 1)
+        with pytest.raises(UnsupportedFeature, match="format version 1 lacks"):
+            tbl.update_properties().set(MODE, "merge-on-read").commit()
+        update = tbl.update_properties()
+        for key in keys:
+            update.set(key, "2" if key == FORMAT else "merge-on-read")
+        update.commit()
+        assert tbl.metadata.format_version == 2 and tbl.properties[MODE] == "merge-on-read"
+        tbl.append(rows(0, 20))
+        tbl.delete("id < 5")
+        assert len(tbl.scan().to_arrow()) == 15
 
 
 def test_a_bad_value_set_earlier_does_not_block_other_keys(tmp_path: Path) -> None:
