@@ -121,13 +121,31 @@ def encode_columns(
     """The top-level columns ``names`` of ``table`` as one row group (:func:`encode_row_group`), with
     the options that name their leaves only (``use_dictionary`` lists, ``bloom_filter_options``)."""
     fields = [schema.field(name) for name in names]
+    leaves = {path for f in fields for path, _ in leaf_paths(f)}  # by field: a name may hold dots
     options = dict(writer_options)
     for key in ("use_dictionary", "bloom_filter_options"):
         value = options.get(key)
         if isinstance(value, (list, dict)):
-            kept = [path for path in value if path.split(".", 1)[0] in names]
+            kept = [path for path in value if path in leaves]
             options[key] = kept if isinstance(value, list) else {path: value[path] for path in kept}
     return encode_row_group(table.select(list(names)), pa.schema(fields, metadata=schema.metadata), options)
+
+
+def leaf_paths(f: pa.Field, prefix: str = "") -> Iterator[tuple[str, pa.Field]]:
+    """(``path_in_schema``, leaf field) of the Parquet columns pyarrow writes for the field ``f`` (with its
+    default ``use_compliant_nested_type``: a list's element is named ``element`` whatever its Arrow name)."""
+    path = f"{prefix}{f.name}"
+    t = f.type
+    if pa.types.is_struct(t):
+        for child in t:
+            yield from leaf_paths(child, path + ".")
+    elif pa.types.is_map(t):
+        yield from leaf_paths(t.key_field, path + ".key_value.")
+        yield from leaf_paths(t.item_field, path + ".key_value.")
+    elif pa.types.is_list(t):
+        yield from leaf_paths(t.value_field.with_name("element"), path + ".list.")
+    else:
+        yield path, f
 
 
 def column_ranges(table: pa.Table, parts: int) -> list[list[str]]:
@@ -312,6 +330,7 @@ __all__ = [
     "encode_columns",
     "encode_row_group",
     "join_columns",
+    "leaf_paths",
     "parse_part",
     "schema_footer",
 ]

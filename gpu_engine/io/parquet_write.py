@@ -72,6 +72,7 @@ from .parquet_splice import (
     encode_columns,
     encode_row_group,
     join_columns,
+    leaf_paths,
     schema_footer,
 )
 from .partition_split import partition_path, split_by_partition
@@ -221,6 +222,7 @@ class _Writer:
         self.arrow_schema = write_schema(schema)
         self.column_ids = _column_ids(self.arrow_schema)
         self.leaf_paths = list(self.column_ids)
+        self.leaves = {f.name: {path for path, _ in leaf_paths(f)} for f in self.arrow_schema}
         self.writer_options = options.parquet_writer_options()
         self.bloom_paths = _bloom_paths(schema, self.column_ids, options.bloom_filters)
         self.files = OpenFiles()  # one per partition being written: a bounded number open at once
@@ -313,9 +315,10 @@ class _Writer:
         plainly (:mod:`.dictionary_choice`), bloom filters sized for its rows."""
         if names is not None:
             table = table.select(list(names))
-        leaves = (
-            self.leaf_paths if names is None else [p for p in self.leaf_paths if p.split(".", 1)[0] in names]
-        )
+        leaves = self.leaf_paths
+        if names is not None:  # by top-level column: a name may hold dots
+            wanted = set().union(*(self.leaves[name] for name in names))
+            leaves = [p for p in self.leaf_paths if p in wanted]
         options = {**self.writer_options, "use_dictionary": dictionary_columns(table, leaves)}
         if self.bloom_paths:
             ndv = max(table.num_rows, 1)
@@ -551,23 +554,9 @@ def _bloom_paths(
 def _column_ids(schema: pa.Schema) -> dict[str, int]:
     """Parquet column path (``path_in_schema``) -> field id of the leaf columns pyarrow writes."""
     out: dict[str, int] = {}
-
-    def walk(prefix: str, f: pa.Field) -> None:
-        path = f"{prefix}{f.name}"
-        t = f.type
-        if pa.types.is_struct(t):
-            for child in t:
-                walk(path + ".", child)
-        elif pa.types.is_map(t):
-            walk(path + ".key_value.", t.key_field)
-            walk(path + ".key_value.", t.item_field)
-        elif pa.types.is_list(t):
-            walk(path + ".list.", t.value_field)
-        else:
-            fid = field_id_of(f)
+    for f in schema:
+        for path, leaf in leaf_paths(f):
+            fid = field_id_of(leaf)
             assert fid is not None
             out[path] = fid
-
-    for f in schema:
-        walk("", f)
     return out

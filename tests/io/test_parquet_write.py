@@ -973,6 +973,29 @@ def test_row_groups_encoded_as_column_ranges_match_one_thread(
     assert out[1] == out[4]
 
 
+def test_column_ranges_keep_the_settings_of_columns_named_with_dots(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """A top-level column ``a.b`` (beside ``a``) in its own range keeps its bloom filter and dictionary:
+    the range's leaves are found by field, not by the text before the first dot."""
+    monkeypatch.setattr("gpu_engine.io.parquet_write._SLICE_BYTES", 0)
+    schema = Schema((F(1, "a", it.LONG), F(2, "a.b", it.STRING), F(3, "c", it.LONG)))
+    n = 30_000
+    data = pa.table({"a": np.arange(n), "a.b": [f"v{i % 7}" for i in range(n)], "c": np.arange(n) * 3})
+    props = {"write.parquet.bloom-filter-enabled.column.a.b": "true"}
+    chunks = {}
+    for workers in (1, 3):
+        monkeypatch.setattr("gpu_engine.io.parquet_write._workers", lambda: workers)  # noqa: B023
+        [f] = write_data_files(
+            IO, str(tmp_path / str(workers)), schema, UNPARTITIONED, data, properties=props
+        )
+        dotted = pq.read_metadata(f.path).row_group(0).column(1)
+        assert dotted.path_in_schema == "a.b" and dotted.bloom_filter_length
+        assert "RLE_DICTIONARY" in dotted.encodings
+        chunks[workers] = (dotted.total_compressed_size, dotted.bloom_filter_length, f.column_sizes)
+    assert chunks[1] == chunks[3]
+
+
 def test_a_failed_row_group_encode_leaves_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     import gpu_engine.io.parquet_splice as splice
     import gpu_engine.io.parquet_write as pw
