@@ -125,8 +125,9 @@ def _url_encode(text: str) -> str:
 def human_string(transform: str, t: it.IcebergType, value: Any) -> str:
     """Iceberg's Transform.toHumanString of a physical partition value (``t``: the transform's result
     type); ``"null"`` for None, as Java. Dates and times of any year (proleptic Gregorian, as
-    ``java.time``): hours and days as Java's ``TransformUtil`` (``%04d`` years), timestamps as
-    ``LocalDateTime.toString()`` (``+10000``, ``-0001``)."""
+    ``java.time``): hours and days as Java's ``TransformUtil`` (``%04d`` years), timestamps as its
+    ``DateTimeUtil`` (ISO_LOCAL_DATE_TIME, ``+00:00`` with a zone; years ``+10000``, ``-0001``), times as
+    ``LocalTime.toString()``."""
     if value is None:
         return "null"
     name = transform.split("[", 1)[0]
@@ -144,17 +145,17 @@ def human_string(transform: str, t: it.IcebergType, value: Any) -> str:
     if kind in ("time", "timestamp", "timestamptz", "timestamp_ns", "timestamptz_ns"):
         secs, frac = divmod(value * (1 if kind.endswith("_ns") else 1000), 1_000_000_000)
         days, secs = divmod(secs, 86_400)
-        text = f"{secs // 3600:02d}:{secs // 60 % 60:02d}"
-        if secs % 60 or frac:
-            text += f":{secs % 60:02d}"
-        if frac:
+        hm = f"{secs // 3600:02d}:{secs // 60 % 60:02d}"
+        if kind == "time":  # LocalTime.toString: seconds when not zero, the fraction in groups of three
             digits = 3 if frac % 1_000_000 == 0 else (6 if frac % 1000 == 0 else 9)
-            text += f".{frac // 10 ** (9 - digits):0{digits}d}"
-        if kind == "time":
-            return text
+            fraction = f".{frac // 10 ** (9 - digits):0{digits}d}" if frac else ""
+            return hm + (f":{secs % 60:02d}{fraction}" if secs % 60 or frac else "")
+        # DateTimeUtil's ISO_LOCAL_DATE_TIME: seconds always, the fraction without trailing zeros
+        fraction = f".{frac:09d}".rstrip("0") if frac else ""
         y, m, d = civil_from_days(days)
         year = f"+{y}" if y > 9999 else (f"-{-y:04d}" if y < 0 else f"{y:04d}")
-        return f"{year}-{m:02d}-{d:02d}T{text}" + ("Z" if kind.startswith("timestamptz") else "")
+        text = f"{year}-{m:02d}-{d:02d}T{hm}:{secs % 60:02d}{fraction}"
+        return text + ("+00:00" if kind.startswith("timestamptz") else "")
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, bytes):

@@ -835,13 +835,16 @@ def BUCKET_2(v: int) -> int:  # noqa: N802 (a transform, named as one)
 
 @pytest.mark.parametrize(
     ("transform", "source", "value", "text"),
-    [  # Iceberg Java's Transform.toHumanString, URL-encoded (':' is %3A, ' ' is '+', '~' is %7E)
-        ("identity", it.TIMESTAMP, 1_704_103_200_000_000, "2024-01-01T10%3A00"),
-        ("identity", it.TIMESTAMP, 1_704_103_201_500_000, "2024-01-01T10%3A00%3A01.500"),
+    [  # Iceberg Java's Transform.toHumanString, URL-encoded (':' is %3A, ' ' is '+', '~' is %7E, '+' %2B)
+        ("identity", it.TIMESTAMP, 1_704_103_200_000_000, "2024-01-01T10%3A00%3A00"),
+        ("identity", it.TIMESTAMP, 1_704_103_201_500_000, "2024-01-01T10%3A00%3A01.5"),
         ("identity", it.TIMESTAMP, -1, "1969-12-31T23%3A59%3A59.999999"),
-        ("identity", it.TIMESTAMPTZ, 1_704_103_200_000_000, "2024-01-01T10%3A00Z"),
+        ("identity", it.TIMESTAMPTZ, 1_704_103_200_000_000, "2024-01-01T10%3A00%3A00%2B00%3A00"),
         ("identity", it.TIMESTAMP_NS, 1_704_103_201_000_000_001, "2024-01-01T10%3A00%3A01.000000001"),
         ("identity", it.TIME, 3_600_000_000, "01%3A00"),
+        ("identity", it.TIME, 3_723_500_000, "01%3A02%3A03.500"),
+        ("identity", it.TIMESTAMPTZ_NS, 500, "1970-01-01T00%3A00%3A00.0000005%2B00%3A00"),
+        ("identity", it.TIMESTAMP_NS, 120_000, "1970-01-01T00%3A00%3A00.00012"),
         ("identity", it.DATE, 19724, "2024-01-02"),
         ("identity", it.DOUBLE, 1e10, "1.0E10"),
         ("identity", it.DOUBLE, 0.5, "0.5"),
@@ -862,9 +865,14 @@ def BUCKET_2(v: int) -> int:  # noqa: N802 (a transform, named as one)
         ("hour", it.TIMESTAMP, 2_932_897 * 24, "10000-01-01-00"),
         ("day", it.DATE, -719_163, "0000-12-31"),
         ("identity", it.DATE, -719_163, "0000-12-31"),
-        ("identity", it.TIMESTAMP, -30_628_713_600_000_000, "0999-06-01T00%3A00"),
-        ("identity", it.TIMESTAMP, 2_932_897 * 86_400_000_000, "%2B10000-01-01T00%3A00"),
-        ("identity", it.TIMESTAMPTZ, -719_529 * 86_400_000_000 + 1, "-0001-12-31T00%3A00%3A00.000001Z"),
+        ("identity", it.TIMESTAMP, -30_628_713_600_000_000, "0999-06-01T00%3A00%3A00"),
+        ("identity", it.TIMESTAMP, 2_932_897 * 86_400_000_000, "%2B10000-01-01T00%3A00%3A00"),
+        (
+            "identity",
+            it.TIMESTAMPTZ,
+            -719_529 * 86_400_000_000 + 1,
+            "-0001-12-31T00%3A00%3A00.000001%2B00%3A00",
+        ),
     ],
 )
 def test_partition_path_strings(transform: str, source: it.PrimitiveType, value: Any, text: str):
