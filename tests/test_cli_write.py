@@ -124,6 +124,7 @@ def test_create_append_delete_roundtrip(catalog_env: Path, capsys: pytest.Captur
         "id,region",
     )
     assert by_keys["snapshot_id"] is not None and by_keys["delete_files_added"] >= 1
+    assert by_keys["keys_written"] == 4 and "rows_deleted" not in by_keys  # not what they match: unread
     pairs = set(zip(keys["id"].to_pylist(), keys["region"].to_pylist(), strict=True))
     mask = [(r["id"], r["region"]) not in pairs for r in expected.to_pylist()]
     expected = expected.filter(pa.array(mask))

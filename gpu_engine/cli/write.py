@@ -229,14 +229,16 @@ def cmd_delete(args: argparse.Namespace, console: Console) -> int:
     else:
         table = open_table(args)
         result = table.delete(args.filter, backend=args.backend, isolation=args.isolation)
+    # equality deletes read no data: what they count is the keys written, not the rows they match
+    count = "rows_deleted" if args.keys is None else "keys_written"
     summary: dict[str, Any] = {
-        "rows_deleted": result.deleted_rows,
+        count: result.deleted_rows,
         "snapshot_id": result.snapshot_id,
         **_delete_side(result.added),
         "data_files_removed": len(result.removed_data_files),
     }
     if result.commit is None:
-        summary["message"] = "nothing matched"
+        summary["message"] = "nothing matched" if args.keys is None else "no keys"
     return report(args, console, f"deleted from {args.table}", summary)
 
 
