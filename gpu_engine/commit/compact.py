@@ -294,7 +294,8 @@ class _Run:
     def _commit(self, done: list[tuple[FileGroup, RewriteResult]], uncommitted: list[RewriteResult]) -> None:
         partial = self.plan.options.partial_progress_enabled
         self.table.refresh()
-        bad = conflicting_groups(self.table, self.plan, [g for g, _ in done]) if partial else {}
+        own = frozenset(c.snapshot_id for c in self.commits)  # this compaction's earlier commits
+        bad = conflicting_groups(self.table, self.plan, [g for g, _ in done], own) if partial else {}
         for g, r in done:
             if g.index in bad:
                 self.failures.append(GroupFailure(g.index, "validation", str(bad[g.index])))
@@ -306,7 +307,13 @@ class _Run:
         try:
             dropped = dropped_keys(self.plan, [g for g, _ in ok], self.replaced)
             landed = commit_rewrite(
-                self.table, self.plan, ok, replaced_before=self.replaced, faults=self.faults, sleep=self.sleep
+                self.table,
+                self.plan,
+                ok,
+                replaced_before=self.replaced,
+                own=own,
+                faults=self.faults,
+                sleep=self.sleep,
             )
         except CommitStateUnknown:
             for _, r in ok:

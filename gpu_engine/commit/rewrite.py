@@ -20,6 +20,8 @@ import time
 from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
+
 from ..errors import ValidationError
 from ..iceberg.metadata import TableMetadata
 from ..iceberg.partitioning import partition_key
@@ -60,7 +62,14 @@ def dropped_keys(
     return sorted(keys, key=repr)
 
 
-def _validate(table: Table, plan: CompactionPlan, groups: Sequence[FileGroup], base: TableMetadata) -> None:
+def _validate(
+    table: Table,
+    plan: CompactionPlan,
+    groups: Sequence[FileGroup],
+    base: TableMetadata,
+    own: Collection[int] = (),
+    read: dict[str, pa.Table] | None = None,
+) -> None:
     if plan.snapshot_id is None:
         return
     targets = frozenset(f.path for g in groups for f in g.files)
@@ -70,18 +79,20 @@ def _validate(table: Table, plan: CompactionPlan, groups: Sequence[FileGroup], b
     partitions = {f.path: partition_key(f.spec_id, f.partition) for g in groups for f in g.files}
     validate_no_new_deletes(
         table.io, base, plan.branch, plan.snapshot_id, targets, action="this compaction", equality=not kept,
-        partitions=partitions, respec=respec,
+        partitions=partitions, respec=respec, own=own, read=read,
     )  # fmt: skip
 
 
 def conflicting_groups(
-    table: Table, plan: CompactionPlan, groups: Sequence[FileGroup]
+    table: Table, plan: CompactionPlan, groups: Sequence[FileGroup], own: Collection[int] = ()
 ) -> dict[int, ValidationError]:
-    """The groups (by index) that would fail validation on the table's current metadata."""
+    """The groups (by index) that would fail validation on the table's current metadata (``own``: the
+    compaction's earlier commits)."""
     out: dict[int, ValidationError] = {}
+    read: dict[str, pa.Table] = {}  # each manifest read once for all the groups
     for g in groups:
         try:
-            _validate(table, plan, [g], table.metadata)
+            _validate(table, plan, [g], table.metadata, own, read)
         except ValidationError as exc:
             out[g.index] = exc
     return out
@@ -93,6 +104,7 @@ def commit_rewrite(
     done: Sequence[tuple[FileGroup, RewriteResult]],
     *,
     replaced_before: Collection[str] = (),
+    own: Collection[int] = (),
     faults: Faults | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> CommitResult:
@@ -112,7 +124,7 @@ def commit_rewrite(
     added = [f for _, r in done for f in r.added]
 
     def validate(base: TableMetadata) -> None:
-        _validate(table, plan, [g for g, _ in done], base)
+        _validate(table, plan, [g for g, _ in done], base, own)
 
     seq = plan.starting_sequence_number if plan.options.use_starting_sequence_number else None
     update = SnapshotUpdate(

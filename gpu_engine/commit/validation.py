@@ -15,7 +15,7 @@ deleted come back).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 
 import pyarrow as pa
@@ -66,18 +66,29 @@ def validate_no_new_deletes(
     equality: bool = False,
     partitions: Mapping[str, PartitionKey] | None = None,
     respec: Respec | None = None,
+    own: Collection[int] = (),
+    read: dict[str, pa.Table] | None = None,
 ) -> None:
     """:class:`ValidationError` unless the head of ``branch`` descends from ``planned`` and no snapshot
     since removed a targeted data file or added deletes that may apply to one (see the module doc).
     ``action`` names what was planned, for the message ("this delete"); ``partitions``: each target's spec
-    and partition (without them an equality delete may apply to any target)."""
+    and partition (without them an equality delete may apply to any target). Appends (which add data
+    files only, by the spec) and the snapshots ``own`` (earlier commits of the same job, which removed
+    other files and added no deletes) are passed over, as Java validates only the operations that can
+    conflict. ``read``: manifests read so far, by path (for several validations against one base)."""
     for snap in snapshots_since(base, branch, planned, action=action):
+        if snap.snapshot_id in own or snap.operation == "append":
+            continue
         for m in snapshot_manifests(io, snap):
             if m.added_snapshot_id != snap.snapshot_id:
                 continue
-            table = read_manifest(
-                replace(m, manifest_path=io.resolve(m.manifest_path)), open_input=io.open_input
-            )
+            table = None if read is None else read.get(m.manifest_path)
+            if table is None:
+                table = read_manifest(
+                    replace(m, manifest_path=io.resolve(m.manifest_path)), open_input=io.open_input
+                )
+                if read is not None:
+                    read[m.manifest_path] = table
             if m.content == 0:
                 gone = pc.and_(
                     pc.equal(table.column("status"), pa.scalar(DELETED, pa.int32())),
