@@ -308,8 +308,9 @@ def _delete_unreachable(
             continue
         expired_manifests.update((m.manifest_path, m) for m in manifests)
     only_expired = {p: m for p, m in expired_manifests.items() if p not in kept_manifests}
-    reachable = _files_of(io, kept_manifests.values(), live=True)
     candidates = _files_of(io, only_expired.values(), live=False)
+    # the kept manifests are read only when some file may go (Java's ReachableFileCleanup)
+    reachable = _files_of(io, kept_manifests.values(), live=True) if candidates else {}
     doomed = {p: c for p, c in candidates.items() if p not in reachable}
     kept_stats = _stats_paths(new_md)
     stats = _stats_paths(base) - kept_stats

@@ -265,3 +265,31 @@ def test_a_handle_older_than_an_expiry_still_commits(tmp_path: Path) -> None:
     assert result.deleted_manifest_lists  # the stale handle's snapshot is gone, with its manifest list
     stale.append(pa.table({"id": pa.array([3], pa.int64())}))
     assert sorted(cat.load_table("db.s").scan().to_arrow()["id"].to_pylist()) == [1, 2, 3]
+
+
+def test_the_kept_manifests_are_read_only_when_a_file_may_go(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Expiring appends whose manifests later snapshots still list frees manifest lists only: the live
+    manifests are not read (every expire of a long-lived table read the whole table's manifests)."""
+    from gpu_engine.iceberg.manifests import read_manifest
+
+    cat = sql_catalog(tmp_path)
+    props = {"format-version": "2", "commit.manifest-merge.enabled": "false"}
+    tbl = cat.create_table("db.t", rows(0, 0).schema, properties=props)
+    for i in range(6):
+        tbl.append(rows(10 * i, 10))
+    reads: list[str] = []
+
+    def counting(m: object, **kwargs: object) -> object:
+        reads.append(str(m))
+        return read_manifest(m, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr("gpu_engine.commit.expire.read_manifest", counting)
+    result = tbl.expire_snapshots(snapshot_ids=[tbl.metadata.snapshots[2].snapshot_id])
+    assert len(result.deleted_manifest_lists) == 1 and not result.deleted_manifests and reads == []
+    tbl.compact(options={"rewrite-all": "true"})  # the appends' manifests replaced: their files may go
+    result = tbl.expire_snapshots(older_than=after_all(tbl), retain_last=1)
+    assert reads and len(result.deleted_data_files) == 6  # candidates, then the kept manifests read
+    assert_kept_files_exist(tbl)
+    assert len(tbl.scan().to_arrow()) == 60
