@@ -3,7 +3,7 @@
 Iceberg Java's ``IncrementalChangelogScan`` refuses snapshots with delete files; this one does not. Each
 snapshot ``S`` of the range (oldest first; ``replace`` snapshots change no rows and are passed over, as in
 Java) is compared with its parent ``P`` file by file, each side planned as a scan of that snapshot with its
-deletes:
+deletes (an ``append``'s side as its parent's and the files it added, planned alone):
 
 - a data file live in ``S`` only: its rows alive in ``S`` are INSERTs (:attr:`ChangeTask.added`);
 - a data file live in ``P`` only: its rows alive in ``P`` are DELETEs (:attr:`ChangeTask.removed`);
@@ -31,7 +31,8 @@ from ..iceberg.schema import Schema
 from ..iceberg.snapshots import Snapshot
 from ..io.fileio import FileIO
 from ..tasks import ScanTask
-from .scan import ScanOptions, bound_filter, plan_snapshot, select_snapshot
+from .appends import appended_manifests
+from .scan import ScanOptions, bound_filter, plan_files, plan_snapshot, select_snapshot
 from .snapshot_manifests import ManifestCache
 from .snapshot_range import SnapshotRange, snapshots_in_range
 
@@ -94,18 +95,35 @@ def plan_changelog(md: TableMetadata, io: FileIO, options: ScanOptions, rng: Sna
     cache = ManifestCache()  # consecutive snapshots share most manifests: each is read once
 
     def state(snapshot: Snapshot) -> _FileState:
-        plan = plan_snapshot(md, io, snapshot, schema, row_filter, options.max_workers, cache)
-        out: dict[str, list[ScanTask]] = {}
-        for task in plan.tasks:
-            out.setdefault(task.file.path, []).append(task)
-        return {path: tuple(ts) for path, ts in out.items()}
+        return _by_file(plan_snapshot(md, io, snapshot, schema, row_filter, options.max_workers, cache).tasks)
+
+    def appended(snapshot: Snapshot, before: _FileState) -> _FileState:
+        """An append's state: its parent's and the files it added, planned alone (no delete can apply
+        to them: the deletes before have lower sequence numbers, and an append adds none); the table is
+        not planned again for every append of the range."""
+        manifests, added = appended_manifests(md, io, snapshot, SnapshotRange(snapshot.snapshot_id, True))
+        plan = plan_files(
+            md,
+            io,
+            snapshot.snapshot_id,
+            schema,
+            row_filter,
+            manifests,
+            options.max_workers,
+            added,
+            cache=cache,
+        )
+        out = dict(before)
+        for path, ts in _by_file(plan.tasks).items():
+            out[path] = ts
+        return out
 
     before = _parent_state(md, chain[0], state)
     tasks: list[ChangeTask] = []
     changed_ids: list[int] = []
     skipped: list[int] = []
     for snapshot in chain:
-        after = state(snapshot)
+        after = appended(snapshot, before) if snapshot.operation == "append" else state(snapshot)
         if snapshot.operation == "replace":
             skipped.append(snapshot.snapshot_id)
         else:
@@ -114,6 +132,13 @@ def plan_changelog(md: TableMetadata, io: FileIO, options: ScanOptions, rng: Sna
             changed_ids.append(snapshot.snapshot_id)
         before = after
     return ChangelogPlan(schema, row_filter, tuple(changed_ids), tuple(skipped), tuple(tasks))
+
+
+def _by_file(tasks: Sequence[ScanTask]) -> _FileState:
+    out: dict[str, list[ScanTask]] = {}
+    for task in tasks:
+        out.setdefault(task.file.path, []).append(task)
+    return {path: tuple(ts) for path, ts in out.items()}
 
 
 def _check_long(md: TableMetadata, snapshot_id: int) -> None:

@@ -73,3 +73,51 @@ def test_an_equality_delete_changes_only_files_its_keys_may_match(tmp_path: Path
     got = tbl.incremental_changelog_scan(plan.snapshot_ids[-2]).to_arrow()
     assert sorted(got.column("id").to_pylist()) == [150, 151]
     assert set(got.column("_change_type").to_pylist()) == {"DELETE"}
+
+
+def test_an_append_is_planned_as_its_added_files_exactly_as_a_full_plan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Appends are planned from their own manifests, not as a plan of the whole table each (a changelog
+    over N appends planned N tables); the tasks are those of full plans of each snapshot, deletes and
+    residuals included, in a history of appends between deletes."""
+    from gpu_engine.planning import changelog
+    from gpu_engine.planning.scan import plan_snapshot
+
+    tbl = region_table(tmp_path, 2)
+    for i in range(3):
+        tbl.append(rows(i * 40, 40, seed=i))
+    tbl.delete("id in (3, 17, 44, 90, 101)")
+    tbl.delete_rows(rows(0, 120).slice(10, 5).select(["id", "region"]), on=["id", "region"])
+    for i in range(3, 6):
+        tbl.append(rows(i * 40, 40, seed=i))
+    md = tbl.metadata
+    plan = plan_changelog(md, tbl.io, ScanOptions(), SnapshotRange())
+
+    full = {}
+    for sid in plan.snapshot_ids:
+        snap = md.snapshots_by_id[sid]
+        full[sid] = changelog._by_file(plan_snapshot(md, tbl.io, snap, md.schema, plan.filter).tasks)
+    for task in plan.tasks:
+        snap = md.snapshots_by_id[task.snapshot_id]
+        assert task.after == full[task.snapshot_id].get(task.path, ())
+        if snap.parent_snapshot_id in full:
+            assert task.before == full[snap.parent_snapshot_id].get(task.path, ())
+    appends = [
+        md.snapshots_by_id[sid] for sid in plan.snapshot_ids if md.snapshots_by_id[sid].operation == "append"
+    ]
+    assert sum(t.added for t in plan.tasks) == sum(
+        int((s.summary or {})["added-data-files"]) for s in appends
+    )
+    assert len(appends) == 6
+
+    planned: list[int] = []
+    real = plan_snapshot
+
+    def counting(md: object, io: object, snapshot: object, *args: object) -> object:
+        planned.append(1)
+        return real(md, io, snapshot, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr("gpu_engine.planning.changelog.plan_snapshot", counting)
+    plan_changelog(md, tbl.io, ScanOptions(), SnapshotRange())
+    assert len(planned) == 2  # the two deletes; none of the six appends
