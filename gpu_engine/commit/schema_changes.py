@@ -59,7 +59,7 @@ class SchemaChanges:
 def rebuild(fields: Sequence[it.NestedField], parent_id: int, c: SchemaChanges) -> tuple[it.NestedField, ...]:
     """The fields of struct ``parent_id`` with ``c`` applied (see the module doc)."""
     out = []
-    for f in fields:
+    for f in (*fields, *c.adds.get(parent_id, [])):  # added columns take updates too (type, doc, optional)
         if f.field_id in c.deletes:
             continue
         changed = _changed_type(f.field_id, f.type, c)
@@ -79,7 +79,6 @@ def rebuild(fields: Sequence[it.NestedField], parent_id: int, c: SchemaChanges) 
                 **defaults,
             )
         )
-    out.extend(c.adds.get(parent_id, []))
     for move in c.moves.get(parent_id, []):
         out = _moved(out, move)
     return tuple(out)

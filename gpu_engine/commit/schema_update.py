@@ -196,9 +196,9 @@ class SchemaUpdate(MetadataUpdate):
     def update_column(
         self, path: ColumnPath, type: TypeLike | None = None, *, doc: str | None = None
     ) -> SchemaUpdate:
-        """Promote the column at ``path`` to ``type`` (int to long, float to double, a wider decimal; v3:
-        date to timestamp), and/or set its doc."""
-        f = self._field(path, "update column")
+        """Promote the column at ``path`` (an existing one or one added in this update) to ``type`` (int to
+        long, float to double, a wider decimal; v3: date to timestamp), and/or set its doc."""
+        f = self._for_update(path, "update column")
         where = f"update column {self._name(f)!r}"
         if type is not None:
             new = _as_type(type, where)
@@ -226,8 +226,8 @@ class SchemaUpdate(MetadataUpdate):
         return self
 
     def make_optional(self, path: ColumnPath) -> SchemaUpdate:
-        """Let the column at ``path`` hold nulls."""
-        f = self._field(path, "make column optional")
+        """Let the column at ``path`` (an existing one or one added in this update) hold nulls."""
+        f = self._for_update(path, "make column optional")
         self._c.optional.add(f.field_id)
         return self
 
@@ -323,6 +323,18 @@ class SchemaUpdate(MetadataUpdate):
 
     # -- lookups -------------------------------------------------------------------------------------------
 
+    def _for_update(self, path: ColumnPath, action: str) -> it.NestedField:
+        """A column of the base schema or one added in this update (Java's findForUpdate)."""
+        names = _split(path)
+        found = _find(self._schema, names, self._case_sensitive)
+        if found is None or found in self._c.deletes:
+            parent_id = 0 if len(names) == 1 else self._struct_id(names[:-1], action)
+            fold = (lambda t: t) if self._case_sensitive else str.lower
+            for added in self._c.adds.get(parent_id, []):
+                if fold(added.name) == fold(names[-1]):
+                    return added
+        return self._field(names, action)
+
     def _field(self, path: ColumnPath, action: str) -> it.NestedField:
         names = _split(path)
         field_id = _find(self._schema, names, self._case_sensitive)
@@ -390,7 +402,7 @@ class SchemaUpdate(MetadataUpdate):
         return ids
 
     def _name(self, f: it.NestedField) -> str:
-        return self._schema.names_by_id[f.field_id]
+        return self._schema.names_by_id.get(f.field_id, f.name)  # a column added in this update: its name
 
     def _struct_id(self, names: Sequence[str], where: str) -> int:
         parent = self._field(names, where)

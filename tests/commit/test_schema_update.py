@@ -283,6 +283,8 @@ def test_a_name_taken_by_another_column_leaves_its_old_mapping_entry(tmp_path: P
         (2, lambda u: u.update_column("price", "decimal(6, 2)"), "cannot be promoted"),
         (2, lambda u: u.update_column("d", "timestamp"), "format version 2"),
         (3, lambda u: u.update_column("d", "timestamptz"), "cannot be promoted"),
+        (2, lambda u: u.add_column("x", "int").update_column("x", "string"), "int cannot be promoted to str"),
+        (2, lambda u: u.update_column("x", "long"), "no such column"),
     ],
 )
 def test_refused_changes_name_the_column_and_commit_nothing(
@@ -530,3 +532,25 @@ def test_a_move_finds_the_column_added_in_the_update_first(tmp_path: Path) -> No
         ("id", "long"),
         ("b", "string"),
     ]
+
+
+def test_a_column_added_in_the_update_takes_its_updates(tmp_path: Path) -> None:
+    """Java's findForUpdate: update_column (type, doc) and make_optional reach a column added in the same
+    update; its default follows a promotion (a date's becomes a timestamp)."""
+    tbl = make(tmp_path, 3)
+    tbl.append(first_rows())
+    with tbl.update_schema() as u:
+        u.add_column("n", "int", required=True, default=3).update_column("n", "long", doc="count")
+        u.make_optional("n")
+        u.add_column(("loc", "alt"), "float").update_column(("loc", "alt"), "double")
+        u.add_column("since", "date", default=dt.date(2024, 1, 2)).update_column("since", "timestamp")
+    fields = fields_of(metadata(tbl)["schemas"][-1])
+    assert (fields["n"]["type"], fields["n"]["doc"], fields["n"]["required"]) == ("long", "count", False)
+    assert fields["n"]["initial-default"] == 3
+    assert fields["since"]["type"] == "timestamp"
+    assert fields["since"]["initial-default"] == "2024-01-02T00:00:00.000000"
+    alt = {f["name"]: f for f in fields["loc"]["type"]["fields"]}["alt"]
+    assert alt["type"] == "double"
+    got = tbl.scan().to_arrow()
+    assert got.column("n").to_pylist() == [3, 3] and got.schema.field("n").type == pa.int64()
+    assert got.column("since").to_pylist() == [dt.datetime(2024, 1, 2)] * 2
