@@ -32,10 +32,10 @@ def write_schema(schema: Schema) -> pa.Schema:
 
 
 def _write_field(name: str, fid: int, t: it.IcebergType, nullable: bool) -> pa.Field | None:
-    return None if t == it.UNKNOWN else pa.field(name, _write_type(t), nullable, metadata=field_metadata(fid))
+    return None if t == it.UNKNOWN else pa.field(name, write_type(t), nullable, metadata=field_metadata(fid))
 
 
-def _write_type(t: it.IcebergType) -> pa.DataType:
+def write_type(t: it.IcebergType) -> pa.DataType:
     if isinstance(t, it.StructType):
         return pa.struct(
             [f for f in (_write_field(f.name, f.field_id, f.type, not f.required) for f in t.fields) if f]
@@ -109,6 +109,9 @@ def _conform(
         return pa.nulls(len(arr), target)
     mask = arr.is_null() if arr.null_count else None
     if isinstance(t, it.StructType) and pa.types.is_struct(arr.type):
+        names = [c.name for c in arr.type]
+        if twice := next((n for n in names if names.count(n) > 1), None):  # one value would be dropped
+            raise SchemaMismatch(f"column {name}.{twice!r} appears twice")
         kids = {c.name: arr.field(i) for i, c in enumerate(arr.type)}  # without the struct's nulls
         if extra := set(kids) - {f.name for f in t.fields}:
             raise SchemaMismatch(f"column {name}.{sorted(extra)[0]!r} is not in the table schema")
@@ -125,18 +128,20 @@ def _conform(
         or pa.types.is_fixed_size_list(arr.type)
     ):
         element = it.NestedField(t.element_id, "element", t.element, t.element_required)
-        values = _conform_field(arr.flatten(), element, target.value_type, f"{name}.element", None, 0)
+        inner = _inner_live(arr, live)
+        values = _conform_field(arr.flatten(), element, target.value_type, f"{name}.element", inner, 0)
         return pa.ListArray.from_arrays(_offsets(pc.list_value_length(arr)), values, type=target, mask=mask)
     if isinstance(t, it.MapType) and pa.types.is_map(arr.type):
         entries = _entries(arr)
         flat = entries.flatten()
         key = it.NestedField(t.key_id, "key", t.key, True)
         value = it.NestedField(t.value_id, "value", t.value, t.value_required)
-        keys = _conform_field(flat.field(0), key, target.key_type, f"{name}.key", None, 0)
-        items = _conform_field(flat.field(1), value, target.item_type, f"{name}.value", None, 0)
+        inner = _inner_live(entries, live)
+        keys = _conform_field(flat.field(0), key, target.key_type, f"{name}.key", inner, 0)
+        items = _conform_field(flat.field(1), value, target.item_type, f"{name}.value", inner, 0)
         offsets = _offsets(pc.list_value_length(entries))
         return pa.MapArray.from_arrays(offsets, keys, items, type=target, mask=mask)
-    if not isinstance(t, it.PrimitiveType) or not _accepts(t, arr.type):
+    if not isinstance(t, it.PrimitiveType) or not accepts(t, arr.type):
         raise SchemaMismatch(f"column {name!r}: Arrow type {arr.type} cannot be written as Iceberg {t}")
     storage = target.storage_type if isinstance(target, pa.BaseExtensionType) else target
     if arr.type != storage:
@@ -147,6 +152,15 @@ def _conform(
                 f"column {name!r}: {arr.type} values do not fit Iceberg {t}: {exc}"
             ) from None
     return pa.ExtensionArray.from_storage(target, arr) if isinstance(target, pa.BaseExtensionType) else arr
+
+
+def _inner_live(lists: pa.Array, live: pa.Array | None) -> pa.Array | None:
+    """For the values of ``lists`` (as ``flatten`` gives them: those of valid lists), whether all their
+    parents are valid: their list's row is ``live`` (None: all are)."""
+    if live is None:
+        return None
+    counts = pc.list_value_length(lists).fill_null(0).to_numpy(zero_copy_only=False)
+    return pa.array(np.repeat(live.to_numpy(zero_copy_only=False), counts), pa.bool_())
 
 
 def _entries(arr: pa.Array) -> pa.Array:
@@ -176,7 +190,7 @@ def _offsets(lengths: pa.Array) -> pa.Array:
     return pa.array(np.concatenate([[0], np.cumsum(counts)]).astype(np.int32))
 
 
-def _accepts(t: it.PrimitiveType, at: pa.DataType) -> bool:
+def accepts(t: it.PrimitiveType, at: pa.DataType) -> bool:
     """Whether Arrow type ``at`` holds values of ``t`` (casts are checked: a value that changes fails)."""
     is_, name = pa.types, t.name
     binary = (
