@@ -100,9 +100,7 @@ def upsert(
 def _check_unique(data: pa.Table, keys: list[str]) -> None:
     """:class:`InvalidData` naming a key that ``data`` holds twice (NULL equal to NULL)."""
     selected = data.select(keys)
-    plain = pa.table(  # extension types (uuid) as their storage: Arrow cannot group on them
-        [_storage(c) for c in selected.columns], names=keys
-    )
+    plain = pa.table([_storage(c) for c in selected.columns], names=keys)
     counts = plain.group_by(keys, use_threads=False).aggregate([([], "count_all")])
     repeated = counts.filter(pc.greater(counts["count_all"], 1))
     if repeated.num_rows:
@@ -114,6 +112,12 @@ def _check_unique(data: pa.Table, keys: list[str]) -> None:
 
 
 def _storage(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    """``column``'s values as Arrow can group them: extension types as their storage, dictionaries decoded
+    (grouped by index, a dictionary repeating a value would hide a repeated key)."""
     if isinstance(column.type, pa.BaseExtensionType):
-        return pa.chunked_array([c.storage for c in column.chunks], type=column.type.storage_type)
+        return _storage(pa.chunked_array([c.storage for c in column.chunks], type=column.type.storage_type))
+    if pa.types.is_dictionary(column.type):
+        return _storage(
+            pa.chunked_array([c.dictionary_decode() for c in column.chunks], column.type.value_type)
+        )
     return column

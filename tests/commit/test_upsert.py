@@ -153,3 +153,15 @@ def test_a_uuid_key(tmp_path: Path) -> None:
     assert got == [(1, 1), (2, 0), (3, 1)]
     with pytest.raises(InvalidData, match="appear more than once"):
         tbl.upsert(rows([4, 4], 2), on=["u"])
+
+
+def test_a_key_repeated_through_a_dictionary_is_refused(tmp_path: Path) -> None:
+    """Arrow groups dictionary columns by index: a dictionary holding one value twice hid a repeated key
+    (two live rows for it after the upsert)."""
+    schema = pa.schema([pa.field("k", pa.string()), pa.field("v", pa.int64())])
+    tbl = sql_catalog(tmp_path).create_table("db.t", schema, properties={"format-version": "2", **FAST})
+    tbl.append(pa.table({"k": ["a", "b"], "v": [1, 2]}))
+    keys = pa.DictionaryArray.from_arrays(pa.array([0, 1], pa.int32()), pa.array(["b", "b"]))
+    with pytest.raises(InvalidData, match=r"appear more than once \(first: \{'k': 'b'\} 2 times\)"):
+        tbl.upsert(pa.table({"k": keys, "v": [20, 21]}), on=["k"])
+    assert sorted(tbl.scan().to_arrow().to_pylist(), key=str) == [{"k": "a", "v": 1}, {"k": "b", "v": 2}]
