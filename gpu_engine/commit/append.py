@@ -22,6 +22,7 @@ import pyarrow as pa
 from ..errors import InvalidOption
 from ..iceberg.content_file import ContentFile
 from ..io.parquet_write import Data, write_table_data
+from .merge_schema import merge_view
 from .producer import check_committable, commit
 from .update import CommitResult, Faults, SnapshotUpdate
 
@@ -70,6 +71,7 @@ def _merge_schema(table: Table, data: Data) -> None:
             "merge_schema: the data needs a schema before it is read (an Arrow table, record batch or "
             f"record batch reader, not {type(data).__name__})"
         )
-    update = table.update_schema().union_by_name(data.schema, relax_required=False)
+    view = merge_view(data.schema, table.schema(), table.metadata.format_version)
+    update = table.update_schema().union_by_name(view, relax_required=False)
     if update.apply().schema_id != table.metadata.current_schema_id:
         update.commit()

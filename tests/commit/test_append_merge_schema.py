@@ -77,3 +77,30 @@ def test_refusals_commit_nothing(tmp_path: Path) -> None:
         tbl.append(pa.table({"id": pa.array([None], pa.int64()), "extra": [1]}), merge_schema=True)
     assert [f.name for f in tbl.refresh().schema().fields] == ["id", "n", "loc", "extra"]
     assert len(tbl.metadata.snapshots) == 1
+
+
+@pytest.mark.parametrize(
+    ("version", "column", "data"),
+    [
+        (2, pa.field("t", pa.timestamp("us")), pa.array([1_000], pa.timestamp("ns"))),  # pandas' default
+        (2, pa.field("t", pa.int32()), pa.nulls(1)),  # pandas' all-None column
+        (3, pa.field("t", pa.timestamp("ns")), pa.array([1], pa.timestamp("us"))),
+        (2, pa.field("t", pa.uuid()), pa.array([b"\x01" * 16], pa.binary(16))),
+        (2, pa.field("t", pa.int64()), pa.array([7], pa.uint64())),
+    ],
+    ids=["ns-into-us", "null-into-int", "us-into-ns", "binary16-into-uuid", "uint64-into-long"],
+)
+def test_merging_takes_what_a_plain_append_writes(
+    tmp_path: Path, version: int, column: pa.Field, data: pa.Array
+) -> None:
+    """Data a plain append writes as it is (checked casts) needs no schema change: merging accepts it
+    too (it was refused: no promotion leads from the data's type to the table's) and changes nothing."""
+    schema = pa.schema([pa.field("id", pa.int64()), column])
+    tbl = sql_catalog(tmp_path).create_table("db.t", schema, properties={"format-version": str(version)})
+    batch = pa.table({"id": [1], "t": data})
+    tbl.append(batch)
+    schema_id = tbl.metadata.current_schema_id
+    tbl.append(batch, merge_schema=True)
+    assert tbl.metadata.current_schema_id == schema_id
+    got = tbl.scan().to_arrow()
+    assert got.num_rows == 2 and got.column("t")[0] == got.column("t")[1]
