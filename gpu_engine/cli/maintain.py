@@ -22,6 +22,7 @@ from typing import Any
 from rich.console import Console
 
 from ..commit.delete_rewrite import DeleteRewriteResult
+from ..commit.expire import to_ms
 from ..errors import GpuEngineError
 from .common import open_table, table_options
 from .compact import options
@@ -78,7 +79,7 @@ def parse_when(text: str, option: str = "--older-than") -> int:
     age = _AGE.match(text)
     if age:
         delta = dt.timedelta(**{_UNITS[age.group(2)]: int(age.group(1))})
-        return int((dt.datetime.now(dt.UTC) - delta).timestamp() * 1000)
+        return to_ms(dt.datetime.now(dt.UTC) - delta)
     if text.strip().isdigit():
         return int(text)
     try:
@@ -87,9 +88,7 @@ def parse_when(text: str, option: str = "--older-than") -> int:
         raise GpuEngineError(
             f"{option} {text!r}: expected an ISO time, milliseconds since the epoch, or an age like 7d"
         ) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=dt.UTC)
-    return int(moment.timestamp() * 1000)
+    return to_ms(moment)  # naive: UTC
 
 
 def cmd_expire(args: argparse.Namespace, console: Console) -> int:

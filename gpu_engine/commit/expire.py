@@ -73,11 +73,14 @@ class ExpireResult:
     undeleted: tuple[str, ...] = ()
 
 
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
 def to_ms(value: int | dt.datetime) -> int:
     """Milliseconds since the epoch; a naive datetime is read as UTC."""
     if isinstance(value, dt.datetime):
         aware = value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
-        return int(aware.timestamp() * 1000)
+        return (aware - _EPOCH) // dt.timedelta(milliseconds=1)  # exact (float seconds lose a ms)
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"expected milliseconds since the epoch or a datetime, not {type(value).__name__}")
     return value

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from gpu_engine.catalog.sql import SqlCatalog
 from gpu_engine.commit import table_update
@@ -293,3 +295,16 @@ def test_the_kept_manifests_are_read_only_when_a_file_may_go(
     assert reads and len(result.deleted_data_files) == 6  # candidates, then the kept manifests read
     assert_kept_files_exist(tbl)
     assert len(tbl.scan().to_arrow()) == 60
+
+
+@given(st.integers(-(10**13), 10**13))  # years 1653..2286
+@example(1_091_936_543_692)  # 2004-08-08T03:42:23.692Z: 1_091_936_543_691 by float seconds
+def test_datetimes_become_exact_milliseconds(ms: int) -> None:
+    """Float seconds times 1000 lost a millisecond for some instants (2004, 2038): a snapshot at the cutoff
+    minus one ms was kept."""
+    from gpu_engine.commit.expire import to_ms
+
+    moment = dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(milliseconds=ms)
+    assert to_ms(moment) == ms
+    assert to_ms(moment.replace(tzinfo=None)) == ms  # naive: UTC
+    assert to_ms(moment.astimezone(dt.timezone(dt.timedelta(hours=5, minutes=30)))) == ms
