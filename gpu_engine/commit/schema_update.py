@@ -33,6 +33,7 @@ still the one it started from; otherwise it fails with :class:`ValidationError` 
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import uuid
 from collections.abc import Sequence
@@ -503,10 +504,27 @@ def _added_mapping(f: it.NestedField) -> list[MappedField]:
     return list(mapping_for_schema(it.StructType((f,))))
 
 
+_TEMPORAL = ("date", "time", "timestamp", "timestamptz", "timestamp_ns", "timestamptz_ns")
+
+
 def _default_json(t: it.IcebergType, value: Any, where: str) -> Any:
     """The JSON single-value form of the Python ``value`` as a default of type ``t``."""
     if not isinstance(t, it.PrimitiveType):
         raise InvalidSchemaChange(f"{where}: defaults are supported for primitive columns only, not {t}")
+    if isinstance(value, str) and t.name in _TEMPORAL:  # the spec's JSON form ("2024-01-01T12:00:00")
+        try:
+            encoded = to_json(t, from_json(t, value))
+        except (SingleValueError, TypeError, ValueError) as exc:
+            raise InvalidSchemaChange(f"{where}: default {value!r} is not a {t}: {exc}") from None
+        return encoded
+    if (
+        isinstance(value, dt.datetime)
+        and t.name in ("timestamp", "timestamp_ns")
+        and value.tzinfo is not None
+    ):
+        raise InvalidSchemaChange(  # pyarrow would move it to UTC: its wall clock is the value
+            f"{where}: default {value!r} has a time zone; a {t} column (without zone) takes a naive datetime"
+        )
     if t.name == "uuid" and isinstance(value, str):
         try:
             value = uuid.UUID(value)

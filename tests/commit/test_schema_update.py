@@ -554,3 +554,27 @@ def test_a_column_added_in_the_update_takes_its_updates(tmp_path: Path) -> None:
     got = tbl.scan().to_arrow()
     assert got.column("n").to_pylist() == [3, 3] and got.schema.field("n").type == pa.int64()
     assert got.column("since").to_pylist() == [dt.datetime(2024, 1, 2)] * 2
+
+
+def test_temporal_defaults_as_iso_strings_and_zones_where_they_belong(tmp_path: Path) -> None:
+    """The spec's JSON forms are taken as defaults; a timestamp without zone refuses an aware datetime
+    (pyarrow moved it to UTC: 12:00+05:30 became 06:30 in every row written before)."""
+    tbl = make(tmp_path, 3)
+    tbl.append(first_rows())
+    aware = dt.datetime(2024, 1, 1, 12, 0, tzinfo=dt.timezone(dt.timedelta(hours=5, minutes=30)))
+    with (
+        pytest.raises(InvalidSchemaChange, match="has a time zone; a timestamp column"),
+        tbl.update_schema() as u,
+    ):
+        u.add_column("t0", "timestamp", default=aware)
+    with tbl.update_schema() as u:
+        u.add_column("t1", "timestamp", default="2024-01-01T12:00:00")
+        u.add_column("t2", "timestamptz", default="2024-01-01T12:00:00+05:30")
+        u.add_column("t3", "timestamptz", default=aware)
+        u.add_column("d1", "date", default="2024-02-29")
+    row = tbl.scan().to_arrow().to_pylist()[0]
+    assert row["t1"] == dt.datetime(2024, 1, 1, 12, 0)
+    assert row["t2"] == row["t3"] == aware
+    assert row["d1"] == dt.date(2024, 2, 29)
+    with pytest.raises(InvalidSchemaChange, match="is not a date"), tbl.update_schema() as u:
+        u.add_column("d2", "date", default="2024-02-30")
