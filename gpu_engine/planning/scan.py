@@ -58,6 +58,11 @@ class ScanOptions:
             raise PlanningError(f"scan options {' and '.join(chosen)} are exclusive: choose one")
         if self.appends_since is not None and self.as_of is not None:
             raise PlanningError("an incremental scan ends at a snapshot id or a ref, not at a time (as_of)")
+        if self.as_of is not None and (isinstance(self.as_of, bool) or not isinstance(self.as_of, int)):
+            raise PlanningError(  # Java's asOfTime: epoch milliseconds
+                f"scan as_of={self.as_of!r}: expected milliseconds since the epoch (an int), not "
+                f"{type(self.as_of).__name__}"
+            )
 
 
 def select_snapshot(md: TableMetadata, options: ScanOptions) -> Snapshot | None:

@@ -438,3 +438,10 @@ def test_an_equality_delete_without_equality_ids_is_refused(tmp_path: Path, ids:
             PlanningError, match=r"equality delete file .*-deletes\.parquet has no equality_ids"
         ):
             action()
+
+
+@pytest.mark.parametrize("as_of", ["2024-01-01", 1.5, True])
+def test_as_of_takes_epoch_milliseconds_only(as_of: object) -> None:
+    """Java's asOfTime: epoch millis; a datetime or string failed deep inside with a TypeError."""
+    with pytest.raises(PlanningError, match=r"as_of=.*: expected milliseconds since the epoch"):
+        ScanOptions(as_of=as_of)  # type: ignore[arg-type]
