@@ -504,7 +504,7 @@ def _added_mapping(f: it.NestedField) -> list[MappedField]:
     return list(mapping_for_schema(it.StructType((f,))))
 
 
-_TEMPORAL = ("date", "time", "timestamp", "timestamptz", "timestamp_ns", "timestamptz_ns")
+_TEMPORAL = frozenset({"date", "time", *it.TIMESTAMP_NAMES})
 
 
 def _default_json(t: it.IcebergType, value: Any, where: str) -> Any:

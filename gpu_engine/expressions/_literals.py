@@ -71,7 +71,7 @@ def bounds(t: it.PrimitiveType) -> tuple[Any, Any] | None:
     """The smallest and largest physical value of an ordered type with a finite domain, else None."""
     if t.name in ("int", "date"):
         return INT32
-    if t.name in ("long", "timestamp", "timestamptz", "timestamp_ns", "timestamptz_ns"):
+    if t.name == "long" or t.name in it.TIMESTAMP_NAMES:
         return INT64
     if t.name == "time":
         return (0, _MICROS_PER_DAY - 1)
@@ -137,7 +137,7 @@ def fit(value: Any, t: it.PrimitiveType, what: str) -> Fit:
     raise ExpressionError(f"{what}: literal {value!r} ({type(value).__name__}) cannot be compared with {t}")
 
 
-_TIMESTAMPS = frozenset({"timestamp", "timestamptz", "timestamp_ns", "timestamptz_ns"})
+_TIMESTAMPS = it.TIMESTAMP_NAMES
 
 
 def _boolean(value: Any) -> bool:
@@ -229,7 +229,7 @@ def _temporal(value: Any, t: it.PrimitiveType) -> Fit:
         return _grid(Fraction(value), 1, limits)  # already physical
     if name == "time":
         return _grid(Fraction(_time_nanos(value), NANOS_PER["micro"]), 1, limits)
-    nanos = _instant_nanos(value, zoned=name in ("timestamptz", "timestamptz_ns"))
+    nanos = _instant_nanos(value, zoned=name in it.ZONED_TIMESTAMP_NAMES)
     if name == "date":
         return _grid(Fraction(nanos, NANOS_PER["day"]), 1, limits)
     per = 1 if name.endswith("_ns") else NANOS_PER["micro"]

@@ -126,7 +126,7 @@ def _primitive(t: it.PrimitiveType, value: Any) -> Any:
         if m is None:
             raise _fail(t, value, "expected 'HH:MM:SS[.ffffff]'")
         return _exact(t, value, _clock_nanos(m), 1000)
-    if name in ("timestamp", "timestamptz", "timestamp_ns", "timestamptz_ns"):
+    if name in it.TIMESTAMP_NAMES:
         return _timestamp(t, value)
     raise _fail(t, value, "no JSON single-value form for this type")
 
@@ -179,7 +179,7 @@ def _timestamp(t: it.PrimitiveType, value: Any) -> int:
     m = _TS_RE.fullmatch(_text(t, value).strip())
     if m is None:
         raise _fail(t, value, "expected ISO-8601 'YYYY-MM-DDTHH:MM:SS[.ffffff][+00:00]'")
-    zoned = t.name.startswith("timestamptz")
+    zoned = t.name in it.ZONED_TIMESTAMP_NAMES
     tz = m["tz"]
     if zoned and tz is None:
         raise _fail(t, value, "a timestamptz default must carry a zone offset ('+00:00')")
@@ -242,7 +242,7 @@ def to_json(t: it.IcebergType, value: Any) -> Any:
         days, clock = divmod(nanos, _US_PER_DAY * 1000)
         day = (_EPOCH + dt.timedelta(days=days)).isoformat()
         text = f"{day}T{_clock(clock, 9 if name.endswith('_ns') else 6)}"
-        return text + "+00:00" if name.startswith("timestamptz") else text
+        return text + "+00:00" if name in it.ZONED_TIMESTAMP_NAMES else text
     return value
 
 

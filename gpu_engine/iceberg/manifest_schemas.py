@@ -197,9 +197,9 @@ def primitive_avro_type(t: it.PrimitiveType, fixed_name: str) -> Any:
         return {"type": "int", "logicalType": "date"}
     if name == "time":
         return {"type": "long", "logicalType": "time-micros"}
-    if name in ("timestamp", "timestamptz", "timestamp_ns", "timestamptz_ns"):
+    if name in it.TIMESTAMP_NAMES:
         logical = "timestamp-nanos" if name.endswith("_ns") else "timestamp-micros"
-        return {"type": "long", "logicalType": logical, "adjust-to-utc": name.startswith("timestamptz")}
+        return {"type": "long", "logicalType": logical, "adjust-to-utc": name in it.ZONED_TIMESTAMP_NAMES}
     raise ManifestError(f"Iceberg type {t} cannot be a partition field's type in a manifest")
 
 

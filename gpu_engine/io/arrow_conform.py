@@ -196,7 +196,7 @@ def accepts(t: it.PrimitiveType, at: pa.DataType) -> bool:
     binary = (
         is_.is_binary(at) or is_.is_large_binary(at) or is_.is_binary_view(at) or is_.is_fixed_size_binary(at)
     )
-    if name in ("timestamp", "timestamp_ns", "timestamptz", "timestamptz_ns"):
+    if name in it.TIMESTAMP_NAMES:
         return bool(is_.is_timestamp(at) and (at.tz is None) == (name in ("timestamp", "timestamp_ns")))
     if isinstance(t, it.DecimalType):
         return bool(is_.is_decimal(at) and at.scale == t.scale)

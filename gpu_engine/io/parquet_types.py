@@ -157,7 +157,7 @@ def _time(ft: pa.DataType, target: pa.DataType) -> Convert | None:
 
 def _timestamp(ft: pa.DataType, target: pa.DataType, name: str, where: str, int96: bool) -> Convert | None:
     if pa.types.is_date(ft):  # v3 promotion date -> timestamp[_ns]; never to timestamptz
-        if name.startswith("timestamptz"):
+        if name in it.ZONED_TIMESTAMP_NAMES:
             return None
         return _cast(target)  # a safe cast fails on out-of-range dates
     if not pa.types.is_timestamp(ft):

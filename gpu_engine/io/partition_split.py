@@ -142,7 +142,7 @@ def human_string(transform: str, t: it.IcebergType, value: Any) -> str:
     if kind == "date":
         y, m, d = civil_from_days(value)
         return f"{y:04d}-{m:02d}-{d:02d}"
-    if kind in ("time", "timestamp", "timestamptz", "timestamp_ns", "timestamptz_ns"):
+    if kind == "time" or kind in it.TIMESTAMP_NAMES:
         secs, frac = divmod(value * (1 if kind.endswith("_ns") else 1000), 1_000_000_000)
         days, secs = divmod(secs, 86_400)
         hm = f"{secs // 3600:02d}:{secs // 60 % 60:02d}"
@@ -155,7 +155,7 @@ def human_string(transform: str, t: it.IcebergType, value: Any) -> str:
         y, m, d = civil_from_days(days)
         year = f"+{y}" if y > 9999 else (f"-{-y:04d}" if y < 0 else f"{y:04d}")
         text = f"{year}-{m:02d}-{d:02d}T{hm}:{secs % 60:02d}{fraction}"
-        return text + ("+00:00" if kind.startswith("timestamptz") else "")
+        return text + ("+00:00" if kind in it.ZONED_TIMESTAMP_NAMES else "")
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, bytes):

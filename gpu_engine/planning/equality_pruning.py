@@ -36,10 +36,9 @@ if TYPE_CHECKING:
     from .deletes import EqualityCandidates
 
 # types whose decoded bounds (serde.from_bytes) order as the values do
-_ORDERED = frozenset(
-    ("boolean", "int", "long", "float", "double", "date", "time", "timestamp", "timestamptz", "timestamp_ns",
-     "timestamptz_ns", "string", "binary", "decimal")
-)  # fmt: skip
+_ORDERED = it.TIMESTAMP_NAMES | frozenset(
+    ("boolean", "int", "long", "float", "double", "date", "time", "string", "binary", "decimal")
+)
 _FLOATS = frozenset(("float", "double"))
 
 

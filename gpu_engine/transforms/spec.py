@@ -15,7 +15,7 @@ from ..errors import UnsupportedTransform
 from ..iceberg import types as it
 
 INTEGERS = frozenset({"int", "long"})
-TIMESTAMPS = frozenset({"timestamp", "timestamptz", "timestamp_ns", "timestamptz_ns"})
+TIMESTAMPS = it.TIMESTAMP_NAMES
 NANOS = frozenset({"timestamp_ns", "timestamptz_ns"})
 HASHABLE = frozenset(
     {"int", "long", "decimal", "date", "time", "string", "uuid", "fixed", "binary", *TIMESTAMPS}
