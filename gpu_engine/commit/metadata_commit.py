@@ -128,8 +128,8 @@ def commit_metadata_change(
                 f"{action} on {table.location}: the catalog swap to {path} failed with "
                 f"{type(exc).__name__}: {exc}; whether it landed is unknown"
             ) from exc
-        table_update.delete_removed_metadata_files(io, base, new_md)
         table._advance(new_md, location)
+        table_update.delete_removed_metadata_files(io, base, new_md)
         return new_md, location
 
 

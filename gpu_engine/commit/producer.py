@@ -147,7 +147,9 @@ def commit(
     except CommitStateUnknown:
         raise
     except BaseException:
-        if not producer.swapping:
+        # during the swap the outcome is unknown; after it the commit landed and its files are the
+        # table's (an interruption of the clean-up afterwards must not delete them)
+        if not producer.swapping and not producer.landed:
             delete_files(table.io, [*producer.files.all(), *owned], fault=None)
         raise
 
@@ -161,6 +163,7 @@ class _Producer:
         self.table, self.catalog, self.update = table, catalog, update
         self.branch, self.faults = branch, faults
         self.swapping = False  # while the catalog swap runs, an interruption leaves the outcome unknown
+        self.landed = False  # the swap succeeded: from here on nothing this commit wrote is deleted
         self.files = _Files()
         self.commit_id = uuid.uuid4()
         self.table_uuid = table.metadata.table_uuid
@@ -264,8 +267,9 @@ class _Producer:
             written.append(path)
             self.faults("swap")
             location = self._swap(base_location, path)
-            table_update.delete_removed_metadata_files(io, base, new_md)
         table._advance(new_md, location)
+        if path is not None:
+            table_update.delete_removed_metadata_files(io, base, new_md)
         referenced = {*(m.manifest_path for m in manifests), list_path, location, path}
         orphaned = self._clean_unreferenced(referenced)
         return CommitResult(
@@ -306,6 +310,7 @@ class _Producer:
                 f"{type(exc).__name__}: {exc}; whether it landed is unknown"
             ) from exc
         self.swapping = False
+        self.landed = True
         return location
 
     def _rest_commit(self, base: TableMetadata, new_md: TableMetadata) -> tuple[TableMetadata, str]:
@@ -341,6 +346,7 @@ class _Producer:
                 "whether it landed is unknown"
             ) from exc
         self.swapping = False
+        self.landed = True
         landed = committed.metadata.snapshots_by_id.get(self.snapshot_id)
         if landed is None or committed.metadata.snapshot_refs.get(self.branch, None) is None:
             raise CommitStateUnknown(

@@ -166,7 +166,7 @@ def delete_removed_metadata_files(io: FileIO, base: TableMetadata, new: TableMet
         try:
             io.delete(io.resolve(entry.metadata_file), missing_ok=True)
             deleted.append(entry.metadata_file)
-        except OSError as exc:
+        except Exception as exc:  # any: the commit landed (an unreadable scheme, a permission error, ...)
             _log.warning(
                 "table %s: could not delete old metadata file %s: %s", new.location, entry.metadata_file, exc
             )

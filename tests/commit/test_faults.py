@@ -217,6 +217,56 @@ def test_interruption_during_the_swap_deletes_nothing(
     assert_intact(cat, tbl, pa.concat_tables([first, rows(20, 15)]))
 
 
+def test_interruption_while_cleaning_up_after_the_commit_landed_deletes_nothing(tmp_path: Path) -> None:
+    """Attempt 1 lost a race, attempt 2 landed; an interruption while attempt 1's leftovers go must not
+    make the commit delete the files of the snapshot that landed (Java: clean-up after success only
+    logs)."""
+    cat, tbl, first = setup(tmp_path)
+
+    def hook(stage: str, seen: list[str] = []) -> None:  # noqa: B006 - the stages seen, by design
+        seen.append(stage)
+        if stage == "swap" and seen.count("swap") == 1:
+            raise CommitConflict("lost a race")
+        if stage == "cleanup":
+            raise Interrupted
+
+    with pytest.raises(Interrupted):
+        tbl.append(rows(20, 15), faults=hook)
+    assert_intact(cat, tbl, pa.concat_tables([first, rows(20, 15)]))
+
+
+@pytest.mark.parametrize("write", ["append", "properties"])
+def test_old_metadata_deletion_failing_after_the_commit_keeps_the_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, write: str
+) -> None:
+    """write.metadata.delete-after-commit: an old metadata file that cannot be deleted (any error, e.g.
+    a scheme without a file system here) is logged; the commit that landed stays, its files kept."""
+    cat, tbl, first = setup(tmp_path)
+    props = tbl.update_properties()
+    props.set("write.metadata.delete-after-commit.enabled", "true")
+    props.set("write.metadata.previous-versions-max", "1").commit()
+    real = LocalFileIO.delete
+
+    def refuse_metadata(self: LocalFileIO, path: str, missing_ok: bool = False) -> None:
+        if path.endswith(".metadata.json"):
+            raise ge.errors.UnsupportedFeature(f"no file system for {path}")
+        real(self, path, missing_ok=missing_ok)
+
+    monkeypatch.setattr(LocalFileIO, "delete", refuse_metadata)
+    if write == "append":
+        tbl.append(rows(20, 15))
+        expected = pa.concat_tables([first, rows(20, 15)])
+    else:
+        tbl.update_properties().set("k", "v").commit()
+        expected = first
+    monkeypatch.undo()
+    assert "could not delete old metadata file" in caplog.text
+    fresh = assert_intact(cat, tbl, expected)
+    assert fresh.metadata_location == tbl.metadata_location
+    if write == "properties":
+        assert fresh.properties["k"] == "v"
+
+
 def test_interruption_before_the_swap_cleans_up(tmp_path: Path) -> None:
     cat, tbl, first = setup(tmp_path)
     before = table_files(tbl)
