@@ -327,6 +327,10 @@ class _Run:
             for g, _ in ok:
                 self.failures.append(GroupFailure(g.index, "commit", f"{type(exc).__name__}: {exc}"))
             return
+        except BaseException:  # interrupted: commit() deleted the files, or kept them when it was swapping
+            for _, r in ok:  # (the outcome unknown) or had landed; they are not this loop's to delete
+                uncommitted.remove(r)
+            raise
         self.commits.append(landed)
         self.rewrite_commits += 1
         self.replaced.update(f.path for g, _ in ok for f in g.files)

@@ -360,6 +360,30 @@ def test_swap_lands_but_reports_failure(
     assert_still_compacts(cat, expected)
 
 
+@pytest.mark.parametrize("partial", [True, False], ids=["partial", "all-or-nothing"])
+def test_interrupted_while_the_swap_lands_keeps_the_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, partial: bool
+) -> None:
+    """An interruption (KeyboardInterrupt) during the catalog swap leaves its outcome unknown: here it
+    landed, so the new data files are the table's and must stay (the compaction's own clean-up of
+    unfinished groups deleted them, leaving a snapshot of missing files)."""
+    cat, tbl, expected = setup(tmp_path)
+    real = SqlCatalog.commit_metadata
+
+    def lands_then_interrupted(self: SqlCatalog, identifier: Any, expected_location: Any, new: str) -> str:
+        real(self, identifier, expected_location, new)
+        raise Interrupted
+
+    monkeypatch.setattr(SqlCatalog, "commit_metadata", lands_then_interrupted)
+    with pytest.raises(Interrupted):
+        tbl.compact(options=options(partial), backend="cpu")
+    monkeypatch.undo()
+    fresh = assert_intact(cat, expected)
+    assert replace_snapshots(fresh) == 1
+    assert_no_stray_data_files(fresh)
+    assert_still_compacts(cat, expected)
+
+
 # -- a killed process ------------------------------------------------------------------------------------
 
 
