@@ -233,6 +233,25 @@ class SqlCatalog(Catalog):
         if self._write(sa.delete(ICEBERG_TABLES).where(*self._tables_filter(ns, name))) < 1:
             raise NoSuchTable(f"table {ns}.{name} does not exist in SQL catalog {self.name!r}")
 
+    def _insert_table(self, what: str, row: dict[str, Any]) -> None:
+        """Register a new table: a conflict when it exists; a failure of the transaction's commit leaves
+        the outcome unknown (the row may be there)."""
+        with self._connect() as conn:
+            try:
+                conn.execute(sa.insert(ICEBERG_TABLES).values(**row))
+            except sa_exc.IntegrityError as e:
+                raise CommitConflict(f"cannot create {what}: it was created concurrently") from e
+            except sa_exc.DBAPIError as e:
+                raise CatalogError(f"cannot create {what}: {e.orig}") from e
+            try:
+                conn.commit()
+            except sa_exc.IntegrityError as e:
+                raise CommitConflict(f"cannot create {what}: it was created concurrently") from e
+            except sa_exc.DBAPIError as e:
+                raise CommitStateUnknown(
+                    f"create {what}: committing its row failed ({e.orig}); whether it exists is unknown"
+                ) from e
+
     def commit_metadata(
         self, identifier: IdentifierLike, expected_metadata_location: str | None, new_metadata_location: str
     ) -> str:
@@ -240,10 +259,7 @@ class SqlCatalog(Catalog):
         ns = namespace_to_string(namespace)
         what = f"table {ns}.{name} in SQL catalog {self.name!r}"
         if expected_metadata_location is None:
-            try:
-                self._write(sa.insert(ICEBERG_TABLES).values(**self._row(ns, name, new_metadata_location)))
-            except sa_exc.IntegrityError as e:
-                raise CommitConflict(f"cannot create {what}: it was created concurrently") from e
+            self._insert_table(what, self._row(ns, name, new_metadata_location))
             return new_metadata_location
         conds = [*self._tables_filter(ns, name), _T.metadata_location == expected_metadata_location]
         update = (

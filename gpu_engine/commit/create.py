@@ -22,6 +22,7 @@ from ..errors import (
     CatalogError,
     CommitConflict,
     CommitStateUnknown,
+    GpuEngineError,
     NoSuchNamespace,
     TableAlreadyExists,
     UnsupportedFeature,
@@ -154,7 +155,12 @@ def create_table(
     except CommitConflict as exc:
         catalog.io.delete(catalog.io.resolve(path), missing_ok=True)
         raise TableAlreadyExists(f"table {shown} was created concurrently in {catalog.name!r}") from exc
-    except BaseException:
+    except GpuEngineError:  # the catalog's own error: it did not register the table
         catalog.io.delete(catalog.io.resolve(path), missing_ok=True)
         raise
+    except Exception as exc:  # anything else (or an interruption, passing through) leaves it unknown:
+        raise CommitStateUnknown(  # the catalog may point at the file, so it stays
+            f"create table {shown}: registering {path} in catalog {catalog.name!r} failed with "
+            f"{type(exc).__name__}: {exc}; whether the table exists is unknown"
+        ) from exc
     return catalog.load_table(identifier)

@@ -8,13 +8,17 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+import sqlalchemy as sa
 from pyiceberg.table import StaticTable
+from sqlalchemy import exc as sa_exc
 
 import gpu_engine as ge
+from gpu_engine.catalog.sql import SqlCatalog
 from gpu_engine.commit import new_table_metadata
 from gpu_engine.commit.schema_from_arrow import schema_from_arrow
 from gpu_engine.commit.spec_parse import parse_partition_spec
 from gpu_engine.errors import (
+    CatalogError,
     CommitStateUnknown,
     InvalidProperty,
     InvalidType,
@@ -240,3 +244,60 @@ def test_rest_catalog_creates_through_the_server(tmp_path: Path) -> None:
     finally:
         server.stop()
     assert not server.errors, server.errors
+
+
+class Interrupted(BaseException):  # like KeyboardInterrupt: not an Exception
+    pass
+
+
+def test_create_interrupted_after_the_catalog_registered_it_keeps_the_metadata(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The catalog's row landed, then the call was interrupted: the outcome is unknown to create_table,
+    so the metadata file the row may name stays (it was deleted: the table could neither load nor be
+    created again)."""
+    cat = sql_catalog(tmp_path)
+    real = SqlCatalog.commit_metadata
+
+    def lands_then_interrupted(self: SqlCatalog, identifier: object, expected: str | None, new: str) -> str:
+        real(self, identifier, expected, new)  # type: ignore[arg-type]
+        raise Interrupted
+
+    monkeypatch.setattr(SqlCatalog, "commit_metadata", lands_then_interrupted)
+    with pytest.raises(Interrupted):
+        cat.create_table("db.t", SCHEMA)
+    monkeypatch.undo()
+    assert cat.load_table("db.t").scan().to_arrow().num_rows == 0
+
+
+def test_create_whose_sql_commit_fails_is_unknown_and_keeps_the_metadata(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The INSERT's transaction committed but the driver reported a failure (a connection lost during
+    COMMIT): CommitStateUnknown, not a definite error, and the metadata file stays."""
+    cat = sql_catalog(tmp_path)
+    real = sa.engine.Connection.commit
+
+    def committed_then_lost(self: sa.engine.Connection) -> None:
+        real(self)
+        raise sa_exc.OperationalError("COMMIT", {}, Exception("server closed the connection"))
+
+    monkeypatch.setattr(sa.engine.Connection, "commit", committed_then_lost)
+    with pytest.raises(CommitStateUnknown, match="whether it exists is unknown"):
+        cat.create_table("db.t", SCHEMA)
+    monkeypatch.undo()
+    assert cat.load_table("db.t").scan().to_arrow().num_rows == 0
+
+
+def test_create_refused_by_the_catalog_removes_its_metadata(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cat = sql_catalog(tmp_path)
+
+    def refused(self: SqlCatalog, identifier: object, expected: str | None, new: str) -> str:
+        raise CatalogError("refused")
+
+    monkeypatch.setattr(SqlCatalog, "commit_metadata", refused)
+    with pytest.raises(CatalogError, match="refused"):
+        cat.create_table("db.t", SCHEMA)
+    assert not list(tmp_path.rglob("*.metadata.json"))
