@@ -400,3 +400,27 @@ def test_create_in_a_new_namespace_and_conflicting_versions(
     argv = ["create", "fresh.u", "--catalog", NAME, "--schema", schema_file, "--format-version", "1"]
     assert main([*argv, "--property", "format-version=3"]) == 2
     assert "disagree" in capsys.readouterr().err
+
+
+def test_a_full_disk_is_an_error_line_naming_the_operation_and_file(
+    catalog_env: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ENOSPC while writing the commit's metadata files: exit 2 with an `error:` line naming the command
+    and the file (not a traceback of an OSError naming neither); the table keeps its rows."""
+    import errno
+    import os
+
+    _create_and_append(tmp_path, capsys, 1, 5)
+    data = _write(tmp_path, "more.parquet", _rows(5, 9))
+    real = os.fsync
+
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full)
+    assert main(["append", IDENT, "--catalog", NAME, data]) == 2
+    monkeypatch.setattr(os, "fsync", real)
+    err = capsys.readouterr().err
+    assert "error:" in err and "append" in err and "No space left on device" in err
+    assert "(writing " in err and "Traceback" not in err
+    assert ge.load_catalog(NAME).load_table(IDENT).scan().to_arrow().num_rows == 5

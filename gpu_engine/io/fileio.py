@@ -16,7 +16,7 @@ import contextlib
 import os
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol, runtime_checkable
@@ -147,7 +147,7 @@ class LocalFileIO:
             raise FileExistsError(f"{path} already exists: new files are never overwritten")
         tmp = os.path.join(directory, f".{os.path.basename(target)}.{uuid.uuid4().hex}.tmp")
         try:
-            _write_synced(tmp, data)
+            _write_synced(tmp, data, path)
             try:
                 os.link(tmp, target)  # atomic, and fails when target exists: rename without overwrite
             except FileExistsError:
@@ -168,7 +168,7 @@ class LocalFileIO:
         os.makedirs(directory, exist_ok=True)
         tmp = os.path.join(directory, f".{os.path.basename(target)}.{uuid.uuid4().hex}.tmp")
         try:
-            _write_synced(tmp, data)
+            _write_synced(tmp, data, path)
             os.replace(tmp, target)
         finally:
             if os.path.lexists(tmp):
@@ -186,8 +186,20 @@ class LocalFileIO:
                 raise
 
 
-def _write_synced(path: str, data: bytes) -> None:
-    with open(path, "xb") as f:
+@contextlib.contextmanager
+def naming(shown: str) -> Iterator[None]:
+    """An OSError without a file name raised inside (a full disk: ``[Errno 28] No space left on
+    device``) names ``shown``, the file being written."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is not None or exc.errno is None:
+            raise
+        raise type(exc)(exc.errno, f"{exc.strerror} (writing {shown})") from exc
+
+
+def _write_synced(path: str, data: bytes, shown: str) -> None:
+    with naming(shown), open(path, "xb") as f:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())

@@ -13,6 +13,8 @@ import threading
 from collections import OrderedDict
 from typing import BinaryIO
 
+from .fileio import naming
+
 _DEFAULT_LIMIT = 256
 
 
@@ -38,9 +40,10 @@ class OpenFiles:
         self.lock = threading.Lock()
         self.open: OrderedDict[SlotFile, None] = OrderedDict()  # least recently written first
 
-    def create(self, path: str) -> SlotFile:
-        """A new file at ``path`` (created exclusively: an existing file is an error)."""
-        return SlotFile(self, path)
+    def create(self, path: str, shown: str | None = None) -> SlotFile:
+        """A new file at ``path`` (created exclusively: an existing file is an error); errors name
+        ``shown`` (the file ``path`` becomes) when they name no file."""
+        return SlotFile(self, path, shown or path)
 
     def _admit(self, f: SlotFile) -> None:
         """Mark ``f`` (open) as the most recently written; close others beyond the limit (lock held)."""
@@ -57,8 +60,8 @@ class SlotFile:
     """A write-only file of an :class:`OpenFiles`: reopened for appending when written after it was
     closed to make room."""
 
-    def __init__(self, files: OpenFiles, path: str) -> None:
-        self.files, self.path = files, path
+    def __init__(self, files: OpenFiles, path: str, shown: str) -> None:
+        self.files, self.path, self.shown = files, path, shown
         self.pins = 0  # threads writing to it now: never closed under them
         self.done = False
         with files.lock:
@@ -75,7 +78,8 @@ class SlotFile:
             self.files._admit(self)
             handle = self.handle
         try:
-            return handle.write(data)
+            with naming(self.shown):
+                return handle.write(data)
         finally:
             with self.files.lock:
                 self.pins -= 1
@@ -85,7 +89,7 @@ class SlotFile:
         with self.files.lock:
             handle, self.handle, self.done = self.handle, None, True
             self.files.open.pop(self, None)
-        with handle if handle is not None else open(self.path, "ab") as h:
+        with naming(self.shown), handle if handle is not None else open(self.path, "ab") as h:
             h.flush()
             os.fsync(h.fileno())
 

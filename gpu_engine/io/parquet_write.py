@@ -364,7 +364,7 @@ class _Writer:
             tmp = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
         else:
             tmp = os.path.join(tempfile.gettempdir(), f".{name}.{uuid.uuid4().hex}.tmp")
-        handle = self.files.create(tmp)
+        handle = self.files.create(tmp, path)
         try:
             out = SpliceFile(handle)
         except BaseException:
