@@ -43,6 +43,7 @@ from ..errors import PlanningError, UnsupportedFeature
 from ..execute.projection import project
 from ..execute.scan import execute
 from ..expressions import TRUE, AlwaysTrue, Expression
+from ..iceberg import metadata_columns as mc
 from ..iceberg.content_file import ContentFile
 from ..iceberg.deletion_vectors import read_dv, sorted_unique
 from ..iceberg.manifest_list import ManifestFile
@@ -65,7 +66,7 @@ if TYPE_CHECKING:
 __all__ = ["FileRowDeletes", "RowDeleteFiles", "RowDeletes", "plan_row_deletes", "write_row_deletes"]
 
 Positions = npt.NDArray[np.int64]
-_COLUMNS = ("_file", "_pos")
+_COLUMNS = (mc.HIDDEN_FILE, mc.HIDDEN_POS)
 
 
 @dataclass(frozen=True, eq=False)
@@ -238,10 +239,10 @@ def positions_by_file(batches: Iterable[pa.RecordBatch]) -> dict[str, Positions]
     for batch in batches:
         if batch.num_rows == 0:
             continue
-        encoded = pc.dictionary_encode(batch.column("_file"))
+        encoded = pc.dictionary_encode(batch.column(mc.HIDDEN_FILE))
         lookup = np.array([ids.setdefault(p, len(ids)) for p in encoded.dictionary.to_pylist()], np.int64)
         id_parts.append(lookup[encoded.indices.to_numpy()])
-        pos_parts.append(batch.column("_pos").to_numpy().astype(np.int64, copy=False))
+        pos_parts.append(batch.column(mc.HIDDEN_POS).to_numpy().astype(np.int64, copy=False))
     if not ids:
         return {}
     file_ids, pos = np.concatenate(id_parts), np.concatenate(pos_parts)

@@ -37,6 +37,7 @@ import pyarrow.compute as pc
 
 from ..backend.select import BackendChoice
 from ..errors import PlanningError, UnsupportedFeature
+from ..iceberg import metadata_columns as mc
 from ..iceberg.metadata import TableMetadata
 from ..io.fileio import FileIO
 from ..planning.changelog import DELETE, INSERT, ChangelogPlan, ChangeTask
@@ -53,7 +54,7 @@ CHANGE_FIELDS = (
     pa.field("_change_ordinal", pa.int32(), nullable=False),
     pa.field("_commit_snapshot_id", pa.int64(), nullable=False),
 )
-_KEYS = ("_file", "_pos")
+_KEYS = (mc.HIDDEN_FILE, mc.HIDDEN_POS)
 
 
 @dataclass
@@ -127,7 +128,7 @@ def execute_changelog(
 class _Reads:
     read: Callable[[Iterable[ScanTask], Projection], Iterator[pa.RecordBatch]]
     compare: Callable[[Sequence[FilePair], Projection], Iterator[Difference]]
-    keyed: Projection  # the output columns plus _file and _pos
+    keyed: Projection  # the output columns plus the hidden _file and _pos
 
 
 def _key_columns(keys: Sequence[str], data_columns: Sequence[str], case_sensitive: bool) -> tuple[str, ...]:
@@ -144,7 +145,7 @@ def _key_columns(keys: Sequence[str], data_columns: Sequence[str], case_sensitiv
 
 
 def _with_keys(out: Projection) -> list[str]:
-    return [*out.names, *(k for k in _KEYS if k not in out.names)]
+    return [*out.names, *_KEYS]
 
 
 def _stream(
@@ -310,8 +311,8 @@ def _at(
 ) -> Iterator[pa.RecordBatch]:
     """Rows of keyed batches whose position is (``keep``) or is not set in their file's bitmap."""
     for batch in batches:
-        files = batch.column(batch.schema.get_field_index("_file"))
-        pos = batch.column(batch.schema.get_field_index("_pos")).to_numpy(zero_copy_only=False)
+        files = batch.column(batch.schema.get_field_index(mc.HIDDEN_FILE))
+        pos = batch.column(batch.schema.get_field_index(mc.HIDDEN_POS)).to_numpy(zero_copy_only=False)
         hit = np.zeros(batch.num_rows, dtype=bool)
         for path in pc.unique(files).to_pylist():
             mine = pc.equal(files, path).to_numpy(zero_copy_only=False)

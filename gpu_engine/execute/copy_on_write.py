@@ -29,7 +29,7 @@ from .rewrite import without_lineage_metrics
 from .scan import execute
 
 Positions = npt.NDArray[np.int64]
-_LOCATORS = ("_file", "_pos")
+_LOCATORS = (mc.HIDDEN_FILE, mc.HIDDEN_POS)
 
 
 def rewrite_without(
@@ -59,10 +59,10 @@ def rewrite_without(
 
 def _kept(batches: Iterator[pa.RecordBatch], drop: Mapping[str, Positions]) -> Iterator[pa.RecordBatch]:
     """``batches`` without the rows at the dropped positions of their files, and without the locator
-    columns ``_file`` and ``_pos``."""
+    columns (the hidden ``_file`` and ``_pos``)."""
     for batch in batches:
-        files = batch.column("_file")
-        positions = batch.column("_pos").to_numpy()
+        files = batch.column(mc.HIDDEN_FILE)
+        positions = batch.column(mc.HIDDEN_POS).to_numpy()
         keep = np.ones(batch.num_rows, dtype=bool)
         for path in pc.unique(files).to_pylist():
             gone = drop.get(path)

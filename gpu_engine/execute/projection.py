@@ -67,16 +67,13 @@ def project(
     if len(set(columns)) != len(columns):
         raise InvalidType(f"scan columns {list(columns)} name a column twice")
     for name in columns:
-        if name in mc.NAMES:
+        f = _data_field(schema, name, case_sensitive)
+        if f is None:  # a metadata column: a table column of the same name wins (as in Spark)
             if name in (mc.ROW_ID.name, mc.LAST_UPDATED_SEQUENCE_NUMBER.name) and md.format_version < 3:
                 raise UnsupportedFeature(f"column {name!r}: row lineage needs a format-version 3 table")
             metadata.append(mc.field(md, name))
             names.append(name)
             continue
-        try:
-            f = schema.find_field(name, case_sensitive=case_sensitive)
-        except InvalidType as e:
-            raise InvalidType(f"scan column {name!r}: {e}") from None
         ids.add(f.field_id)
         top = schema.paths_by_id[f.field_id][0]
         if top not in names:
@@ -85,6 +82,19 @@ def project(
     if len(set(names)) != len(names):
         raise InvalidType(f"scan columns {list(columns)} name a column twice")
     return Projection(schema, data, tuple(metadata), tuple(names), md.format_version)
+
+
+def _data_field(schema: Schema, name: str, case_sensitive: bool) -> it.NestedField | None:
+    """The table column ``name`` selects; None for a metadata column (by name, or by its hidden name
+    whatever the table's columns are called)."""
+    if mc.is_hidden(name):
+        return None
+    try:
+        return schema.find_field(name, case_sensitive=case_sensitive)
+    except InvalidType as e:
+        if name in mc.NAMES:
+            return None
+        raise InvalidType(f"scan column {name!r}: {e}") from None
 
 
 def residual_ids(residual: Expression) -> frozenset[int]:

@@ -11,17 +11,26 @@ from dataclasses import replace
 
 from . import types as it
 from .metadata import TableMetadata
+from .schema import ROW_LINEAGE_NAMES
 
 FILE = it.NestedField(2147483646, "_file", it.STRING, required=True)
 POS = it.NestedField(2147483645, "_pos", it.LONG, required=True)
 SPEC_ID = it.NestedField(2147483643, "_spec_id", it.INT, required=True)
 PARTITION_ID = 2147483642
 PARTITION_NAME = "_partition"
-ROW_ID = it.NestedField(2147483540, "_row_id", it.LONG)
-LAST_UPDATED_SEQUENCE_NUMBER = it.NestedField(2147483539, "_last_updated_sequence_number", it.LONG)
+ROW_ID = it.NestedField(2147483540, ROW_LINEAGE_NAMES[0], it.LONG)
+LAST_UPDATED_SEQUENCE_NUMBER = it.NestedField(2147483539, ROW_LINEAGE_NAMES[1], it.LONG)
 
 LINEAGE = (ROW_ID, LAST_UPDATED_SEQUENCE_NUMBER)
 NAMES = (FILE.name, POS.name, SPEC_ID.name, PARTITION_NAME, ROW_ID.name, LAST_UPDATED_SEQUENCE_NUMBER.name)
+
+# A table column may be called ``_file`` or ``_pos`` (the spec reserves the field ids, not the names): a
+# scan's ``columns`` then mean the table's column, as in Spark. The engine's own operations that locate
+# rows (copy-on-write, delete planning, changelogs) ask for the metadata columns under these names,
+# which always mean the metadata column.
+_HIDDEN_PREFIX = "__gpu_engine"
+HIDDEN_FILE = _HIDDEN_PREFIX + FILE.name
+HIDDEN_POS = _HIDDEN_PREFIX + POS.name
 
 
 def partition_field(md: TableMetadata) -> it.NestedField:
@@ -51,8 +60,16 @@ def partition_field(md: TableMetadata) -> it.NestedField:
     return it.NestedField(PARTITION_ID, PARTITION_NAME, it.StructType(fields), required=True)
 
 
+def is_hidden(name: str) -> bool:
+    """Whether ``name`` is a metadata column's engine-internal name (``HIDDEN_FILE``, ...)."""
+    return name.startswith(_HIDDEN_PREFIX) and name[len(_HIDDEN_PREFIX) :] in NAMES
+
+
 def field(md: TableMetadata, name: str) -> it.NestedField:
-    """The metadata column called ``name`` (one of :data:`NAMES`)."""
+    """The metadata column called ``name`` (one of :data:`NAMES`, or its hidden name: the column under
+    that name)."""
+    if is_hidden(name):
+        return replace(field(md, name[len(_HIDDEN_PREFIX) :]), name=name)
     if name == PARTITION_NAME:
         return partition_field(md)
     by_name = {f.name: f for f in (FILE, POS, SPEC_ID, ROW_ID, LAST_UPDATED_SEQUENCE_NUMBER)}

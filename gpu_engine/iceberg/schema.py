@@ -197,10 +197,21 @@ def _prune_fields(
 V3_TYPES = ("timestamp_ns", "timestamptz_ns", "unknown", "variant", "geometry", "geography")
 
 
+# the names of the row-lineage metadata columns: v3 data files store them under these names
+ROW_LINEAGE_NAMES = ("_row_id", "_last_updated_sequence_number")
+
+
 def check_format_version(schema: Schema, version: int) -> None:
     """UnsupportedFeature naming the first column whose type the table's format ``version`` lacks (spec
-    Appendix E: these types came with v3; Java's Schema.checkCompatibility when a schema is added)."""
+    Appendix E: these types came with v3; Java's Schema.checkCompatibility when a schema is added), or,
+    from v3 on, a top-level column named as a row-lineage column (their values would be ambiguous)."""
     if version >= 3:
+        for f in schema.fields:
+            if f.name in ROW_LINEAGE_NAMES:
+                raise UnsupportedFeature(
+                    f"column {f.name!r}: a format-version {version} table keeps row lineage in a column of "
+                    "that name (the _row_id and _last_updated_sequence_number metadata columns): rename it"
+                )
         return
     for fid, f in schema.by_id.items():
         if isinstance(f.type, it.PrimitiveType) and f.type.name.split("(", 1)[0] in V3_TYPES:

@@ -301,3 +301,20 @@ def test_create_refused_by_the_catalog_removes_its_metadata(
     with pytest.raises(CatalogError, match="refused"):
         cat.create_table("db.t", SCHEMA)
     assert not list(tmp_path.rglob("*.metadata.json"))
+
+
+@pytest.mark.parametrize("name", ["_row_id", "_last_updated_sequence_number"])
+def test_v3_refuses_a_column_named_like_a_row_lineage_column(tmp_path: Path, name: str) -> None:
+    """v3 data files keep row lineage in columns of these names: a table column of the same name would
+    make them ambiguous, so creating, adding and upgrading to v3 refuse it (v2 tables may have it)."""
+    cat = sql_catalog(tmp_path)
+    clash = pa.schema([("id", pa.int64()), (name, pa.int64())])
+    with pytest.raises(UnsupportedFeature, match=f"column '{name}'.*row lineage"):
+        cat.create_table("db.t", clash, properties={"format-version": "3"})
+    v3 = cat.create_table("db.t", pa.schema([("id", pa.int64())]), properties={"format-version": "3"})
+    with pytest.raises(UnsupportedFeature, match=f"column '{name}'"):
+        v3.update_schema().add_column(name, it.LONG).commit()
+    v2 = cat.create_table("db.v2", clash, properties={"format-version": "2"})
+    with pytest.raises(UnsupportedFeature, match=f"column '{name}'"):
+        v2.update_properties().set("format-version", "3").commit()
+    assert v2.refresh().format_version == 2

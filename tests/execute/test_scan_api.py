@@ -385,6 +385,61 @@ def test_columns_without_case_prefer_the_exact_name_and_refuse_ambiguity(tmp_pat
         tbl.scan(columns=["Id"], case_sensitive=False).to_arrow()
 
 
+def _shadowing_table(tmp_path: Path, mode: str = "merge-on-read") -> Any:
+    """A v2 table with data columns called ``_pos`` and ``_file`` (the spec reserves the metadata
+    columns' field ids, not their names), two files of three rows."""
+    import gpu_engine as ge
+
+    cat = ge.load_catalog("c", uri=f"sqlite:///{tmp_path}/c.db", warehouse=(tmp_path / "wh").as_uri())
+    cat.create_namespace("db")
+    schema = pa.schema([("id", pa.int64()), ("_pos", pa.int64()), ("_file", pa.string())])
+    tbl = cat.create_table("db.t", schema, properties={"format-version": "2", "write.delete.mode": mode})
+    for start in (0, 3):
+        ids = list(range(start, start + 3))
+        tbl.append(
+            pa.table({"id": ids, "_pos": [100 + i for i in ids], "_file": [f"f{i}" for i in ids]}, schema)
+        )
+    return tbl
+
+
+def _data_rows(tbl: Any) -> list[dict[str, Any]]:
+    return sorted(tbl.scan().to_arrow().to_pylist(), key=lambda r: r["id"])
+
+
+def test_a_table_column_named_like_a_metadata_column_is_the_tables(tmp_path: Path) -> None:
+    """As in Spark, a table column shadows the metadata column of its name: selected, filtered and
+    compacted it keeps the user's values (compaction wrote file positions and paths into them)."""
+    tbl = _shadowing_table(tmp_path)
+    expected = [{"id": i, "_pos": 100 + i, "_file": f"f{i}"} for i in range(6)]
+    assert _data_rows(tbl) == expected
+    got = tbl.scan(columns=["id", "_pos", "_file"], filter="_pos >= 104").to_arrow().to_pylist()
+    assert sorted(got, key=lambda r: r["id"]) == expected[4:]
+    assert tbl.scan(columns=["_spec_id"]).to_arrow().column(0).to_pylist() == [0] * 6  # not shadowed
+    tbl.compact(options={"rewrite-all": "true"})
+    assert len(tbl.inspect.files().to_pylist()) == 1
+    assert _data_rows(tbl) == expected
+
+
+@pytest.mark.parametrize("mode", ["merge-on-read", "copy-on-write"])
+def test_deletes_locate_rows_under_a_shadowed_metadata_name(tmp_path: Path, mode: str) -> None:
+    """Deletes find rows by the metadata columns _file/_pos, also when table columns take those names."""
+    tbl = _shadowing_table(tmp_path, mode)
+    tbl.delete("id = 1")
+    tbl.delete_rows(pa.table({"id": pa.array([4], pa.int64())}), on=["id"])
+    assert [r["id"] for r in _data_rows(tbl)] == [0, 2, 3, 5]
+    assert all(r["_pos"] == 100 + r["id"] and r["_file"] == f"f{r['id']}" for r in _data_rows(tbl))
+
+
+def test_a_changelog_pairs_rows_under_a_shadowed_metadata_name(tmp_path: Path) -> None:
+    tbl = _shadowing_table(tmp_path)
+    before = tbl.metadata.current_snapshot().snapshot_id
+    tbl.delete("id = 1")
+    changes = tbl.incremental_changelog_scan(from_snapshot_id=before).to_arrow().to_pylist()
+    assert [(c["id"], c["_pos"], c["_file"], c["_change_type"]) for c in changes] == [
+        (1, 101, "f1", "DELETE")
+    ]
+
+
 # -- limit -----------------------------------------------------------------------------------------------
 
 
