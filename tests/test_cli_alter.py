@@ -31,7 +31,7 @@ def test_alter_schema_spec_and_sort_order(
     )  # fmt: skip
     assert out["schema_id"] == 1 and out["spec_id"] == 1 and out["sort_order_id"] == 1
     assert out["columns"] == ["id: long", "region: string", "amount: double", "note: string"]
-    assert out["partition_fields"] == ["id_bucket: bucket[4]"]
+    assert out["partition_fields"] == ["id_bucket_4: bucket[4]"]
     tbl = ge.load_catalog(NAME).load_table(IDENT)
     assert tbl.metadata_location == out["metadata_location"]
     got = tbl.scan().to_arrow().sort_by("id")

@@ -67,6 +67,17 @@ def parse_partition_field(text: str, schema: Schema) -> tuple[str, it.NestedFiel
     )
 
 
+def added_field_name(transform: str, column: str) -> str:
+    """The name Java's ``UpdatePartitionSpec.addField`` gives a field added without one (its
+    ``PartitionNameGenerator``): ``x``, ``x_bucket_16``, ``x_trunc_4``, ``x_day``, ``x_null``. A spec
+    created at once names them as :func:`parse_partition_field` does (``x_bucket``, ``x_trunc``)."""
+    if transform == "identity":
+        return column
+    kind, _, arg = transform.partition("[")
+    suffix = _SUFFIX[kind]
+    return f"{column}_{suffix}_{arg.rstrip(']')}" if arg else f"{column}_{suffix}"
+
+
 def parse_sort_order(text: str | Sequence[str], schema: Schema, *, order_id: int = 1) -> SortOrder:
     """The sort order of ``text`` (see the module doc): one string of comma-separated items or a list of
     them, over ``schema``; an :class:`UnsupportedTransform` names the item at fault."""

@@ -30,7 +30,7 @@ from ..errors import UnsupportedTransform, ValidationError
 from ..iceberg.metadata import TableMetadata
 from ..iceberg.partitioning import PartitionField, PartitionSpec, spec_to_json
 from .metadata_commit import MetadataUpdate, RestForm, commit_metadata_change, require_unchanged
-from .spec_parse import TIME_TRANSFORMS, parse_partition_field
+from .spec_parse import TIME_TRANSFORMS, added_field_name, parse_partition_field
 from .update import Faults
 
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ class SpecUpdate(MetadataUpdate):
         """Partition new writes by ``text`` too (``"bucket(16, id)"``, ``"day(ts)"``, ``"region"``)."""
         where = f"add partition field {text!r}"
         try:
-            transform, source, default_name = parse_partition_field(text, self._base.schema)
+            transform, source, _ = parse_partition_field(text, self._base.schema)
         except UnsupportedTransform as exc:
             raise InvalidSpecChange(str(exc)) from None
         same = [f for f in self._spec.fields if (f.source_id, f.transform) == (source.field_id, transform)]
@@ -82,6 +82,7 @@ class SpecUpdate(MetadataUpdate):
         ):
             raise InvalidSpecChange(f"{where}: a time transform of {source.name!r} is added already")
         earlier = self._historical(source.field_id, transform, name)
+        default_name = added_field_name(transform, self._base.schema.names_by_id[source.field_id])
         free = earlier is not None and earlier.field_id not in {f.field_id for f in self._spec.fields}
         chosen = (
             name if name is not None else (earlier.name if earlier is not None and free else default_name)

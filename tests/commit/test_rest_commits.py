@@ -120,7 +120,7 @@ def test_schema_and_spec_updates_through_rest(
     md = reloaded.metadata
     assert [f.name for f in md.schema.fields][-1] == "note" and md.schema.find_field("label").field_id == 5
     assert md.last_column_id == 9 and md.current_schema_id == 1
-    assert [f.name for f in md.spec.fields] == ["region", "id_bucket"] and md.default_spec_id == 1
+    assert [f.name for f in md.spec.fields] == ["region", "id_bucket_4"] and md.default_spec_id == 1
     new = rows(20, 20, seed=1).rename_columns([c if c != "s" else "label" for c in rows(0, 0).column_names])
     new = new.append_column("note", pa.array(["n"] * 20))
     reloaded.append(new)

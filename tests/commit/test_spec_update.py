@@ -66,14 +66,14 @@ def test_new_writes_use_the_new_spec_and_every_reader_reads_both(tmp_path: Path,
     raw = metadata(tbl)
     assert raw["default-spec-id"] == 1 and raw["last-partition-id"] == 1002
     kept = [("name", 1000, "void")] if version == 1 else []  # v1 specs keep their fields, as void
-    assert spec_fields(raw, 1) == [*kept, ("id_bucket", 1001, "bucket[4]"), ("day", 1002, "day")]
+    assert spec_fields(raw, 1) == [*kept, ("id_bucket_4", 1001, "bucket[4]"), ("day", 1002, "day")]
     tbl.append(batch(12, 12))
     specs = tbl.scan(columns=["id", "_spec_id"]).to_arrow()
     by_id = dict(zip(specs.column("id").to_pylist(), specs.column("_spec_id").to_pylist(), strict=True))
     assert {by_id[i] for i in range(12)} == {0} and {by_id[i] for i in range(12, 24)} == {1}
     files = tbl.scan(columns=["_file", "_partition"]).to_arrow().to_pylist()
     new_partitions = {r["_file"]: r["_partition"] for r in files if r["_file"] in _files_of_spec(tbl, 1)}
-    assert all(set(p) >= {"id_bucket", "day"} for p in new_partitions.values())
+    assert all(set(p) >= {"id_bucket_4", "day"} for p in new_partitions.values())
     expected = pa.concat_tables([batch(0, 12), batch(12, 12)])
     assert_all_readers(tbl, expected)
     result = tbl.compact(options={"rewrite-all": "true"})
@@ -95,9 +95,9 @@ def test_field_ids_come_back_and_an_earlier_spec_is_reused(tmp_path: Path) -> No
     with tbl.update_spec() as u:
         u.add_field("truncate(2, name)")
     raw = metadata(tbl)
-    assert spec_fields(raw, 2) == [("id_bucket", 1001, "bucket[4]"), ("name_trunc", 1002, "truncate[2]")]
+    assert spec_fields(raw, 2) == [("id_bucket", 1001, "bucket[4]"), ("name_trunc_2", 1002, "truncate[2]")]
     with tbl.update_spec() as u:
-        u.remove_field("name_trunc")
+        u.remove_field("name_trunc_2")
         u.add_field("name")  # the field spec 0 had: its id again
     raw = metadata(tbl)
     assert spec_fields(raw, 3) == [("id_bucket", 1001, "bucket[4]"), ("name", 1000, "identity")]
@@ -238,7 +238,7 @@ def test_delete_rows_reaches_files_of_every_live_spec(tmp_path: Path) -> None:
     # PyIceberg reads no equality deletes; DuckDB 1.5.5 fails on them across specs (NULL comparison)
     assert_same_rows(tbl.scan().to_arrow(), expected, context="gpu_engine scan")
     with tbl.update_spec() as u:
-        u.remove_field("id_bucket")  # unpartitioned now: one global delete reaches every file
+        u.remove_field("id_bucket_4")  # unpartitioned now: one global delete reaches every file
     result = tbl.delete_rows(pa.table({"id": pa.array([4], pa.int64())}), on=["id"])
     assert [f.spec_id for f in result.added] == [tbl.metadata.default_spec_id]
     assert_same_rows(tbl.scan().to_arrow(), expected.filter(pc.not_equal(expected["id"], 4)), context="ours")
@@ -279,13 +279,13 @@ def test_the_table_partition_struct_takes_the_newest_names(tmp_path: Path) -> No
         u.rename_field("ts_day", "day").add_field("bucket(4, id)")
     tbl.append(batch(4, 4))
     rows = tbl.scan(columns=["_partition"]).to_arrow()
-    assert [f.name for f in rows.schema.field("_partition").type] == ["day", "id_bucket"]
+    assert [f.name for f in rows.schema.field("_partition").type] == ["day", "id_bucket_4"]
     partitions = tbl.inspect.partitions()
-    assert [f.name for f in partitions.schema.field("partition").type] == ["day", "id_bucket"]
+    assert [f.name for f in partitions.schema.field("partition").type] == ["day", "id_bucket_4"]
     from pyiceberg.table import StaticTable
 
     theirs = StaticTable.from_metadata(tbl.metadata_location).inspect.partitions()
-    assert [f.name for f in theirs.schema.field("partition").type] == ["day", "id_bucket"]
+    assert [f.name for f in theirs.schema.field("partition").type] == ["day", "id_bucket_4"]
 
 
 def test_an_update_built_before_another_writers_spec_is_refused(tmp_path: Path) -> None:
@@ -299,6 +299,27 @@ def test_an_update_built_before_another_writers_spec_is_refused(tmp_path: Path) 
     with other.update_spec() as s:
         s.add_field("truncate(3, name)")
     with other.update_spec() as s:
-        s.remove_field("name_trunc")
+        s.remove_field("name_trunc_3")
     with pytest.raises(ValidationError, match="last partition id changed"):
         update.commit()
+
+
+def test_fields_added_later_are_named_as_java_names_them(tmp_path: Path) -> None:
+    """UpdatePartitionSpec.addField names a field added without a name with Java's
+    PartitionNameGenerator (``id_bucket_8``, ``name_trunc_3``), so a changed transform does not reuse
+    the removed field's name: the table-wide ``_partition`` struct, which holds both, stays valid."""
+    tbl = make(tmp_path, 2, ["bucket(4, id)"])
+    tbl.append(batch(0, 6))
+    with tbl.update_spec() as u:
+        u.remove_field("id_bucket").add_field("bucket(8, id)").add_field("truncate(3, name)")
+        u.add_field("year(ts)").add_field("void(id)")
+    assert spec_fields(metadata(tbl), 1) == [
+        ("id_bucket_8", 1001, "bucket[8]"),
+        ("name_trunc_3", 1002, "truncate[3]"),
+        ("ts_year", 1003, "year"),
+        ("id_null", 1004, "void"),
+    ]
+    tbl.append(batch(6, 6))
+    partition = tbl.scan(columns=["_partition"]).to_arrow().schema.field("_partition").type
+    assert [f.name for f in partition] == ["id_bucket", "id_bucket_8", "name_trunc_3", "ts_year", "id_null"]
+    assert tbl.inspect.files().num_rows > 2  # partitioned files of both specs, listed
