@@ -38,7 +38,7 @@ def partition_field(md: TableMetadata) -> it.NestedField:
     files written under different specs share one type. As Java's ``Partitioning.partitionType``: only
     fields whose source column the current schema still has (``allActiveFieldIds``), each named as the
     newest spec names it, typed by the newest spec where it is not void (a v1 field removed later keeps
-    its type)."""
+    its type); a name two fields share is the newer field's, the older one's gets its id appended."""
     active = md.schema.by_id
     names: dict[int, str] = {}
     typed: dict[int, it.NestedField] = {}
@@ -56,8 +56,17 @@ def partition_field(md: TableMetadata) -> it.NestedField:
                 from_void.discard(f.field_id)
                 if f.field_id in void:
                     from_void.add(f.field_id)
-    fields = tuple(replace(typed[i], name=names[i]) for i in sorted(typed))
+    fields = tuple(replace(typed[i], name=_unique(names, i)) for i in sorted(typed))
     return it.NestedField(PARTITION_ID, PARTITION_NAME, it.StructType(fields), required=True)
+
+
+def _unique(names: dict[int, str], field_id: int) -> str:
+    """``field_id``'s name; ``<name>_<id>`` when a newer field (higher id) has that name too (a field
+    removed, and another added under its name), so the struct's names stay unique."""
+    name = names[field_id]
+    if any(other > field_id and n == name for other, n in names.items()):
+        return f"{name}_{field_id}"
+    return name
 
 
 def is_hidden(name: str) -> bool:

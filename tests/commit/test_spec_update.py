@@ -323,3 +323,19 @@ def test_fields_added_later_are_named_as_java_names_them(tmp_path: Path) -> None
     partition = tbl.scan(columns=["_partition"]).to_arrow().schema.field("_partition").type
     assert [f.name for f in partition] == ["id_bucket", "id_bucket_8", "name_trunc_3", "ts_year", "id_null"]
     assert tbl.inspect.files().num_rows > 2  # partitioned files of both specs, listed
+
+
+def test_a_removed_fields_name_given_to_a_new_field_keeps_partition_names_unique(tmp_path: Path) -> None:
+    """A v2 field removed and a different one added under its name: both are in the table-wide
+    ``_partition`` struct, the older one as ``<name>_<id>`` (the struct had a name twice: invalid)."""
+    tbl = make(tmp_path, 2, ["bucket(4, id)"])
+    tbl.append(batch(0, 6))
+    with tbl.update_spec() as u:
+        u.remove_field("id_bucket").add_field("bucket(8, id)", name="id_bucket")
+    tbl.append(batch(6, 6))
+    got = tbl.scan(columns=["id", "_partition"]).to_arrow()
+    assert [f.name for f in got.schema.field("_partition").type] == ["id_bucket_1000", "id_bucket"]
+    rows = {r["id"]: r["_partition"] for r in got.to_pylist()}
+    assert all(rows[i]["id_bucket"] is None and rows[i]["id_bucket_1000"] is not None for i in range(6))
+    assert all(rows[i]["id_bucket_1000"] is None and rows[i]["id_bucket"] is not None for i in range(6, 12))
+    assert tbl.inspect.partitions().num_rows > 2
