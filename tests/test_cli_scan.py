@@ -185,3 +185,18 @@ def test_a_reader_that_stops_early_gets_no_traceback(tmp_path: Path) -> None:
     proc.stdout.close()
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 141 and b"Traceback" not in err, err.decode()
+
+
+def test_columns_parquet_cannot_hold_are_an_error_before_the_output_is_created(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``_partition`` of an unpartitioned table is an empty struct, which Parquet cannot store: exit 2
+    naming the output, and no empty file left (it was a traceback and a 0-byte file)."""
+    table = ge.load_table(NESTED, relocate=True)
+    assert not table.spec().fields
+    out = tmp_path / "out.parquet"
+    args = ["scan", str(NESTED), "--relocate", "--backend", "cpu", "--columns", "_partition", "-o", str(out)]
+    assert main(args) == 2
+    err = _unwrapped(capsys.readouterr().err)
+    assert f"-o {out}" in err and "cannot be written as Parquet" in err
+    assert not out.exists()

@@ -47,6 +47,10 @@ _GATES: dict[int, _Gate] = {}
 def open_sink(output: str | None, schema: pa.Schema) -> pq.ParquetWriter | None:
     if output is None:
         return None
+    try:  # a schema Parquet cannot hold fails here, before the output file is created or truncated
+        pq.ParquetWriter(pa.BufferOutputStream(), schema, compression="zstd").close()
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid) as e:
+        raise GpuEngineError(f"-o {output}: the columns cannot be written as Parquet: {e}") from None
     target: Any = output
     if output == "-":
         target = _Gate()
