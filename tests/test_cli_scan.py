@@ -1,5 +1,5 @@
-"""``gpu-engine scan``: Parquet output (to a file or stdout), column/filter/limit options, the JSON summary
-and its errors."""
+"""``gpu-engine scan``: Parquet output (to a file or stdout), column/filter/limit options, time travel
+(--snapshot, --as-of, --ref), the JSON summary and its errors."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import io
 import json
 import os
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -200,3 +201,98 @@ def test_columns_parquet_cannot_hold_are_an_error_before_the_output_is_created(
     err = _unwrapped(capsys.readouterr().err)
     assert f"-o {out}" in err and "cannot be written as Parquet" in err
     assert not out.exists()
+
+
+BATCHES = [
+    pa.table({"id": pa.array(range(i * 10, i * 10 + 10), pa.int64()), "s": [f"main{i}"] * 10})
+    for i in range(3)
+]
+DEV = pa.table({"id": pa.array(range(100, 105), pa.int64()), "s": ["dev"] * 5})
+
+
+@pytest.fixture
+def travel(tmp_path: Path) -> dict[str, Any]:
+    """Three appends to main (ids 0-9, 10-19, 20-29), tag ``v1`` at the first, branch ``dev`` at the second
+    with its own append (ids 100-104); the metadata JSON as json reads it, for the expected snapshots."""
+    cat = ge.load_catalog("c", uri=f"sqlite:///{tmp_path}/c.db", warehouse=(tmp_path / "wh").as_uri())
+    cat.create_namespace("db")
+    tbl = cat.create_table("db.t", BATCHES[0].schema)
+    tbl.append(BATCHES[0])
+    tbl.manage_snapshots().create_tag("v1").commit()
+    time.sleep(0.005)  # each snapshot-log entry its own millisecond
+    tbl.append(BATCHES[1])
+    tbl.manage_snapshots().create_branch("dev").commit()
+    time.sleep(0.005)
+    tbl.append(BATCHES[2])
+    tbl.append(DEV, branch="dev")
+    location = str(tbl.metadata_location)
+    with open(location.removeprefix("file://")) as f:
+        metadata = json.load(f)
+    return {"location": location, "metadata": metadata}
+
+
+def _scan_at(travel: dict[str, Any], tmp_path: Path, *options: str) -> list[dict[str, Any]]:
+    """The rows `scan -o` writes with ``options``, ordered by id."""
+    out = tmp_path / "travel.parquet"
+    assert main(["scan", travel["location"], "--backend", "cpu", *options, "-o", str(out)]) == 0
+    rows: list[dict[str, Any]] = pq.read_table(out).sort_by("id").to_pylist()
+    return rows
+
+
+def _appended(*batches: pa.Table) -> list[dict[str, Any]]:
+    """The rows of ``batches`` as appended, ordered by id."""
+    rows: list[dict[str, Any]] = pa.concat_tables(batches).sort_by("id").to_pylist()
+    return rows
+
+
+def test_snapshot_option_reads_that_snapshot(travel: dict[str, Any], tmp_path: Path) -> None:
+    """--snapshot ID: the rows appended up to that snapshot (a scan of the current one would have them all);
+    the dev branch's snapshot holds main's first two appends and its own."""
+    snaps = sorted(travel["metadata"]["snapshots"], key=lambda s: s["sequence-number"])
+    ids = [s["snapshot-id"] for s in snaps]  # in commit order
+    assert len(ids) == 4
+    assert _scan_at(travel, tmp_path, "--snapshot", str(ids[0])) == _appended(BATCHES[0])
+    assert _scan_at(travel, tmp_path, "--snapshot", str(ids[1])) == _appended(*BATCHES[:2])
+    assert _scan_at(travel, tmp_path, "--snapshot", str(ids[2])) == _appended(*BATCHES)
+    assert _scan_at(travel, tmp_path, "--snapshot", str(ids[3])) == _appended(*BATCHES[:2], DEV)
+
+
+def test_as_of_option_reads_mains_snapshot_at_that_time(travel: dict[str, Any], tmp_path: Path) -> None:
+    """--as-of MS: the snapshot main had at that time (the snapshot-log), up to and including the instant
+    it became current; later than every entry is main's head, not the dev branch's newer snapshot."""
+    log = [e["timestamp-ms"] for e in travel["metadata"]["snapshot-log"]]
+    assert len(log) == 3 and log == sorted(set(log))
+    assert _scan_at(travel, tmp_path, "--as-of", str(log[0])) == _appended(BATCHES[0])
+    assert _scan_at(travel, tmp_path, "--as-of", str(log[1] - 1)) == _appended(BATCHES[0])
+    assert _scan_at(travel, tmp_path, "--as-of", str(log[1])) == _appended(*BATCHES[:2])
+    assert _scan_at(travel, tmp_path, "--as-of", str(log[2] - 1)) == _appended(*BATCHES[:2])
+    assert _scan_at(travel, tmp_path, "--as-of", str(log[2] + 10**6)) == _appended(*BATCHES)
+
+
+def test_ref_option_reads_the_branch_or_tag(travel: dict[str, Any], tmp_path: Path) -> None:
+    """--ref NAME: a tag's snapshot, a branch's head (its own append included), main's head."""
+    refs = travel["metadata"]["refs"]
+    assert refs["v1"]["type"] == "tag" and refs["dev"]["type"] == "branch"
+    assert _scan_at(travel, tmp_path, "--ref", "v1") == _appended(BATCHES[0])
+    assert _scan_at(travel, tmp_path, "--ref", "dev") == _appended(*BATCHES[:2], DEV)
+    assert _scan_at(travel, tmp_path, "--ref", "main") == _appended(*BATCHES)
+
+
+def test_unknown_snapshot_ref_or_time_exits_2_naming_it(
+    travel: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An unknown snapshot id, an unknown ref, a time before the first snapshot: exit 2 with one error line
+    naming the value (not the current snapshot's rows, not a traceback), and no output file."""
+    first = travel["metadata"]["snapshot-log"][0]["timestamp-ms"]
+    out = tmp_path / "out.parquet"
+    cases = [
+        (["--snapshot", "123"], "no snapshot with id 123"),
+        (["--ref", "nope"], "no branch or tag named 'nope'"),
+        (["--as-of", str(first - 1)], f"no snapshot at or before timestamp {first - 1}"),
+    ]
+    for options, message in cases:
+        assert main(["scan", travel["location"], "--backend", "cpu", *options, "-o", str(out)]) == 2
+        err = _unwrapped(capsys.readouterr().err)
+        assert err.startswith("error:") and message in err, (options, err)
+        assert "Traceback" not in err
+        assert not out.exists()
