@@ -1,6 +1,6 @@
 """``gpu-engine compact`` against a SQLite catalog configured through PYICEBERG_CATALOG__*: --dry-run
 explains and writes nothing, a compaction keeps the rows and reports its counts (--json and the table
-report), sort orders and options pass through, bad options exit 2 naming the option."""
+report), sort orders, options and --where pass through, bad options exit 2 naming the option."""
 
 from __future__ import annotations
 
@@ -10,16 +10,18 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from pyiceberg.table import StaticTable
 
 import gpu_engine as ge
+from gpu_engine.catalog import Catalog
 from gpu_engine.cli import main
 from gpu_engine.table import Table
 
 NAME = "clicompact"
 
 
-@pytest.fixture
-def table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Table:
+def _catalog(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Catalog:
+    """Catalog NAME (SQLite) configured through the environment, with namespace ``db``."""
     warehouse = tmp_path / "warehouse"
     warehouse.mkdir()
     monkeypatch.setenv("PYICEBERG_HOME", str(tmp_path))
@@ -27,6 +29,12 @@ def table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Table:
     monkeypatch.setenv(f"PYICEBERG_CATALOG__{NAME.upper()}__WAREHOUSE", warehouse.as_uri())
     cat = ge.load_catalog(NAME)
     cat.create_namespace("db")
+    return cat
+
+
+@pytest.fixture
+def table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Table:
+    cat = _catalog(tmp_path, monkeypatch)
     schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("name", pa.string())])
     tbl = cat.create_table("db.t", schema=schema, properties={"format-version": "3"})
     for i in range(6):
@@ -92,3 +100,60 @@ def test_failed_groups_exit_1_with_json_too(table: Table, capsys: pytest.Capture
     assert main(argv) == 1
     report = json.loads(capsys.readouterr().out)
     assert report["failed-groups"]
+
+
+PARTITIONED = pa.schema([pa.field("id", pa.int64(), nullable=False), ("region", pa.string())])
+APPENDS = [
+    pa.table({"id": [i * 10 + j for j in range(6)], "region": ["eu", "us", "apac"] * 2}, schema=PARTITIONED)
+    for i in range(3)
+]  # each append writes one file to each of the three region partitions
+
+
+@pytest.fixture
+def partitioned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Table:
+    tbl = _catalog(tmp_path, monkeypatch).create_table(
+        "db.p", schema=PARTITIONED, partition_spec=["region"], properties={"format-version": "2"}
+    )
+    for data in APPENDS:
+        tbl.append(data)
+    return tbl
+
+
+def _live_files(tbl: Table) -> dict[str, str]:
+    """The current snapshot's data files and their region, as PyIceberg reads the manifests."""
+    files = StaticTable.from_metadata(tbl.metadata_location).inspect.files()
+    return {f["file_path"]: f["partition"]["region"] for f in files.to_pylist()}
+
+
+def test_where_rewrites_only_the_matching_partitions(
+    partitioned: Table, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--where region = 'eu': eu's three files become one; us and apac keep exactly their files (without the
+    filter every partition would be rewritten); the rows are those appended."""
+    before = _live_files(partitioned)
+    assert sorted(before.values()) == sorted(["eu", "us", "apac"] * 3)
+    report = _json(
+        capsys, "compact", "db.p", "--catalog", NAME, "--where", "region = 'eu'",
+        "--option", "min-input-files=2",
+    )  # fmt: skip
+    assert report["rewritten-data-files-count"] == 3 and report["added-data-files-count"] == 1
+    after = _live_files(partitioned.refresh())
+    kept = {path: region for path, region in before.items() if region != "eu"}
+    new = {path: region for path, region in after.items() if path not in before}
+    assert {path: region for path, region in after.items() if path in before} == kept
+    assert list(new.values()) == ["eu"]
+    expected = pa.concat_tables(APPENDS).sort_by("id").to_pylist()
+    assert partitioned.scan().to_arrow().sort_by("id").to_pylist() == expected
+
+
+def test_bad_where_exits_2_naming_it(partitioned: Table, capsys: pytest.CaptureFixture[str]) -> None:
+    """An unknown column or an unparsable filter: exit 2 naming the column or showing the text, and no new
+    snapshot."""
+    before = partitioned.metadata_location
+    assert main(["compact", "db.p", "--catalog", NAME, "--where", "regoin = 'eu'"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and "regoin" in err and "Traceback" not in err
+    assert main(["compact", "db.p", "--catalog", NAME, "--where", "region =="]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and "region ==" in err and "Traceback" not in err
+    assert partitioned.refresh().metadata_location == before
