@@ -52,6 +52,40 @@ def test_cli_compact_spark(table_name: str, capsys: pytest.CaptureFixture[str]) 
     assert "--master goes with --spark" in capsys.readouterr().err
 
 
+def _spark_jobs(spark: Any) -> dict[int, tuple[str, str]]:
+    """The jobs Spark's status store (what its UI lists) has recorded: id -> (description, status)."""
+    jobs = spark.sparkContext._jsc.sc().statusStore().jobsList(None)
+    out = {}
+    for i in range(jobs.length()):
+        job = jobs.apply(i)
+        description = job.description().get() if job.description().isDefined() else ""
+        out[int(job.jobId())] = (str(description), str(job.status().toString()))
+    return out
+
+
+def test_cli_compact_spark_rewrites_on_spark(
+    table_name: str, spark: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``gpu-engine compact --spark`` (not only its dry run): the group is rewritten by a Spark job (one per
+    group, described by the runner), as many groups at once as the session has task slots (single-process
+    compaction runs 1), and the rows are those appended less those deleted."""
+    earlier = set(_spark_jobs(spark))
+    assert cli_main(["compact", table_name, "--catalog", NAME, "--spark", "--backend", "cpu", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["rewritten-data-files-count"] == 5 and report["added-data-files-count"] == 1
+    assert report["planned-groups"] == 1 and not report["failed-groups"]
+    parallelism = spark.sparkContext.defaultParallelism
+    assert parallelism > 1 and report["options"]["max-concurrent-file-group-rewrites"] == parallelism
+    jobs = {k: v for k, v in _spark_jobs(spark).items() if k not in earlier}
+    assert sorted(jobs.values()) == [("gpu-engine rewrite of file group 0", "SUCCEEDED")]
+    tbl = ge.load_catalog(NAME).load_table(table_name)
+    assert len(tbl.scan().plan().tasks) == 1
+    expected = [(i, f"n{i // 10}") for i in range(50) if i not in (4, 44)]
+    assert sorted(tbl.scan().to_arrow().to_pylist(), key=lambda r: r["id"]) == [
+        {"id": i, "name": name} for i, name in expected
+    ]
+
+
 def test_rapids_conf() -> None:
     conf = rapids_conf(tasks_per_gpu=2, rapids_jar="/opt/rapids.jar")
     assert conf["spark.plugins"] == "com.nvidia.spark.SQLPlugin"
