@@ -11,22 +11,27 @@ import math
 import os
 import struct
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import fastavro
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from pyiceberg.transforms import BucketTransform
+from pyiceberg.types import LongType
 
 import gpu_engine as ge
 from gpu_engine.commit.compact import CompactionResult
 from gpu_engine.errors import InvalidOption, UnsupportedFeature
-from gpu_engine.execute import rewrite_order
+from gpu_engine.execute import group_runner, rewrite_order
 from gpu_engine.execute.rewrite import rewrite_group
 from gpu_engine.iceberg import types as it
 from gpu_engine.iceberg.content_file import ContentFile
 from gpu_engine.table import Table
+from gpu_engine.tasks import RewriteResult
 
 from ._compact_support import (
     REGIONS,
@@ -628,6 +633,120 @@ def test_sort_larger_than_the_memory_budget_spills(
         assert_rows_equal(in_memory.select(names), expected)
     for path in parquet_files_on_disk(tbl) - on_disk:  # uncommitted outputs
         os.remove(path)
+
+
+# -- output spec ---------------------------------------------------------------------------------------------
+
+
+def _two_spec_table(tmp_path: Path) -> tuple[Table, pa.Table]:
+    """Spec 0 partitions by ``region``, spec 1 (the default) by ``bucket(4, id)`` only; two files of each."""
+    _, tbl = new_table(tmp_path, 2, partitioned=True)
+    parts = [gen_rows(i * 40, 40, seed=i) for i in range(4)]
+    for p in parts[:2]:
+        tbl.append(p)
+    tbl.update_spec().remove_field("region").add_field("bucket(4, id)").commit()
+    for p in parts[2:]:
+        tbl.append(p)
+    assert sorted(tbl.metadata.specs) == [0, 1] and tbl.metadata.default_spec_id == 1
+    return tbl, pa.concat_tables(parts)
+
+
+def _live_data_entries_by_fastavro(tbl: Table) -> list[tuple[int, dict[str, Any], int]]:
+    """(the manifest's spec id, the data_file record, the entry's snapshot id) of each live data file of the
+    current snapshot, read with fastavro; the manifest list's spec id and the manifest's own must agree."""
+    snap = tbl.metadata.current_snapshot()
+    assert snap is not None and snap.manifest_list is not None
+    out: list[tuple[int, dict[str, Any], int]] = []
+    with open(snap.manifest_list, "rb") as f:
+        listed = [dict(m) for m in fastavro.reader(f) if isinstance(m, dict)]
+    for m in listed:
+        if m["content"] != 0:
+            continue
+        with open(m["manifest_path"], "rb") as f:
+            reader = fastavro.reader(f)
+            assert reader.metadata["partition-spec-id"] == str(m["partition_spec_id"])
+            entries = [dict(e) for e in reader if isinstance(e, dict)]
+        for e in entries:
+            if e["status"] != 2:  # a null snapshot id is inherited from the manifest (the spec)
+                snapshot_id = m["added_snapshot_id"] if e["snapshot_id"] is None else e["snapshot_id"]
+                out.append((m["partition_spec_id"], e["data_file"], snapshot_id))
+    return out
+
+
+BUCKET_4 = BucketTransform(4).transform(LongType())
+
+
+@pytest.mark.parametrize("output_spec", [None, 0, 1], ids=["default", "older-spec-0", "spec-1"])
+def test_output_spec_id_sets_the_spec_and_partition_of_the_new_files(
+    tmp_path: Path, output_spec: int | None
+) -> None:
+    """Every file is rewritten into ``output-spec-id`` (default: the table's default spec 1): its manifests
+    carry that spec id, its partition tuples that spec's fields, computed here from each file's rows (spec 0:
+    the region; spec 1: PyIceberg's bucket of the ids)."""
+    tbl, expected = _two_spec_table(tmp_path)
+    before = data_files(tbl)
+    options = {**REWRITE_ALL, **({} if output_spec is None else {"output-spec-id": str(output_spec)})}
+    result = tbl.compact(options=options, backend="cpu")
+    (commit,) = result.commits
+    assert result.rewritten_data_files == len(before) == 2 * 3 + 2 * 4  # a file per partition and append
+    assert_rows_equal(tbl.scan(backend="cpu").to_arrow(), expected, context="after compaction")
+    want = 1 if output_spec is None else output_spec
+    live = _live_data_entries_by_fastavro(tbl)
+    assert live and len(live) == result.added_data_files
+    for spec_id, data_file, snapshot_id in live:
+        assert (spec_id, snapshot_id) == (want, commit.snapshot_id), data_file["file_path"]
+        rows = read_file(data_file["file_path"])
+        if want == 0:
+            values = {(r,) for r in rows["region"].to_pylist()}
+        else:
+            values = {(BUCKET_4(i),) for i in rows["id"].to_pylist()}
+        assert len(values) == 1, (data_file["file_path"], values)  # one partition per file
+        assert tuple(data_file["partition"].values()) == values.pop()
+    partitions = {tuple(d["partition"].values()) for _, d, _ in live}
+    if want == 0:
+        assert partitions == {(r,) for r in REGIONS}
+    else:
+        assert partitions == {(b,) for b in range(4)}
+    assert_rows_equal(pyiceberg_static(tbl), expected, context="pyiceberg after compaction")
+    assert_no_stray_data_files(tbl)
+
+
+# -- timings -------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("strategy", ["binpack", "sort"])
+def test_each_group_reports_its_read_order_and_write_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, strategy: str
+) -> None:
+    """Each group's ``read_seconds``, ``order_seconds`` and ``write_seconds``: none negative, together no more
+    than the time its ``rewrite_group`` call took (measured around it here) nor than the compaction's wall
+    time; a group that read and wrote files spent time on both, and a sort spent time ordering (a timing
+    left at zero, or counted twice, fails)."""
+    tbl, _ = build(tmp_path, 2, partitioned=True, eq=False)
+    calls: dict[int, float] = {}
+
+    def timed(*args: Any, **kwargs: Any) -> RewriteResult:
+        start = time.perf_counter()
+        out = rewrite_group(*args, **kwargs)
+        calls[out.group_index] = time.perf_counter() - start
+        return out
+
+    monkeypatch.setattr(group_runner, "rewrite_group", timed)
+    start = time.perf_counter()
+    result = tbl.compact(strategy, sort_order=SORT if strategy == "sort" else None, options=REWRITE_ALL,
+                         backend="cpu")  # fmt: skip
+    wall = time.perf_counter() - start
+    assert len(result.groups) == 3 and sorted(calls) == [0, 1, 2]  # one per region
+    assert 0 < result.seconds <= wall
+    for g in result.groups:
+        timings = (g.read_seconds, g.order_seconds, g.write_seconds)
+        assert all(t >= 0 for t in timings), g
+        assert sum(timings) <= calls[g.group_index] <= wall, (g, calls, wall)
+        assert g.files_rewritten > 0 and g.files_added > 0
+        assert g.read_seconds > 0 and g.write_seconds > 0, g
+        if strategy == "sort":
+            assert g.order_seconds > 0, g
+    assert result.to_json()["groups"][0]["read_seconds"] == result.groups[0].read_seconds
 
 
 # -- dry run, options, static tables -------------------------------------------------------------------------
