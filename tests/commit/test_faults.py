@@ -17,6 +17,8 @@ import pytest
 
 import gpu_engine as ge
 from gpu_engine.catalog.sql import SqlCatalog
+from gpu_engine.commit import producer, retry
+from gpu_engine.commit.append import append
 from gpu_engine.commit.delete import DeleteResult
 from gpu_engine.errors import CommitConflict, CommitStateUnknown
 from gpu_engine.io import parquet_write
@@ -193,6 +195,52 @@ def test_retries_exhausted_removes_everything(tmp_path: Path) -> None:
         tbl.append(rows(20, 15), faults=hook)
     assert seen.count("swap") == 5  # commit.retry.num-retries = 4
     assert table_files(tbl) == before
+    assert_intact(cat, tbl, first)
+
+
+class FakeClock:
+    """``time.monotonic`` for the producer, moved only by its injected ``sleep``, which records the waits."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.waits: list[float] = []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.waits.append(seconds)
+        self.now += seconds
+
+
+@pytest.mark.parametrize(
+    ("wait_ms", "waits"),
+    [(125, [0.125] * 8), (375, [0.375, 0.375, 0.25])],
+    ids=["waits-fill-the-timeout", "last-wait-cut-to-the-deadline"],
+)
+def test_retries_stop_at_the_total_timeout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, wait_ms: int, waits: list[float]
+) -> None:
+    """commit.retry.total-timeout-ms=1000 with 100 retries allowed and every swap losing the race: the
+    commit retries while the fake clock is before the deadline, the last wait cut to end at it, and gives up
+    at the first attempt that fails at or after it (waits of 1/8 s: 8 waits, 9 attempts; of 3/8 s: two
+    waits, the third cut to 1/4 s, 4 attempts). Nothing is committed and every file it wrote is gone.
+    (Jitter off: each wait is the full commit.retry.min-wait-ms = max-wait-ms.)"""
+    cat, tbl, first = setup(tmp_path)
+    props = tbl.update_properties()
+    props.set("commit.retry.num-retries", "100").set("commit.retry.total-timeout-ms", "1000")
+    props.set("commit.retry.min-wait-ms", str(wait_ms)).set("commit.retry.max-wait-ms", str(wait_ms)).commit()
+    before_location, before_files = tbl.metadata_location, table_files(tbl)
+    clock = FakeClock()
+    monkeypatch.setattr(producer, "time", clock)  # the producer's clock only
+    monkeypatch.setattr(retry, "random", type("NoJitter", (), {"uniform": staticmethod(lambda a, b: b)}))
+    seen, hook = raise_at("swap", CommitConflict("always lost"), times=1000)
+    with pytest.raises(CommitConflict, match=f"after {len(waits) + 1} attempt"):
+        append(tbl, rows(20, 15), faults=hook, sleep=clock.sleep)
+    assert clock.waits == waits and clock.now == 1001.0
+    assert seen.count("swap") == len(waits) + 1
+    assert tbl.metadata_location == before_location
+    assert table_files(tbl) == before_files
     assert_intact(cat, tbl, first)
 
 
