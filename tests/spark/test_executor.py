@@ -1,17 +1,26 @@
 """What a Python worker of Spark keeps between tasks: the table metadata and the delete files its tasks
-load. The mapInArrow bodies run here without Spark, as a worker runs them: one payload after another."""
+load. The mapInArrow bodies run here without Spark, as a worker runs them: one payload after another.
+And the GPU a task runs on: the address Spark's resource scheduling assigned it
+(``TaskContext.get().resources()["gpu"]``), read through a fake TaskContext, the device selection of numba
+and CuPy mocked (no GPU needed)."""
 
 from __future__ import annotations
 
+import importlib.machinery
 import pickle
+import sys
+import types
 from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
+import numba.cuda
 import numpy as np
 import pyarrow as pa
+import pyspark
 import pytest
+from pyspark.resource import ResourceInformation
 
 import gpu_engine.table
 from gpu_engine.errors import GpuEngineError
@@ -129,3 +138,124 @@ def test_a_table_recreated_at_its_location_is_read_again(
     assert executor._metadata(tbl.metadata_location, executor.stamp_of(old), tbl.io) is old  # still cached
     with pytest.raises(GpuEngineError, match="no longer the file the driver planned with"):
         executor._metadata(tbl.metadata_location, ("yet-another", 1), tbl.io)
+
+
+# -- the task's GPU: Spark's resource scheduling, seen through a fake TaskContext -------------------------
+
+
+class _TaskContext:
+    """What ``pyspark.TaskContext.get()`` returns inside a task, reduced to what the executor reads:
+    ``resources()`` maps a resource name to Spark's ``ResourceInformation`` (its ``addresses`` are the
+    strings the executor's GPU discovery script listed)."""
+
+    def __init__(self, resources: dict[str, ResourceInformation]):
+        self._resources = resources
+
+    def resources(self) -> dict[str, ResourceInformation]:
+        return self._resources
+
+    def attemptNumber(self) -> int:  # noqa: N802 (PySpark's name)
+        return 0
+
+
+def _in_task(monkeypatch: pytest.MonkeyPatch, ctx: _TaskContext | None) -> None:
+    """Run the rest of the test as if inside a Spark task with ``ctx`` (None: on the driver, no task)."""
+
+    class _FakeTaskContext:
+        @staticmethod
+        def get() -> _TaskContext | None:
+            return ctx
+
+    monkeypatch.setattr(pyspark, "TaskContext", _FakeTaskContext)  # the executor imports it per call
+
+
+def _gpus(*addresses: str) -> _TaskContext:
+    return _TaskContext({"gpu": ResourceInformation("gpu", list(addresses))})
+
+
+class _Bound:
+    """Records the devices numba (``cuda.select_device``) and CuPy (``cupy.cuda.Device(i).use()``) are
+    bound to; CuPy is a fake module installed in ``sys.modules`` (or marked absent with None)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, *, cupy: bool) -> None:
+        self.numba: list[int] = []
+        self.cupy: list[int] = []
+        monkeypatch.setattr(numba.cuda, "select_device", self.numba.append)
+        if not cupy:
+            monkeypatch.setitem(sys.modules, "cupy", None)  # find_spec says None, as when not installed
+            return
+        bound = self.cupy
+
+        class _Device:
+            def __init__(self, index: int) -> None:
+                self.index = index
+
+            def use(self) -> None:
+                bound.append(self.index)
+
+        fake = types.ModuleType("cupy")
+        fake.__spec__ = importlib.machinery.ModuleSpec("cupy", None)
+        fake.cuda = types.SimpleNamespace(Device=_Device)  # type: ignore[attr-defined]
+        monkeypatch.setitem(sys.modules, "cupy", fake)
+
+
+def test_the_task_gpu_is_the_address_spark_assigned(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Spark's addresses are strings ("3"): the task gets that device index, the first when it holds
+    several (an executor sharing out whole GPUs); taking any other (device 0, the last) puts every task
+    of a multi-GPU executor on one device."""
+    _in_task(monkeypatch, _gpus("3"))
+    assert executor.task_gpu() == 3
+    _in_task(monkeypatch, _gpus("1", "2"))
+    assert executor.task_gpu() == 1
+
+
+@pytest.mark.parametrize(
+    "ctx",
+    [
+        None,  # the driver, or a worker outside a task: no TaskContext
+        _TaskContext({}),  # a CPU-only cluster: no resources scheduled
+        _TaskContext({"fpga": ResourceInformation("fpga", ["0"])}),  # other resources, no "gpu"
+        _gpus(),  # a "gpu" resource with no address
+    ],
+    ids=["no-task", "no-resources", "no-gpu-resource", "no-address"],
+)
+def test_no_assigned_gpu_is_none_and_binds_nothing(
+    monkeypatch: pytest.MonkeyPatch, ctx: _TaskContext | None
+) -> None:
+    """Outside GPU scheduling there is no task GPU: nothing is bound (the backend's own device choice
+    stands), whatever the backend; binding device 0 there would pin every task to one GPU."""
+    _in_task(monkeypatch, ctx)
+    bound = _Bound(monkeypatch, cupy=True)
+    assert executor.task_gpu() is None
+    for backend in ("auto", "cuda", "cpu"):
+        executor.bind_device(backend)
+    assert (bound.numba, bound.cupy) == ([], [])
+
+
+@pytest.mark.parametrize("backend", ["auto", "cuda"])
+def test_a_gpu_backend_binds_numba_and_cupy_to_the_task_gpu(
+    monkeypatch: pytest.MonkeyPatch, backend: str
+) -> None:
+    """The task's device becomes current for numba's kernels and for CuPy; binding another index (or
+    not binding) runs every task on the executor's device 0."""
+    _in_task(monkeypatch, _gpus("2"))
+    bound = _Bound(monkeypatch, cupy=True)
+    executor.bind_device(backend)
+    assert (bound.numba, bound.cupy) == ([2], [2])
+
+
+def test_without_cupy_only_numba_is_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CuPy is optional (the kernels need only numba): its absence is no error."""
+    _in_task(monkeypatch, _gpus("1"))
+    bound = _Bound(monkeypatch, cupy=False)
+    executor.bind_device("auto")
+    assert (bound.numba, bound.cupy) == ([1], [])
+
+
+def test_the_cpu_backend_binds_no_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A task on the CPU backend touches no device even when Spark assigned it one (selecting it would
+    create a CUDA context on the GPU for nothing, or fail on a machine whose driver is broken)."""
+    _in_task(monkeypatch, _gpus("0"))
+    bound = _Bound(monkeypatch, cupy=True)
+    executor.bind_device("cpu")
+    assert (bound.numba, bound.cupy) == ([], [])
