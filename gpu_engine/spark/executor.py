@@ -113,7 +113,8 @@ tables, commits and jobs the worker alternates between share one bounded cache."
 
 
 def task_gpu() -> int | None:
-    """The GPU Spark assigned to the running task (its first address), None outside GPU scheduling."""
+    """The GPU Spark assigned to the running task (its first address), None outside GPU scheduling.
+    An address that is not a CUDA device ordinal (ASCII digits) is a :class:`GpuEngineError` naming it."""
     from pyspark import TaskContext
 
     ctx = TaskContext.get()
@@ -122,13 +123,23 @@ def task_gpu() -> int | None:
     gpus = ctx.resources().get("gpu")
     if gpus is None or not gpus.addresses:
         return None
-    return int(gpus.addresses[0])
+    address = gpus.addresses[0]
+    if not (isinstance(address, str) and address.isascii() and address.isdigit()):
+        raise GpuEngineError(
+            f"Spark assigned this task GPU address {address!r} (of {list(gpus.addresses)}), not a CUDA "
+            "device ordinal such as '0': the executors' GPU discovery script "
+            "(spark.executor.resource.gpu.discoveryScript) must list device indexes"
+        )
+    return int(address)
 
 
 def bind_device(backend: str) -> None:
-    """Make the task's GPU current for numba and CuPy when the backend may use it."""
+    """Make the task's GPU current for numba and CuPy when the backend may use it (the CPU backend reads
+    no GPU address)."""
+    if backend == "cpu":
+        return
     gpu = task_gpu()
-    if gpu is None or backend == "cpu":
+    if gpu is None:
         return
     from numba import cuda
 

@@ -232,6 +232,22 @@ def test_no_assigned_gpu_is_none_and_binds_nothing(
     assert (bound.numba, bound.cupy) == ([], [])
 
 
+@pytest.mark.parametrize("address", ["GPU-5f3a", "0x1", "1.0", "-1", "", "٣"])
+def test_a_malformed_gpu_address_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, address: str) -> None:
+    """An address that is not a CUDA device ordinal (a discovery script listing UUIDs, a negative or
+    non-ASCII number int() would take) is an error naming it and the discovery script, not a bare
+    ValueError from int() nor a device picked from a number that names no ordinal."""
+    _in_task(monkeypatch, _gpus(address))
+    with pytest.raises(GpuEngineError, match=r"GPU address .*discoveryScript") as raised:
+        executor.task_gpu()
+    assert repr(address) in str(raised.value)
+    bound = _Bound(monkeypatch, cupy=True)
+    with pytest.raises(GpuEngineError, match="GPU address"):
+        executor.bind_device("auto")
+    executor.bind_device("cpu")  # the CPU backend uses no GPU: it has no address to read
+    assert (bound.numba, bound.cupy) == ([], [])
+
+
 @pytest.mark.parametrize("backend", ["auto", "cuda"])
 def test_a_gpu_backend_binds_numba_and_cupy_to_the_task_gpu(
     monkeypatch: pytest.MonkeyPatch, backend: str
