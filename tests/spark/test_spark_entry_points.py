@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +16,10 @@ import gpu_engine as ge
 from gpu_engine.cli import main as cli_main
 from gpu_engine.spark import rapids_conf
 from gpu_engine.spark.__main__ import main as spark_main
+from gpu_engine.spark.config import DISCOVERY_SCRIPT
 
 NAME = "sparkcli"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 @pytest.fixture
@@ -96,3 +99,45 @@ def test_rapids_conf() -> None:
     assert rapids_conf()["spark.task.resource.gpu.amount"] == "1"
     with pytest.raises(ValueError, match="must be >= 1"):
         rapids_conf(gpus_per_executor=0)
+
+
+def _readme_spark_submit() -> tuple[dict[str, str], list[str]]:
+    """The ``--conf key=value`` settings and ``--jars`` of the README's spark-submit example."""
+    text = README.read_text()
+    block = text[text.index("spark-submit --master") :]
+    block = block[: block.index("```")]
+    return dict(re.findall(r"--conf (\S+?)=(\S+)", block)), re.findall(r"--jars (\S+)", block)
+
+
+def test_rapids_conf_is_the_readmes_spark_submit_gpu_settings() -> None:
+    """The README says ``rapids_conf()`` returns its spark-submit example's GPU settings: one GPU per
+    executor found by the discovery script at /opt/sparkRapidsPlugin/getGpusResources.sh, one per task,
+    the RAPIDS plugin and its jar (the interpreter settings are the job's own)."""
+    documented, jars = _readme_spark_submit()
+    gpu = {k: v for k, v in documented.items() if not k.startswith("spark.pyspark.")}
+    assert gpu["spark.executor.resource.gpu.discoveryScript"] == "/opt/sparkRapidsPlugin/getGpusResources.sh"
+    assert set(gpu) == {
+        "spark.executor.resource.gpu.amount",
+        "spark.task.resource.gpu.amount",
+        "spark.executor.resource.gpu.discoveryScript",
+        "spark.plugins",
+    }
+    (jar,) = jars
+    conf = rapids_conf(rapids_jar=jar)
+    assert {k: conf[k] for k in gpu} == gpu
+    assert conf["spark.jars"] == jar
+    assert gpu["spark.executor.resource.gpu.discoveryScript"] == DISCOVERY_SCRIPT
+    # the session sets executor resources; a standalone worker's own (spark.worker.resource.*) are the
+    # worker daemon's configuration, which a session cannot change
+    assert not [k for k in conf if k.startswith("spark.worker.")]
+    custom = rapids_conf(discovery_script="/etc/spark/gpus.sh")
+    assert custom["spark.executor.resource.gpu.discoveryScript"] == "/etc/spark/gpus.sh"
+
+
+def test_rapids_conf_pinned_pool_is_a_byte_count() -> None:
+    """``spark.rapids.memory.pinnedPool.size`` is a byte size (RAPIDS reads a bare number as bytes):
+    8 GiB unless given, and the given number of bytes exactly (not GiB, not a float)."""
+    assert rapids_conf()["spark.rapids.memory.pinnedPool.size"] == str(8 * 1024**3) == "8589934592"
+    assert rapids_conf(pinned_pool_bytes=3 * 1024**3 + 1)["spark.rapids.memory.pinnedPool.size"] == (
+        "3221225473"
+    )
