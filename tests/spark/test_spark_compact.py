@@ -1,15 +1,17 @@
 """Compaction on Spark (local[2,2]) against single-process compaction: same rows, same number of files
-and the same metrics; injected task failures are retried without duplicate data; a group that keeps
-failing does not block the others under partial progress; a concurrent delete is validated as in a
-single process."""
+and the same metrics, on built tables and on a real fixture table (Dremio's, with position and equality
+deletes); injected task failures are retried without duplicate data; a group that keeps failing does not
+block the others under partial progress; a concurrent delete is validated as in a single process."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+import fastavro
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 import gpu_engine as ge
@@ -21,7 +23,9 @@ from gpu_engine.spark.runner import _first_line
 from gpu_engine.table import Table
 from gpu_engine.tasks import FileGroup, RewriteResult
 
-from ..commit._fixture_copy import committable_copy
+from ..commit._fixture_copy import committable_copy, tree_state
+from ..commit._support import avro_entries
+from ..planning._support import FIXTURES
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("name", pa.string()), ("x", pa.float64())])
 
@@ -88,6 +92,67 @@ def test_same_result_as_single_process(spark: Any, tmp_path: Path, version: int,
     )  # fmt: skip
     assert len(many.commits) == len(one.commits) == 1
     assert _metrics(_added(many, distributed)) == _metrics(_added(one, local))
+
+
+# Dremio's products table (SOURCES.md): 1000 rows in 5 data files partitioned by category (widget and
+# gizmo 2 files each, gadget 1); equality deletes of product ids 0-29, five 100-id ranges and color 'green',
+# then a position delete of product ids 50-52 (in widget's files): 450 rows remain.
+PRODUCTS = "fixtures/dremio-oss/iceberg/v2/products_with_eq_deletes"
+
+
+def _live_files(tbl: Table, content: int) -> dict[str, str]:
+    """The current snapshot's live data (content 0) or delete (1) files -> their partition's category,
+    read with fastavro (manifest list, then each manifest's entries not DELETED)."""
+    snap = tbl.metadata.current_snapshot()
+    assert snap is not None and snap.manifest_list is not None
+    with open(snap.manifest_list, "rb") as f:
+        manifests = [m for m in fastavro.reader(f) if isinstance(m, dict)]
+    return {
+        e["data_file"]["file_path"]: e["data_file"]["partition"]["category"]
+        for m in manifests
+        if m["content"] == content
+        for e in avro_entries(m["manifest_path"])
+        if e["status"] != 2
+    }
+
+
+def test_same_result_as_single_process_on_a_fixture_table(spark: Any, tmp_path: Path) -> None:
+    """Two copies of a real table with position and equality deletes, one compacted on Spark and one in
+    this process (groups of 2+ files, dangling deletes removed): both keep the table's rows (those the
+    fixture's description gives), and both drop the same delete files, those of the partitions whose
+    files were rewritten (the position delete and the equality deletes older than the new files; the
+    partition with one file keeps its equality delete)."""
+    before_fixture = tree_state(FIXTURES / PRODUCTS.removeprefix("fixtures/"))
+    local = committable_copy(PRODUCTS, tmp_path / "local")
+    distributed = committable_copy(PRODUCTS, tmp_path / "spark")
+    expected = local.scan().to_arrow().sort_by("product_id")
+    ids = expected["product_id"]
+    assert expected.num_rows == 450
+    assert not pc.any(pc.or_(pc.less(ids, 30), pc.is_in(ids, pa.array([50, 51, 52], ids.type)))).as_py()
+    assert distributed.scan().to_arrow().sort_by("product_id").equals(expected)
+
+    data = _live_files(local, 0)
+    deletes = _live_files(local, 1)
+    assert sorted(data.values()) == ["gadget", "gizmo", "gizmo", "widget", "widget"]
+    assert len(deletes) == 7
+    assert _live_files(distributed, 1) == deletes
+    rewritten = {c for c in data.values() if list(data.values()).count(c) >= 2}
+    dropped = {p for p, c in deletes.items() if c in rewritten}
+
+    options = {"min-input-files": "2", "remove-dangling-deletes": "true"}
+    one = local.compact(options=options, backend="cpu")
+    many = compact(spark, distributed, options=options, backend="cpu")
+
+    for tbl in (local, distributed):
+        assert tbl.scan().to_arrow().sort_by("product_id").equals(expected)
+        assert set(deletes) - set(_live_files(tbl, 1)) == dropped
+        assert set(_live_files(tbl, 1)) == set(deletes) - dropped  # none added
+        assert sorted(_live_files(tbl, 0).values()) == ["gadget", "gizmo", "widget"]
+    assert len(dropped) == 6
+    summary = ("rewritten_data_files", "added_data_files", "removed_delete_files", "dangling_deletes_removed")
+    assert [getattr(many, k) for k in summary] == [getattr(one, k) for k in summary] == [4, 2, 6, 5]
+    assert _metrics(_added(many, distributed)) == _metrics(_added(one, local))
+    assert tree_state(FIXTURES / PRODUCTS.removeprefix("fixtures/")) == before_fixture
 
 
 def test_failed_attempts_are_retried_without_duplicates(spark: Any, tmp_path: Path) -> None:
