@@ -231,3 +231,18 @@ def with_raw_properties(tbl: Table, identifier: str, props: dict[str, str]) -> T
     assert tbl.catalog is not None
     tbl.catalog.commit_metadata(identifier, tbl.metadata_location, path)
     return tbl.catalog.load_table(identifier)
+
+
+class Interrupted(BaseException):
+    """Like KeyboardInterrupt: not an Exception."""
+
+
+def swap_lands_then(monkeypatch: pytest.MonkeyPatch, error: BaseException) -> None:
+    """Make the SQL catalog's swap commit, then raise ``error``: the caller cannot tell it landed."""
+    real = SqlCatalog.commit_metadata
+
+    def lands_then(self: SqlCatalog, identifier: Any, expected: str | None, new: str) -> str:
+        real(self, identifier, expected, new)
+        raise error
+
+    monkeypatch.setattr(SqlCatalog, "commit_metadata", lands_then)

@@ -38,17 +38,13 @@ from ._compact_support import (
     parquet_files_on_disk,
     replace_snapshots,
 )
-from ._support import raise_at, table_files
+from ._support import Interrupted, raise_at, swap_lands_then, table_files
 
 REPO = Path(__file__).resolve().parents[2]
 PARTIAL = {"partial-progress.enabled": "true", "partial-progress.max-commits": "3"}
 
 
 class Boom(RuntimeError):
-    pass
-
-
-class Interrupted(BaseException):  # like KeyboardInterrupt: not an Exception
     pass
 
 
@@ -342,13 +338,7 @@ def test_swap_lands_but_reports_failure(
 ) -> None:
     cat, tbl, expected = setup(tmp_path)
     lineage = tbl.scan(columns=["id", "_row_id", "_last_updated_sequence_number"], backend="cpu").to_arrow()
-    real = SqlCatalog.commit_metadata
-
-    def lands_then_fails(self: SqlCatalog, identifier: Any, expected_location: Any, new: str) -> str:
-        real(self, identifier, expected_location, new)
-        raise CommitStateUnknown("the commit went through but its answer was lost")
-
-    monkeypatch.setattr(SqlCatalog, "commit_metadata", lands_then_fails)
+    swap_lands_then(monkeypatch, CommitStateUnknown("the commit went through but its answer was lost"))
     with pytest.raises(CommitStateUnknown):
         tbl.compact(options=options(partial), backend="cpu")
     monkeypatch.undo()
@@ -368,13 +358,7 @@ def test_interrupted_while_the_swap_lands_keeps_the_files(
     landed, so the new data files are the table's and must stay (the compaction's own clean-up of
     unfinished groups deleted them, leaving a snapshot of missing files)."""
     cat, tbl, expected = setup(tmp_path)
-    real = SqlCatalog.commit_metadata
-
-    def lands_then_interrupted(self: SqlCatalog, identifier: Any, expected_location: Any, new: str) -> str:
-        real(self, identifier, expected_location, new)
-        raise Interrupted
-
-    monkeypatch.setattr(SqlCatalog, "commit_metadata", lands_then_interrupted)
+    swap_lands_then(monkeypatch, Interrupted())
     with pytest.raises(Interrupted):
         tbl.compact(options=options(partial), backend="cpu")
     monkeypatch.undo()

@@ -29,7 +29,7 @@ from gpu_engine.errors import (
 )
 from gpu_engine.iceberg import types as it
 
-from ._support import SCHEMA, pyiceberg_catalog, rows, sql_catalog
+from ._support import SCHEMA, Interrupted, pyiceberg_catalog, rows, sql_catalog, swap_lands_then
 
 
 @pytest.mark.parametrize("version", [1, 2, 3])
@@ -246,10 +246,6 @@ def test_rest_catalog_creates_through_the_server(tmp_path: Path) -> None:
     assert not server.errors, server.errors
 
 
-class Interrupted(BaseException):  # like KeyboardInterrupt: not an Exception
-    pass
-
-
 def test_create_interrupted_after_the_catalog_registered_it_keeps_the_metadata(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -257,13 +253,7 @@ def test_create_interrupted_after_the_catalog_registered_it_keeps_the_metadata(
     so the metadata file the row may name stays (it was deleted: the table could neither load nor be
     created again)."""
     cat = sql_catalog(tmp_path)
-    real = SqlCatalog.commit_metadata
-
-    def lands_then_interrupted(self: SqlCatalog, identifier: object, expected: str | None, new: str) -> str:
-        real(self, identifier, expected, new)  # type: ignore[arg-type]
-        raise Interrupted
-
-    monkeypatch.setattr(SqlCatalog, "commit_metadata", lands_then_interrupted)
+    swap_lands_then(monkeypatch, Interrupted())
     with pytest.raises(Interrupted):
         cat.create_table("db.t", SCHEMA)
     monkeypatch.undo()

@@ -28,6 +28,7 @@ from gpu_engine.io.position_delete_write import write_position_deletes
 from gpu_engine.table import Table
 
 from ._support import (
+    Interrupted,
     assert_all_readers,
     assert_same_rows,
     ours,
@@ -35,6 +36,7 @@ from ._support import (
     referenced_files,
     rows,
     sql_catalog,
+    swap_lands_then,
     table_files,
     with_raw_properties,
 )
@@ -119,13 +121,7 @@ def test_swap_lands_but_reports_failure(
     tmp_path: Path, version: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cat, tbl, first = setup(tmp_path, version)
-    real = SqlCatalog.commit_metadata
-
-    def lands_then_fails(self: SqlCatalog, identifier: object, expected: str | None, new: str) -> str:
-        real(self, identifier, expected, new)  # type: ignore[arg-type]
-        raise CommitStateUnknown("the commit went through but its answer was lost")
-
-    monkeypatch.setattr(SqlCatalog, "commit_metadata", lands_then_fails)
+    swap_lands_then(monkeypatch, CommitStateUnknown("the commit went through but its answer was lost"))
     second = rows(20, 15)
     with pytest.raises(CommitStateUnknown):
         tbl.append(second)
@@ -140,13 +136,7 @@ def test_swap_raising_an_unexpected_error_counts_as_unknown(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cat, tbl, first = setup(tmp_path)
-    real = SqlCatalog.commit_metadata
-
-    def lands_then_breaks(self: SqlCatalog, identifier: object, expected: str | None, new: str) -> str:
-        real(self, identifier, expected, new)  # type: ignore[arg-type]
-        raise OSError("socket closed")
-
-    monkeypatch.setattr(SqlCatalog, "commit_metadata", lands_then_breaks)
+    swap_lands_then(monkeypatch, OSError("socket closed"))
     with pytest.raises(CommitStateUnknown, match="socket closed"):
         tbl.append(rows(20, 15))
     monkeypatch.undo()
@@ -244,21 +234,11 @@ def test_retries_stop_at_the_total_timeout(
     assert_intact(cat, tbl, first)
 
 
-class Interrupted(BaseException):  # like KeyboardInterrupt: not an Exception
-    pass
-
-
 def test_interruption_during_the_swap_deletes_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cat, tbl, first = setup(tmp_path)
-    real = SqlCatalog.commit_metadata
-
-    def lands_then_interrupted(self: SqlCatalog, identifier: object, expected: str | None, new: str) -> str:
-        real(self, identifier, expected, new)  # type: ignore[arg-type]
-        raise Interrupted
-
-    monkeypatch.setattr(SqlCatalog, "commit_metadata", lands_then_interrupted)
+    swap_lands_then(monkeypatch, Interrupted())
     with pytest.raises(Interrupted):
         tbl.append(rows(20, 15))
     monkeypatch.undo()
@@ -478,13 +458,7 @@ def test_delete_swap_lands_but_reports_failure(
     case = delete_case(tmp_path, kind)
     tbl = case.tbl
     files, referenced = table_files(tbl), referenced_files(tbl)
-    real = SqlCatalog.commit_metadata
-
-    def lands_then_fails(self: SqlCatalog, identifier: object, expected: str | None, new: str) -> str:
-        real(self, identifier, expected, new)  # type: ignore[arg-type]
-        raise CommitStateUnknown("the commit went through but its answer was lost")
-
-    monkeypatch.setattr(SqlCatalog, "commit_metadata", lands_then_fails)
+    swap_lands_then(monkeypatch, CommitStateUnknown("the commit went through but its answer was lost"))
     with pytest.raises(CommitStateUnknown):
         case.run()
     monkeypatch.undo()
@@ -576,13 +550,7 @@ def test_expire_unknown_state_before_the_swap_keeps_every_file(tmp_path: Path) -
 def test_expire_swap_lands_but_reports_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cat, tbl, expected, after = expire_case(tmp_path)
     files = table_files(tbl)
-    real = SqlCatalog.commit_metadata
-
-    def lands_then_fails(self: SqlCatalog, identifier: object, expected: str | None, new: str) -> str:
-        real(self, identifier, expected, new)  # type: ignore[arg-type]
-        raise OSError("socket closed")
-
-    monkeypatch.setattr(SqlCatalog, "commit_metadata", lands_then_fails)
+    swap_lands_then(monkeypatch, OSError("socket closed"))
     with pytest.raises(CommitStateUnknown, match="socket closed"):
         tbl.expire_snapshots(older_than=after, retain_last=1)
     monkeypatch.undo()
