@@ -184,11 +184,13 @@ def _min_max(arr: pa.Array | pa.ChunkedArray, t: it.PrimitiveType) -> tuple[Any,
         arr = pa.chunked_array([_physical(c, t) for c in arr.chunks])  # has rows: not empty
     else:
         arr = _physical(arr, t)
+    if pa.types.is_floating(arr.type):
+        # NaNs out first: Arrow's min_max skips quiet NaNs only, and a signaling one (quiet bit clear,
+        # still a NaN) made it report 3.0 as the minimum of [1.0, sNaN, 3.0]
+        arr = pc.if_else(pc.is_nan(arr), pa.scalar(None, arr.type), arr)
     mm = pc.min_max(arr)
     lo, hi = mm["min"].as_py(), mm["max"].as_py()
     if isinstance(lo, float):
-        if math.isnan(lo):  # Arrow skips NaNs unless every value is one
-            return None, None
         if lo == 0.0 or hi == 0.0:
             values = arr.to_numpy(zero_copy_only=False)
             negative = np.signbit(values[values == 0])  # Arrow returns either zero for min and max
