@@ -190,14 +190,13 @@ def _min_max(arr: pa.Array | pa.ChunkedArray, t: it.PrimitiveType) -> tuple[Any,
         arr = pc.if_else(pc.is_nan(arr), pa.scalar(None, arr.type), arr)
     mm = pc.min_max(arr)
     lo, hi = mm["min"].as_py(), mm["max"].as_py()
-    if isinstance(lo, float):
-        if lo == 0.0 or hi == 0.0:
-            values = arr.to_numpy(zero_copy_only=False)
-            negative = np.signbit(values[values == 0])  # Arrow returns either zero for min and max
-            if lo == 0.0:
-                lo = -0.0 if negative.any() else 0.0
-            if hi == 0.0:
-                hi = -0.0 if negative.all() else 0.0
+    if isinstance(lo, float) and (lo == 0.0 or hi == 0.0):
+        values = arr.to_numpy(zero_copy_only=False)
+        negative = np.signbit(values[values == 0])  # Arrow returns either zero for min and max
+        if lo == 0.0:
+            lo = -0.0 if negative.any() else 0.0
+        if hi == 0.0:
+            hi = -0.0 if negative.all() else 0.0
     return lo, hi
 
 
