@@ -9,6 +9,7 @@ import numpy as np
 from . import elementwise as ew
 from ._jit import Int, scalar
 from .scalar import temporal as tp
+from .scalar.truncate import wrap_int32
 
 # Source units understood by the entry points.
 DAYS = 0
@@ -44,7 +45,7 @@ def _day(v: Int, unit: Int) -> Int:
 def _hour(v: Int, unit: Int) -> Int:
     if unit == NANOS:
         v = tp.micros_from_nanos(v)
-    return tp.hour_from_micros(v)
+    return wrap_int32(tp.hour_from_micros(v))  # Java's (int) HOURS.between: far-future hours wrap
 
 
 _SIGS = tuple(f"void(int64, int32[::1], {t}[::1], int64)" for t in ("int32", "int64"))

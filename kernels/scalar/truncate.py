@@ -16,10 +16,16 @@ def truncate_integer(v: Int, width: Int) -> Int:
 
 
 @scalar
+def wrap_int32(v: Int) -> Int:
+    """The low 32 bits of ``v`` as a signed int: Java's ``(int)`` cast (written out, so a CUDA kernel
+    and its simulator give what the CPU loop's narrowing store gives)."""
+    return ((v + 0x80000000) & 0xFFFFFFFF) - 0x80000000
+
+
+@scalar
 def truncate_int32(v: Int, width: Int) -> Int:
     """:func:`truncate_integer` wrapped to 32 bits, as Java's int arithmetic wraps (INT32_MIN - r)."""
-    r = truncate_integer(v, width)
-    return ((r + 0x80000000) & 0xFFFFFFFF) - 0x80000000
+    return wrap_int32(truncate_integer(v, width))
 
 
 @scalar

@@ -62,3 +62,18 @@ def test_timestamps(place: Place, host: Host, case: tuple[list[int], bool]) -> N
 def test_hour_of_days_is_refused() -> None:
     with pytest.raises(ValueError, match="hour needs a timestamp"):
         temporal.extract("hour", np.zeros(1, np.int32), temporal.DAYS)
+
+
+def java_int(v: int) -> int:
+    """Java's ``(int)`` cast: the low 32 bits, signed."""
+    return (v + 2**31) % 2**32 - 2**31
+
+
+@given(st.lists(st.integers(-(2**63), 2**63 - 1), min_size=1, max_size=32))
+def test_hours_beyond_an_int_wrap_as_java_casts_them(place: Place, host: Host, micros: list[int]) -> None:
+    """Java: ``(int) ChronoUnit.HOURS.between(EPOCH, ts)``; every long of micros is a valid timestamp,
+    and hours past 2**31 wrap. The CUDA kernel (and its simulator) stored the int64 hour into the int32
+    output: the simulator raised OverflowError where the CPU loop narrowed."""
+    arr = place(np.array(micros, np.int64))
+    got = host(temporal.extract("hour", arr, temporal.MICROS)).tolist()
+    assert got == [java_int(m // 3_600_000_000) for m in micros]
