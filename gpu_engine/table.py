@@ -11,7 +11,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .backend.select import check_backend_name
+from .backend.select import check_backend_name, choose
 from .errors import MetadataError, NoSuchTable, UnsupportedFeature
 from .expressions import TRUE
 from .iceberg.metadata import TableMetadata, parse_metadata
@@ -246,6 +246,7 @@ class Table:
         :mod:`gpu_engine.commit.append`. ``faults``: a test hook (see :mod:`gpu_engine.commit.producer`)."""
         from .commit.append import append
 
+        choose(backend)  # a bad name, or 'cuda' without a device, fails whether or not a kernel runs
         return append(self, data, branch=branch, backend=backend, merge_schema=merge_schema, faults=faults)
 
     def overwrite(
@@ -265,6 +266,7 @@ class Table:
         since the overwrite was planned) or ``snapshot``. See :mod:`gpu_engine.commit.overwrite`."""
         from .commit.overwrite import overwrite
 
+        choose(backend)
         return overwrite(
             self, data, filter, branch=branch, backend=backend, case_sensitive=case_sensitive,
             isolation=isolation, faults=faults,
@@ -286,6 +288,7 @@ class Table:
         ``snapshot``. See :mod:`gpu_engine.commit.partition_overwrite`."""
         from .commit.partition_overwrite import dynamic_partition_overwrite
 
+        choose(backend)
         return dynamic_partition_overwrite(
             self, data, branch=branch, backend=backend, isolation=isolation, faults=faults
         )
@@ -310,6 +313,7 @@ class Table:
         (the files written are deleted)."""
         from .commit.delete import delete
 
+        choose(backend)
         return delete(
             self, filter, branch=branch, backend=backend, case_sensitive=case_sensitive,
             isolation=isolation, faults=faults,
@@ -331,6 +335,7 @@ class Table:
         :mod:`gpu_engine.commit.upsert`."""
         from .commit.upsert import upsert
 
+        choose(backend)
         return upsert(self, data, on, branch=branch, backend=backend, faults=faults)
 
     def delete_rows(
@@ -347,6 +352,7 @@ class Table:
         the same key stay."""
         from .commit.equality_delete import delete_rows
 
+        choose(backend)
         return delete_rows(self, keys, on, branch=branch, backend=backend, faults=faults)
 
     def commit(
@@ -418,6 +424,7 @@ class Table:
         (v2), found by matching keys against the data files on ``backend``."""
         from .commit.delete_rewrite import convert_equality_deletes
 
+        choose(backend)
         return convert_equality_deletes(self, branch=branch, backend=backend, faults=faults)
 
     def expire_snapshots(

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..backend.select import check_backend_name
+from ..backend.select import check_backend_name, choose
 from ..errors import CommitStateUnknown, GpuEngineError, InvalidOption
 from ..execute.group_runner import GroupJob, GroupRunner, LocalRunner, discard
 from ..expressions import TRUE, Expression
@@ -211,6 +211,8 @@ def compact(
     if dry_run:
         return CompactionResult(plan, dry_run=True, seconds=time.perf_counter() - start)
     run = _Run(table, plan, backend, progress, faults, sleep)
+    if runner is None or isinstance(runner, LocalRunner):  # a Spark driver needs no device: executors choose
+        run.backend = choose(backend).name  # what ran when no group runs ('cuda' without a device: an error)
     run.execute(runner or LocalRunner())
     dangling = 0
     if resolved.remove_dangling_deletes:

@@ -160,6 +160,7 @@ def apply(
     """
     t, src = _resolve(transform, source_type)
     if isinstance(t, ts.Identity) and isinstance(values, (pa.Array, pa.ChunkedArray)):
+        choose(backend)  # no kernel runs, but a bad name or 'cuda' without a device is still an error
         _check_arrow_type(values.type, src)
         return values
     return _apply_column(t, src, values, backend)

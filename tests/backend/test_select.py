@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from numba import config
 
+import gpu_engine as ge
+from gpu_engine import transforms
 from gpu_engine.backend import select
 from gpu_engine.errors import BackendUnavailable, UnsupportedFeature
+from gpu_engine.table import Table
 
 NO_GPU = select.CudaProbe(
     available=False, simulated=False, detail="numba.cuda found no CUDA driver or device"
@@ -104,3 +109,55 @@ def test_a_device_that_compiles_is_available(monkeypatch: pytest.MonkeyPatch, fr
     monkeypatch.setattr(cuda, "get_current_device", lambda: _FakeDevice())
     probe = select.probe_cuda()  # the real compile_ptx: NVVM compiles without a device
     assert probe == select.CudaProbe(True, False, "CUDA device NVIDIA H200 (compute capability 9.0)")
+
+
+# -- every entry point refuses backend='cuda' without a device, kernel or not -----------------------------
+
+
+def _table(tmp_path: Path) -> Table:
+    cat = ge.load_catalog("c", uri=f"sqlite:///{tmp_path}/c.db", warehouse=(tmp_path / "wh").as_uri())
+    cat.create_namespace("db")
+    tbl = cat.create_table("db.t", ROWS.schema, properties={"format-version": "2"})  # unpartitioned
+    tbl.append(ROWS)
+    return tbl
+
+
+ROWS = pa.table({"id": pa.array([1, 2, 3], pa.int64())})
+CALLS: dict[str, Callable[[Table, str], object]] = {
+    "append": lambda t, b: t.append(ROWS, backend=b),
+    "overwrite": lambda t, b: t.overwrite(ROWS, "id = 1", backend=b),
+    "dynamic_partition_overwrite": lambda t, b: t.dynamic_partition_overwrite(ROWS, backend=b),
+    "delete": lambda t, b: t.delete("id = 1", backend=b),
+    "upsert": lambda t, b: t.upsert(ROWS, ["id"], backend=b),
+    "delete_rows": lambda t, b: t.delete_rows(ROWS, ["id"], backend=b),
+    "convert_equality_deletes": lambda t, b: t.convert_equality_deletes(backend=b),
+    "compact": lambda t, b: t.compact(backend=b),  # one file: no group to rewrite
+    "transforms.apply identity": lambda t, b: transforms.apply("identity", "long", ROWS["id"], backend=b),
+}
+
+
+@pytest.mark.parametrize("call", CALLS)
+def test_cuda_without_a_device_fails_even_where_no_kernel_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, call: str
+) -> None:
+    """README: 'cuda' without a usable device raises BackendUnavailable, never a silent fallback; an
+    unpartitioned append, a delete_rows or a compaction with nothing to rewrite ran no kernel and so
+    accepted it (and any name: 'gpu'). Nothing is committed."""
+    tbl = _table(tmp_path)
+    location = tbl.metadata_location
+    use(monkeypatch, NO_GPU)
+    with pytest.raises(BackendUnavailable, match="'cuda' was requested"):
+        CALLS[call](tbl, "cuda")
+    with pytest.raises(UnsupportedFeature, match="backend='gpu'"):
+        CALLS[call](tbl, "gpu")
+    assert tbl.refresh().metadata_location == location
+
+
+@pytest.mark.parametrize(("probe", "expected"), [(NO_GPU, "cpu"), (GPU, "cuda")])
+def test_a_compaction_without_groups_reports_the_backend_chosen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, probe: select.CudaProbe, expected: str
+) -> None:
+    tbl = _table(tmp_path)
+    use(monkeypatch, probe)
+    result = tbl.compact(backend="auto")
+    assert not result.commits and result.backend == expected
