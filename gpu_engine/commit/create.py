@@ -29,7 +29,7 @@ from ..errors import (
 )
 from ..iceberg.metadata import SUPPORTED_FORMAT_VERSIONS, TableMetadata
 from ..iceberg.partitioning import V1_FIRST_PARTITION_FIELD_ID, PartitionSpec
-from ..iceberg.schema import Schema, check_format_version
+from ..iceberg.schema import Schema, check_format_version, check_lineage_names
 from ..iceberg.sorting import UNSORTED, SortOrder
 from ..io.metrics_config import check_metrics_columns
 from .producer import is_file_system_catalog
@@ -62,6 +62,7 @@ def new_table_metadata(
         raise UnsupportedFeature(f"schema must be an Iceberg Schema or a pyarrow Schema, not {type(schema)}")
     iceberg_schema = replace(iceberg_schema, schema_id=0, schema_id_written=True)
     check_format_version(iceberg_schema, version)
+    check_lineage_names(iceberg_schema, version)
     if partition_spec is None:
         spec = PartitionSpec(0)
     elif isinstance(partition_spec, PartitionSpec):

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidProperty, UnsupportedFeature, ValidationError
 from ..iceberg.metadata import TableMetadata
-from ..iceberg.schema import check_format_version
+from ..iceberg.schema import check_lineage_names
 from ..io.locations import location_provider
 from ..io.metrics_config import metrics_config
 from ..io.position_delete_write import delete_properties
@@ -150,7 +150,7 @@ class PropertiesUpdate(MetadataUpdate):
 
 def upgraded(md: TableMetadata, version: int) -> TableMetadata:
     """``md`` as format ``version`` (see the module doc): written with that version's fields."""
-    check_format_version(md.schema, version)
+    check_lineage_names(md.schema, version)
     return replace(
         md,
         format_version=version,

@@ -54,7 +54,13 @@ from ..iceberg.name_mapping import (
     name_mapping_of,
     name_mapping_to_json,
 )
-from ..iceberg.schema import Schema, check_format_version, identifier_field_problem, schema_to_json
+from ..iceberg.schema import (
+    Schema,
+    check_format_version,
+    check_lineage_names,
+    identifier_field_problem,
+    schema_to_json,
+)
 from .metadata_commit import MetadataUpdate, RestForm, commit_metadata_change, require_unchanged
 from .schema_changes import (
     InvalidSchemaChange,
@@ -280,6 +286,7 @@ class SchemaUpdate(MetadataUpdate):
             require_unchanged(base, "last column id", base.last_column_id, self._base.last_column_id)
             committed = numbered(schema, base)  # numbered again: another writer may have added schemas
             check_format_version(committed, base.format_version)
+            check_lineage_names(committed, base.format_version, base.schema)
             if committed.schema_id == base.current_schema_id:
                 return None  # no change
             known = committed.schema_id in base.schemas_by_id

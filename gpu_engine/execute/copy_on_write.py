@@ -45,7 +45,7 @@ def rewrite_without(
     fails."""
     choice = choose(backend)
     schema = md.schema
-    extra = (mc.ROW_ID, mc.LAST_UPDATED_SEQUENCE_NUMBER) if md.format_version >= 3 else ()
+    extra = mc.rewritten_lineage(md)
     columns = [f.name for f in schema.fields] + [f.name for f in extra] + list(_LOCATORS)
     plan = ScanPlan(schema, TRUE, tuple(tasks), PlanSummary(snapshot_id=None, tasks=len(tasks)))
     _, batches = execute(md, io, plan, project(md, schema, columns), backend=choice.name)

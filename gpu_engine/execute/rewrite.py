@@ -70,8 +70,7 @@ def rewrite_group(
     other groups (:mod:`.delete_cache`)."""
     choice = choose(backend)
     schema = md.schema
-    lineage = md.format_version >= 3
-    extra = (mc.ROW_ID, mc.LAST_UPDATED_SEQUENCE_NUMBER) if lineage else ()
+    extra = mc.rewritten_lineage(md)
     columns = [f.name for f in schema.fields] + [f.name for f in extra]
     plan = ScanPlan(schema, TRUE, group.tasks, PlanSummary(snapshot_id=None, tasks=len(group.tasks)))
     projection = project(md, schema, columns)

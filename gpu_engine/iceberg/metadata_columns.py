@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ..errors import UnsupportedFeature
 from . import types as it
 from .metadata import TableMetadata
 from .schema import ROW_LINEAGE_NAMES
@@ -31,6 +32,21 @@ NAMES = (FILE.name, POS.name, SPEC_ID.name, PARTITION_NAME, ROW_ID.name, LAST_UP
 _HIDDEN_PREFIX = "__gpu_engine"
 HIDDEN_FILE = _HIDDEN_PREFIX + FILE.name
 HIDDEN_POS = _HIDDEN_PREFIX + POS.name
+
+
+def rewritten_lineage(md: TableMetadata) -> tuple[it.NestedField, ...]:
+    """The row-lineage columns a rewrite of ``md``'s rows writes into its files (v3 on: both; none
+    before). UnsupportedFeature when a table column has one of their names (another engine's table):
+    the file would hold two columns of one name."""
+    if md.format_version < 3:
+        return ()
+    for f in md.schema.fields:
+        if f.name in ROW_LINEAGE_NAMES:
+            raise UnsupportedFeature(
+                f"table {md.location}: its column {f.name!r} has the name of a row-lineage column, so its "
+                "rows cannot be rewritten with their lineage (compaction, copy-on-write): rename the column"
+            )
+    return LINEAGE
 
 
 def partition_field(md: TableMetadata) -> it.NestedField:

@@ -201,17 +201,26 @@ V3_TYPES = ("timestamp_ns", "timestamptz_ns", "unknown", "variant", "geometry", 
 ROW_LINEAGE_NAMES = ("_row_id", "_last_updated_sequence_number")
 
 
+def check_lineage_names(schema: Schema, version: int, before: Schema | None = None) -> None:
+    """UnsupportedFeature for a top-level column named as a row-lineage column that ``schema`` brings
+    to a format-``version`` 3+ table (added, or renamed to it, since ``before``): v3 data files keep
+    lineage in columns of those names, and rows could not be rewritten with both. A column another
+    engine already gave such a name is left alone (Java checks no names)."""
+    if version < 3:
+        return
+    had = {} if before is None else {f.field_id: f.name for f in before.fields}
+    for f in schema.fields:
+        if f.name in ROW_LINEAGE_NAMES and had.get(f.field_id) != f.name:
+            raise UnsupportedFeature(
+                f"column {f.name!r}: a format-version {version} table keeps row lineage in a column of "
+                "that name (the _row_id and _last_updated_sequence_number metadata columns): rename it"
+            )
+
+
 def check_format_version(schema: Schema, version: int) -> None:
     """UnsupportedFeature naming the first column whose type the table's format ``version`` lacks (spec
-    Appendix E: these types came with v3; Java's Schema.checkCompatibility when a schema is added), or,
-    from v3 on, a top-level column named as a row-lineage column (their values would be ambiguous)."""
+    Appendix E: these types came with v3; Java's Schema.checkCompatibility when a schema is added)."""
     if version >= 3:
-        for f in schema.fields:
-            if f.name in ROW_LINEAGE_NAMES:
-                raise UnsupportedFeature(
-                    f"column {f.name!r}: a format-version {version} table keeps row lineage in a column of "
-                    "that name (the _row_id and _last_updated_sequence_number metadata columns): rename it"
-                )
         return
     for fid, f in schema.by_id.items():
         if isinstance(f.type, it.PrimitiveType) and f.type.name.split("(", 1)[0] in V3_TYPES:

@@ -578,3 +578,40 @@ def test_temporal_defaults_as_iso_strings_and_zones_where_they_belong(tmp_path: 
     assert row["d1"] == dt.date(2024, 2, 29)
     with pytest.raises(InvalidSchemaChange, match="is not a date"), tbl.update_schema() as u:
         u.add_column("d2", "date", default="2024-02-30")
+
+
+def test_a_foreign_v3_column_named_like_a_lineage_column_is_left_alone(tmp_path: Path) -> None:
+    """Another engine's v3 table with a top-level ``_row_id`` column (Java checks no names): it loads,
+    scans, appends and takes unrelated schema changes; a rewrite that would write two ``_row_id``
+    columns (compaction) is refused naming the column; renaming it away makes everything work. Only
+    bringing the name in (add, rename to it) is refused here."""
+    cat = sql_catalog(tmp_path)
+    tbl = cat.create_table(
+        "db.t", pa.schema([("id", pa.int64()), ("rid", pa.int64())]), properties={"format-version": "3"}
+    )
+    path = Path(tbl.metadata_location.removeprefix("file://"))
+    raw = json.loads(path.read_text())
+    for schema in raw["schemas"]:
+        for f in schema["fields"]:
+            f["name"] = "_row_id" if f["name"] == "rid" else f["name"]
+    path.write_text(json.dumps(raw))
+    tbl = cat.load_table("db.t")
+    for i in range(2):
+        tbl.append(pa.table({"id": pa.array([i], pa.int64()), "_row_id": pa.array([7 + i], pa.int64())}))
+    with tbl.update_schema() as u:
+        u.add_column("note", "string")
+    assert sorted(tbl.scan(columns=["id", "_row_id"]).to_arrow().to_pylist(), key=str) == [
+        {"id": 0, "_row_id": 7},
+        {"id": 1, "_row_id": 8},
+    ]
+    with pytest.raises(UnsupportedFeature, match="its column '_row_id' has the name of a row-lineage column"):
+        tbl.compact(options={"rewrite-all": "true"})
+    with pytest.raises(UnsupportedFeature, match="column '_last_updated_sequence_number'"):
+        tbl.update_schema().rename_column("note", "_last_updated_sequence_number").commit()
+    with tbl.update_schema() as u:
+        u.rename_column("_row_id", "rid")
+    tbl.compact(options={"rewrite-all": "true"})
+    assert sorted(tbl.scan(columns=["id", "rid"]).to_arrow().to_pylist(), key=str) == [
+        {"id": 0, "rid": 7},
+        {"id": 1, "rid": 8},
+    ]
