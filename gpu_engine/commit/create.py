@@ -24,6 +24,7 @@ from ..errors import (
     CommitStateUnknown,
     GpuEngineError,
     NoSuchNamespace,
+    NoSuchTable,
     TableAlreadyExists,
     UnsupportedFeature,
 )
@@ -159,9 +160,25 @@ def create_table(
     except GpuEngineError:  # the catalog's own error: it did not register the table
         catalog.io.delete(catalog.io.resolve(path), missing_ok=True)
         raise
-    except Exception as exc:  # anything else (or an interruption, passing through) leaves it unknown:
-        raise CommitStateUnknown(  # the catalog may point at the file, so it stays
-            f"create table {shown}: registering {path} in catalog {catalog.name!r} failed with "
-            f"{type(exc).__name__}: {exc}; whether the table exists is unknown"
-        ) from exc
+    except Exception as exc:  # anything else: ask the catalog (Java's checkCommitStatus); an interruption
+        registered = _registered(catalog, identifier, path)  # passes through, the file kept
+        if registered is None:
+            raise CommitStateUnknown(  # the catalog may point at the file, so it stays
+                f"create table {shown}: registering {path} in catalog {catalog.name!r} failed with "
+                f"{type(exc).__name__}: {exc}; whether the table exists is unknown"
+            ) from exc
+        if not registered:
+            catalog.io.delete(catalog.io.resolve(path), missing_ok=True)
+            raise
     return catalog.load_table(identifier)
+
+
+def _registered(catalog: Catalog, identifier: IdentifierLike, path: str) -> bool | None:
+    """Whether the catalog's table ``identifier`` is the metadata file ``path`` (None: cannot tell)."""
+    try:
+        current = catalog.current_metadata_location(identifier)
+    except NoSuchTable:
+        return False
+    except Exception:
+        return None
+    return catalog.io.resolve(current) == catalog.io.resolve(path)

@@ -308,3 +308,56 @@ def test_v3_refuses_a_column_named_like_a_row_lineage_column(tmp_path: Path, nam
     with pytest.raises(UnsupportedFeature, match=f"column '{name}'"):
         v2.update_properties().set("format-version", "3").commit()
     assert v2.refresh().format_version == 2
+
+
+def test_an_unexpected_catalog_error_is_settled_by_asking_the_catalog(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An error that is not the catalog's own (Java: checkCommitStatus): the table is there under the
+    new metadata file, so create_table returns it; not there, the error is raised and the file deleted;
+    the catalog cannot answer, CommitStateUnknown and the file kept."""
+    cat = sql_catalog(tmp_path)
+    swap_lands_then(monkeypatch, RuntimeError("answer lost"))
+    assert cat.create_table("db.landed", SCHEMA).scan().to_arrow().num_rows == 0
+    monkeypatch.undo()
+
+    def fails(self: SqlCatalog, identifier: object, expected: str | None, new: str) -> str:
+        raise RuntimeError("driver bug")
+
+    monkeypatch.setattr(SqlCatalog, "commit_metadata", fails)
+    with pytest.raises(RuntimeError, match="driver bug"):
+        cat.create_table("db.not_landed", SCHEMA)
+    assert not any("not_landed" in str(p) for p in tmp_path.rglob("*.metadata.json"))
+
+    def cannot_tell(self: SqlCatalog, identifier: object) -> str:
+        raise RuntimeError("catalog down")
+
+    monkeypatch.setattr(SqlCatalog, "current_metadata_location", cannot_tell)
+    with pytest.raises(CommitStateUnknown, match="whether the table exists is unknown"):
+        cat.create_table("db.unknown", SCHEMA)
+    assert any("unknown" in str(p) for p in tmp_path.rglob("*.metadata.json"))
+
+
+def test_a_file_system_create_failing_to_write_is_a_plain_error_leaving_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk while the file-system catalog puts v1.metadata.json in place: nothing was created, so
+    the OSError is raised (not CommitStateUnknown) and no file is left for list_tables to find."""
+    import errno
+
+    from gpu_engine.io.fileio import LocalFileIO
+
+    cat = ge.load_catalog("fs", type="filesystem", warehouse=str(tmp_path / "wh"))
+    cat.create_namespace("db")
+    real = LocalFileIO.write_bytes
+
+    def full(self: LocalFileIO, path: str, data: bytes) -> None:
+        if Path(path).name.startswith("v1"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(self, path, data)
+
+    monkeypatch.setattr(LocalFileIO, "write_bytes", full)
+    with pytest.raises(OSError, match="No space left"):
+        cat.create_table("db.t", SCHEMA)
+    monkeypatch.undo()
+    assert cat.list_tables("db") == [] and not list(tmp_path.rglob("*.metadata.json"))
