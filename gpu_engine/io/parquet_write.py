@@ -177,6 +177,7 @@ class _Partition:
     key: tuple[Any, ...]
     buffer: list[pa.RecordBatch] = field(default_factory=list)
     nbytes: float = 0.0
+    rows: int = 0
     file: _OpenFile | None = None
 
 
@@ -249,16 +250,18 @@ class _Writer:
         part = self.parts.setdefault(tuple(map(_same_value, key)), _Partition(key))
         per_row = batch.nbytes / max(batch.num_rows, 1)
         start, n = 0, batch.num_rows
+        least = self.options.row_group_min_rows  # rows a group holds at least (Java checks its size then)
         while start < n:
             limit = self._group_limit()
             room = limit - part.nbytes
-            take = (
-                n - start if (n - start) * per_row <= room else max(1, int(room / per_row)) if per_row else n
-            )
+            need = max(1, least - part.rows)
+            fits = int(room / per_row) if per_row else n - start
+            take = min(n - start, max(need, fits))
             part.buffer.append(batch.slice(start, take))
             part.nbytes += take * per_row
+            part.rows += take
             start += take
-            if part.nbytes >= limit or start < n:
+            if start < n or (part.nbytes >= limit and part.rows >= least):
                 self._flush(part, last=False)
         if sum(p.nbytes for p in self.parts.values()) > self.buffer_limit:
             self._flush(max(self.parts.values(), key=lambda p: p.nbytes), last=False)
@@ -272,7 +275,7 @@ class _Writer:
             return
         table = pa.Table.from_batches(part.buffer)
         nbytes = part.nbytes
-        part.buffer, part.nbytes = [], 0.0
+        part.buffer, part.nbytes, part.rows = [], 0.0, 0
         f = part.file
         if f is not None and not last and self._full(f, nbytes):
             self.done.append(self._close(part))

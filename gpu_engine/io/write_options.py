@@ -25,6 +25,9 @@ class WriteOptions:
 
     target_file_size_bytes: int = 512 << 20  # write.target-file-size-bytes
     row_group_size_bytes: int = 128 << 20  # write.parquet.row-group-size-bytes
+    # write.parquet.row-group-check-min-record-count: Java's writer checks a row group's size first after
+    # this many rows, so a group (but a partition's last) holds at least that many, however small the size
+    row_group_min_rows: int = 100
     page_size_bytes: int = 1 << 20  # write.parquet.page-size-bytes
     dict_size_bytes: int = 2 << 20  # write.parquet.dict-size-bytes
     compression_codec: str = "zstd"  # write.parquet.compression-codec
@@ -46,6 +49,7 @@ class WriteOptions:
         return cls(
             int_property(props, "write.target-file-size-bytes", cls.target_file_size_bytes),
             int_property(props, "write.parquet.row-group-size-bytes", cls.row_group_size_bytes),
+            int_property(props, "write.parquet.row-group-check-min-record-count", cls.row_group_min_rows),
             int_property(props, "write.parquet.page-size-bytes", cls.page_size_bytes),
             int_property(props, "write.parquet.dict-size-bytes", cls.dict_size_bytes),
             name,

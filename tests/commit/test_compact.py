@@ -372,7 +372,11 @@ def test_compaction_of_a_branch_leaves_main_alone(tmp_path: Path, version: int) 
 def test_files_read_in_several_splits(tmp_path: Path, version: int) -> None:
     """Files of many row groups planned as several tasks each (with their deletes): every row is
     rewritten once, positions and row ids intact."""
-    props = {"write.parquet.row-group-size-bytes": "800", "read.split.target-size": "1500"}
+    props = {
+        "write.parquet.row-group-size-bytes": "800",
+        "write.parquet.row-group-check-min-record-count": "10",  # small groups (100 rows by default)
+        "read.split.target-size": "1500",
+    }
     _, tbl = new_table(tmp_path, version, properties=props)
     parts = [gen_rows(i * 200, 200, seed=i) for i in range(3)]
     for p in parts:

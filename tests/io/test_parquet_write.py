@@ -699,6 +699,24 @@ def test_row_group_size(tmp_path: Path):
     assert [r for r, _ in row_groups(g.path)] == [100_000]  # small batches gather into one row group
 
 
+@pytest.mark.parametrize(("least", "expected"), [(None, [100, 100, 100, 50]), ("7", [7] * 50)])
+def test_row_groups_hold_the_minimum_rows_java_checks_after(
+    tmp_path: Path, least: str | None, expected: list[int]
+) -> None:
+    """write.parquet.row-group-check-min-record-count (default 100): Java's writer looks at a row
+    group's size first after that many rows, so a tiny row-group-size-bytes still gives groups of that
+    many rows (one row a group before: 350 row groups for 350 rows), from one-row batches too."""
+    data = pa.table({"id": pa.array(range(350), pa.int64())})
+    schema = Schema((F(1, "id", it.LONG, True),))
+    props = {"write__parquet__row_group_size_bytes": "1"}
+    if least is not None:
+        props["write__parquet__row_group_check_min_record_count"] = least
+    for source in (data, data.to_batches(max_chunksize=1)):
+        [f] = write(tmp_path, schema, source, UNPARTITIONED, **props)
+        assert [r for r, _ in row_groups(f.path)] == expected
+        assert pq.read_table(f.path)["id"].to_pylist() == list(range(350))
+
+
 # -- partitions ------------------------------------------------------------------------------------------
 
 PART_SCHEMA = Schema(
