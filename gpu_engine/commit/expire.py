@@ -192,7 +192,11 @@ def _without(md: TableMetadata, plan: _Plan) -> TableMetadata:
         md,
         snapshots=tuple(s for s in md.snapshots if s.snapshot_id not in gone),
         snapshot_refs=refs,
-        snapshot_log=_log_after(md.snapshot_log, {s.snapshot_id for s in md.snapshots} - gone),
+        # as Java's updateSnapshotLog: rewritten only when snapshots go (an entry of a snapshot another
+        # writer removed cuts the history only then)
+        snapshot_log=_log_after(md.snapshot_log, {s.snapshot_id for s in md.snapshots} - gone)
+        if gone
+        else md.snapshot_log,
         statistics=tuple(f for f in md.statistics if f.snapshot_id not in gone),
         partition_statistics=tuple(f for f in md.partition_statistics if f.snapshot_id not in gone),
     )

@@ -142,6 +142,28 @@ def test_the_log_before_an_expired_snapshot_goes_with_it(tmp_path: Path) -> None
         tbl.scan(as_of=second).plan()
 
 
+def test_an_expiry_removing_only_refs_keeps_the_log(tmp_path: Path) -> None:
+    """No snapshot expires, a stale tag goes: the snapshot-log stays as it is, also when it names a
+    snapshot another writer removed (Java's updateSnapshotLog rewrites it only when snapshots go; it was
+    cut before that entry, and as_of the first snapshot's time failed)."""
+    from gpu_engine.iceberg.snapshots import SnapshotLogEntry
+
+    cat, tbl = build(tmp_path)
+    snaps = tbl.metadata.snapshots
+    log = list(tbl.metadata.snapshot_log)
+    log.insert(1, SnapshotLogEntry(log[1].timestamp_ms - 1, 12345))  # a snapshot no longer in the table
+    md = replace(tbl.metadata, snapshot_log=tuple(log))
+    path = table_update.metadata_path(md, tbl.metadata_location, file_system_table=False)
+    table_update.write_metadata(tbl.io, path, md)
+    cat.commit_metadata(tbl.identifier, tbl.metadata_location, path)
+    tbl.refresh()
+    set_refs(cat, tbl, {"stale": SnapshotRef(snaps[1].snapshot_id, "tag", max_ref_age_ms=1)})
+    result = tbl.expire_snapshots(retain_last=10)
+    assert result.expired_snapshot_ids == () and result.removed_refs == ("stale",)
+    assert [e.snapshot_id for e in tbl.metadata.snapshot_log] == [e.snapshot_id for e in log]
+    assert_same_rows(tbl.scan(as_of=log[0].timestamp_ms).to_arrow(), rows(0, 10), context="as_of first")
+
+
 def test_failed_commit_deletes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cat, tbl = build(tmp_path)
     files = table_files(tbl)
