@@ -35,7 +35,8 @@ _FIELD_KEYS = {"source-id", "source-ids", "field-id", "name", "transform"}
 
 @dataclass(frozen=True)
 class PartitionField:
-    """One partition field; ``transform`` keeps the metadata's string (unknown transforms included)."""
+    """One partition field; ``transform`` is the metadata's string in Iceberg's spelling (lower case;
+    unknown transforms kept as written)."""
 
     source_ids: tuple[int, ...]
     field_id: int
@@ -92,7 +93,9 @@ def field_from_json(obj: dict[str, Any], default_field_id: int) -> PartitionFiel
             source_ids=sources,
             field_id=int(obj.get("field-id", default_field_id)),
             name=str(obj["name"]),
-            transform=str(obj["transform"]),
+            # in Iceberg's spelling: Java parses transforms in any case ("IDENTITY") and writes them
+            # lower-case; every comparison here ("identity", "void") then holds
+            transform=str(parse_transform(str(obj["transform"]), strict=False)),
             extra=tuple((k, v) for k, v in obj.items() if k not in _FIELD_KEYS),
         )
     except KeyError as exc:

@@ -79,7 +79,7 @@ UNSORTED = SortOrder(UNSORTED_ORDER_ID)
 
 
 def _choice(obj: JsonObject, key: str, allowed: tuple[str, ...], where: str) -> str:
-    value = req_str(obj, key, where)
+    value = req_str(obj, key, where).lower()  # Java reads "ASC", "NULLS-FIRST" (writes lower case)
     if value not in allowed:
         raise MetadataError(f"field {path(where, key)!r} must be one of {', '.join(allowed)}; got {value!r}")
     return value

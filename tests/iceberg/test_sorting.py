@@ -175,3 +175,12 @@ def test_table_sort_orders() -> None:
         table_sort_orders_from_json({"sort-orders": orders[:1] * 2, "default-sort-order-id": 0})
     with pytest.raises(MetadataError, match=r"default-sort-order-id 1 is not among"):
         table_sort_orders_from_json({"default-sort-order-id": 1})
+
+
+def test_direction_and_null_order_are_read_in_any_case() -> None:
+    """Java's SortDirection/NullOrder.fromString ignore case (and write lower case): a table whose
+    order said "ASC" was refused whole."""
+    f = sort_field_from_json(
+        {"transform": "identity", "source-id": 1, "direction": "DESC", "null-order": "NULLS-Last"}
+    )
+    assert (f.direction, f.null_order) == ("desc", "nulls-last")
