@@ -213,9 +213,11 @@ class Snapshot:
 
 
 def snapshot_from_json(obj: JsonObject, *, format_version: int, where: str = "snapshot") -> Snapshot:
-    """A snapshot of a table of ``format_version``: v2 and later require ``manifest-list`` and ``summary``;
-    ``sequence-number`` (v2) and row lineage (v3) may be absent in snapshots from before an upgrade."""
-    for key in ("manifest-list", "summary") if format_version >= 2 else ():
+    """A snapshot of a table of ``format_version``: a v2+ snapshot (one with a sequence number) requires
+    ``manifest-list`` and ``summary``; a snapshot from before an upgrade keeps its v1 form (no sequence
+    number, inline ``manifests``, no summary: Java's SnapshotParser reads both forms in any version)."""
+    written_by_v2 = format_version >= 2 and obj.get("sequence-number") not in (None, 0)
+    for key in ("manifest-list", "summary") if written_by_v2 else ():
         if key not in obj:
             why = f"required by format version {format_version}"
             raise MetadataError(f"missing required field {path(where, key)!r} ({why})")

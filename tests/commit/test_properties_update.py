@@ -218,3 +218,36 @@ def test_a_deprecated_location_key_is_moot_beside_the_tables_data_path(tmp_path:
         p.set("write.folder-storage.path", "/elsewhere")  # Java's provider never reads it here
     tbl.append(rows(0, 5))
     assert all(f.startswith(str(tmp_path / "data")) for f in tbl.inspect.files()["file_path"].to_pylist())
+
+
+@pytest.mark.parametrize("form", ["inline manifests", "no summary"])
+def test_upgrading_a_table_with_v1_form_snapshots_keeps_it_usable(tmp_path: Path, form: str) -> None:
+    """v1 snapshots may list their manifests inline and have no summary; after an upgrade to v2 they
+    stay so (Java's SnapshotParser reads both forms in any version). The upgraded metadata could not be
+    loaded again: every later use of the table failed."""
+    import fastavro
+
+    import gpu_engine as ge
+
+    cat = ge.load_catalog("fs", type="filesystem", warehouse=(tmp_path / "wh").as_uri())
+    cat.create_namespace("db")
+    tbl = cat.create_table("db.t", pa.schema([("id", pa.int64())]), properties={"format-version": "1"})
+    tbl.append(pa.table({"id": pa.array([1, 2], pa.int64())}))
+    path = Path(tbl.metadata_location.removeprefix("file://"))
+    raw = json.loads(path.read_text())
+    for snap in raw["snapshots"]:
+        if form == "inline manifests":
+            with open(snap.pop("manifest-list").removeprefix("file://"), "rb") as f:
+                snap["manifests"] = [r["manifest_path"] for r in fastavro.reader(f) if isinstance(r, dict)]
+        else:
+            del snap["summary"]
+    (path.parent / "v3.metadata.json").write_text(json.dumps(raw))
+    (path.parent / "version-hint.text").write_text("3")
+    table_dir = str(path.parent.parent)
+    ge.load_table(table_dir).update_properties().set("format-version", "2").commit()
+    upgraded = ge.load_table(table_dir)
+    assert upgraded.format_version == 2 and upgraded.scan().to_arrow().num_rows == 2
+    upgraded.append(pa.table({"id": pa.array([3], pa.int64())}))
+    upgraded.delete("id = 1")
+    upgraded.compact(options={"rewrite-all": "true"})
+    assert sorted(ge.load_table(table_dir).scan().to_arrow()["id"].to_pylist()) == [2, 3]
