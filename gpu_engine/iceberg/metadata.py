@@ -337,9 +337,9 @@ def _specs(obj: JsonObject) -> tuple[tuple[PartitionSpec, ...], int, sn.Extra]:
     default_id = sn.opt_int(obj, "default-spec-id", "")
     if specs and default_id is None:
         raise MetadataError("required field 'default-spec-id' is missing (partition-specs is set)")
-    if legacy_json is not None:
-        legacy = _spec_object({"spec-id": default_id or 0, "fields": legacy_json}, "partition-spec")
-        specs = specs or (_wrap("partition-spec", spec_from_json, legacy),)  # v1: the only spec
+    if legacy_json is not None and not specs:  # v1: the only spec, id 0 (Java ignores default-spec-id)
+        legacy = _spec_object({"spec-id": 0, "fields": legacy_json}, "partition-spec")
+        specs, default_id = (_wrap("partition-spec", spec_from_json, legacy),), 0
     default_id = specs[0].spec_id if default_id is None else default_id
     sn.check_unique([s.spec_id for s in specs], "partition-specs", "spec-id")
     by_id = {s.spec_id: s for s in specs}

@@ -143,10 +143,10 @@ def sort_order_to_json(order: SortOrder) -> dict[str, Any]:
 
 def table_sort_orders_from_json(obj: JsonObject) -> tuple[tuple[SortOrder, ...], int]:
     """A table's ``sort-orders`` and ``default-sort-order-id``; v1 tables without them are unsorted."""
-    if obj.get("sort-orders") is None:
+    if obj.get("sort-orders") is None:  # v1: unsorted, whatever default-sort-order-id says (as Java)
         orders: tuple[SortOrder, ...] = (UNSORTED,)
-        default_id = opt_int(obj, "default-sort-order-id", "")
-        default_id = UNSORTED_ORDER_ID if default_id is None else default_id
+        opt_int(obj, "default-sort-order-id", "")
+        default_id = UNSORTED_ORDER_ID
     else:
         orders = tuple(sort_order_from_json(o, where=w) for w, o in objects(obj, "sort-orders", ""))
         default_id = req_int(obj, "default-sort-order-id", "")

@@ -446,3 +446,21 @@ def test_v1_lists_are_written_once_they_hold_more_than_the_legacy_fields() -> No
     assert (again.schemas, again.partition_specs, again.sort_orders) == (
         changed.schemas, changed.partition_specs, changed.sort_orders,
     )  # fmt: skip
+
+
+def test_v1_ids_of_absent_lists_are_ignored_as_java_does() -> None:
+    """Without ``partition-specs`` the legacy ``partition-spec`` is spec 0 and without ``sort-orders``
+    the table is unsorted (order 0), whatever ``default-spec-id``/``default-sort-order-id`` say (Java's
+    TableMetadataParser; PyIceberg reads it too): such a table was refused."""
+    raw = {
+        "format-version": 1, "location": "/t", "last-updated-ms": 1, "last-column-id": 2,
+        "schema": {"type": "struct", "fields": [{"id": 1, "name": "id", "required": False, "type": "int"},
+                                                {"id": 2, "name": "s", "required": False, "type": "string"}]},
+        "partition-spec": [{"name": "s", "transform": "identity", "source-id": 2, "field-id": 1000}],
+        "default-spec-id": 2, "default-sort-order-id": 1,
+        "properties": {}, "current-snapshot-id": -1, "snapshots": [],
+    }  # fmt: skip
+    md = metadata_from_json(raw, source="v1.metadata.json")
+    assert md.default_spec_id == 0 and [s.spec_id for s in md.partition_specs] == [0]
+    assert [f.name for f in md.spec.fields] == ["s"]
+    assert md.default_sort_order_id == 0 and md.sort_order.is_unsorted

@@ -173,8 +173,8 @@ def test_table_sort_orders() -> None:
         table_sort_orders_from_json({"sort-orders": orders, "default-sort-order-id": 5})
     with pytest.raises(MetadataError, match=r"'sort-orders' repeats order-id \[0\]"):
         table_sort_orders_from_json({"sort-orders": orders[:1] * 2, "default-sort-order-id": 0})
-    with pytest.raises(MetadataError, match=r"default-sort-order-id 1 is not among"):
-        table_sort_orders_from_json({"default-sort-order-id": 1})
+    # without sort-orders (v1) Java reads the table unsorted whatever default-sort-order-id says
+    assert table_sort_orders_from_json({"default-sort-order-id": 1}) == ((UNSORTED,), 0)
 
 
 def test_direction_and_null_order_are_read_in_any_case() -> None:
