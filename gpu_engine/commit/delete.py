@@ -42,7 +42,7 @@ from .update import (
     Validation,
     file_key,
 )
-from .validation import validate_no_new_deletes
+from .validation import validate_lineage_kept, validate_no_new_deletes
 
 if TYPE_CHECKING:
     from ..table import Table
@@ -80,6 +80,7 @@ class PreparedDelete:
     removed_data_files: tuple[str, ...] = ()
     removed_delete_files: tuple[ContentFile, ...] = ()
     removed_from: RemovalScope | None = None
+    format_version: int = 2  # the table's when planned (copy-on-write rewrites lineage from v3 on)
 
     @property
     def removed(self) -> list[Removed]:
@@ -102,6 +103,8 @@ class PreparedDelete:
         every_delete = self.copy_on_write or replacing
 
         def validate(base: TableMetadata) -> None:
+            if self.copy_on_write and self.added:
+                validate_lineage_kept(base, self.format_version, action=action)
             if planned is not None and targets:
                 validate_no_new_deletes(
                     io, base, branch, planned, targets, action=action,
@@ -142,7 +145,7 @@ def prepare_delete(
     partitions = {f.path: partition_key(f.spec_id, f.partition) for f in plan.files}
     return PreparedDelete(
         plan.snapshot_id, plan.deleted_rows, cow, targets, partitions, out.added, out.removed_data_files,
-        out.removed_delete_files, scope,
+        out.removed_delete_files, scope, md.format_version,
     )  # fmt: skip
 
 

@@ -30,7 +30,7 @@ from ..tasks import DeleteFile, FileGroup, RewriteResult
 from .producer import commit
 from .removal_scope import RemovalScope
 from .update import CommitResult, Faults, FileKey, SnapshotUpdate
-from .validation import Respec, validate_no_new_deletes
+from .validation import Respec, validate_lineage_kept, validate_no_new_deletes
 
 if TYPE_CHECKING:
     from ..table import Table
@@ -72,6 +72,7 @@ def _validate(
 ) -> None:
     if plan.snapshot_id is None:
         return
+    validate_lineage_kept(base, plan.format_version, action="this compaction")
     targets = frozenset(f.path for g in groups for f in g.files)
     kept = plan.options.use_starting_sequence_number
     (output_spec_id,) = {g.output_spec_id for g in groups} or {0}

@@ -121,6 +121,17 @@ def validate_no_new_deletes(
                     )
 
 
+def validate_lineage_kept(base: TableMetadata, planned_version: int, *, action: str) -> None:
+    """Rows that ``action`` rewrote from a table of ``planned_version`` < 3 carry no row lineage; if the
+    table was upgraded to v3 since, its first v3 commit gave those rows ids, which the rewritten files
+    would replace with new ones (the spec: moved rows keep their ``_row_id``): refused, to run again."""
+    if planned_version < 3 <= base.format_version:
+        raise ValidationError(
+            f"table {base.location} was upgraded to format version {base.format_version} since {action} "
+            "was planned: the rows it rewrote would lose the row ids the upgrade gave them; run it again"
+        )
+
+
 def snapshots_since(base: TableMetadata, branch: str, planned: int, *, action: str) -> list[Snapshot]:
     """The snapshots of ``branch`` after ``planned``, newest first."""
     out: list[Snapshot] = []

@@ -364,3 +364,36 @@ def test_a_concurrent_delete_naming_the_file_in_another_spelling_fails_the_compa
         tbl.compact(options={"rewrite-all": "true"}, faults=concurrent_writer)
     assert landed
     assert 4 not in tbl.refresh().scan().to_arrow().column("id").to_pylist()
+
+
+def _upgrade_and_append(cat: SqlCatalog) -> dict[int, tuple[int, int]]:
+    """Another writer upgrades the table to v3 and appends: that first v3 snapshot gives every row an
+    id. The lineage of every row afterwards."""
+    writer = other(cat)
+    writer.update_properties().set("format-version", "3").commit()
+    writer.append(gen_rows(9000, 3, seed=9))
+    got = writer.scan(columns=["id", "_row_id", "_last_updated_sequence_number"], backend="cpu").to_arrow()
+    return {r["id"]: (r["_row_id"], r["_last_updated_sequence_number"]) for r in got.to_pylist()}
+
+
+@pytest.mark.parametrize("partial", [True, False], ids=["partial", "all-or-nothing"])
+def test_an_upgrade_to_v3_under_the_compaction_fails_it(tmp_path: Path, partial: bool) -> None:
+    """Planned on v2, its files written without lineage: committed after an upgrade to v3, the rows
+    would get new ids in place of those the upgrade's first v3 commit gave them (the spec: a moved row
+    keeps its _row_id). Refused; run afterwards it keeps them."""
+    cat, tbl, expected = setup(tmp_path, 2)
+    hook = Meanwhile(lambda g: _upgrade_and_append(cat), at=0)
+    if partial:
+        result = tbl.compact(options=options(partial), progress=hook, backend="cpu")
+        assert not result.commits and {f.stage for f in result.failures} == {"validation"}
+    else:
+        with pytest.raises(ValidationError, match="upgraded to format version 3 since this compaction"):
+            tbl.compact(options=options(partial), progress=hook, backend="cpu")
+    lineage = hook.done[0]
+    assert isinstance(lineage, dict)
+    fresh = other(cat)
+    assert replace_snapshots(fresh) == 0
+    assert_table(cat, pa.concat_tables([expected, gen_rows(9000, 3, seed=9)]))
+    fresh.compact(options=options(False), backend="cpu")
+    got = fresh.scan(columns=["id", "_row_id", "_last_updated_sequence_number"], backend="cpu").to_arrow()
+    assert {r["id"]: (r["_row_id"], r["_last_updated_sequence_number"]) for r in got.to_pylist()} == lineage

@@ -146,6 +146,29 @@ def test_a_concurrent_append_survives(tmp_path: Path) -> None:
     assert_all_readers(tbl, pa.concat_tables([without_matches(data, pc.less(data["id"], 30)), extra]))
 
 
+def test_an_upgrade_to_v3_under_the_delete_fails_it(tmp_path: Path) -> None:
+    """The survivors of the rewritten files were written on v2, without lineage: committed after an
+    upgrade to v3 (whose first commit gave every row an id), they would get new ids; refused, and run
+    again the delete keeps them."""
+    tbl = region_table(tmp_path, 2, **COW)
+    data = rows(0, 40)
+    tbl.append(data)
+    other = tbl.catalog.load_table(tbl.identifier)  # type: ignore[union-attr]
+    extra = rows(100, 10, seed=5)
+
+    def upgrade_and_append() -> None:
+        other.update_properties().set("format-version", "3").commit()
+        other.append(extra)
+
+    with pytest.raises(ValidationError, match="upgraded to format version 3 since this delete"):
+        tbl.delete("id < 10", faults=once_at("manifest", upgrade_and_append))
+    before = lineage(tbl.refresh())
+    tbl.delete("id < 10")
+    after = lineage(tbl)
+    assert after == {k: v for k, v in before.items() if k >= 10}
+    assert_all_readers(tbl, pa.concat_tables([without_matches(data, pc.less(data["id"], 10)), extra]))
+
+
 @pytest.mark.parametrize("stage", ["manifest", "manifest-list", "metadata", "swap"])
 def test_a_failed_commit_deletes_the_rewritten_files(tmp_path: Path, stage: str) -> None:
     tbl = region_table(tmp_path, 1)
