@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .backend.select import check_backend_name, choose
-from .errors import MetadataError, NoSuchTable, UnsupportedFeature
+from .errors import MetadataError, NoSuchTable, UnsupportedFeature, ValidationError
 from .expressions import TRUE
 from .iceberg.metadata import TableMetadata, parse_metadata
 from .iceberg.partitioning import PartitionSpec
@@ -224,11 +224,17 @@ class Table:
             self._state = (read_metadata(self._io, self.metadata_location), self.metadata_location)
             return self
         location, loaded = self._catalog.reload(self._identifier)
-        if loaded is not None:
-            self._io = loaded.io.with_path_map(self._io.path_map)
+        io = self._io if loaded is None else loaded.io.with_path_map(self._io.path_map)
         if location != self.metadata_location:
-            metadata = loaded.metadata if loaded is not None else read_metadata(self._io, location)
+            metadata = loaded.metadata if loaded is not None else read_metadata(io, location)
+            before, now = self.metadata.table_uuid, metadata.table_uuid
+            if before is not None and now is not None and before != now:  # Java's refresh: the same check
+                raise ValidationError(
+                    f"table {'.'.join(self._identifier)} was replaced (dropped and created again?): its uuid "
+                    f"is now {now}, this handle's is {before}; load it again"
+                )
             self._state = (metadata, location)
+        self._io = io
         return self
 
     def append(

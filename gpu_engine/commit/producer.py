@@ -188,6 +188,8 @@ class _Producer:
                 f"table {base.location} was replaced: its uuid is now {base.table_uuid}, "
                 f"was {self.table_uuid}"
             )
+        if attempt > 1:  # the table was refreshed: another writer may have made it encrypted meanwhile
+            check_committable(table)
         if self.snapshot_id in base.snapshots_by_id:  # a concurrent writer drew the same id: start over
             self.snapshot_id = table_update.new_snapshot_id(base)
             self.added = None

@@ -3,6 +3,7 @@ attempt; file-system tables conflict through the version file."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -129,3 +130,28 @@ def test_append_to_a_branch(tmp_path: Path) -> None:
     tbl.append(rows(15, 5))
     assert tbl.scan().to_arrow().num_rows == 15 and tbl.scan(ref="audit").to_arrow().num_rows == 15
     assert tbl.metadata.last_sequence_number == 3
+
+
+def test_a_stale_handle_does_not_commit_into_a_table_created_in_its_place(tmp_path: Path) -> None:
+    """Dropped and created again under the same name: every commit of a handle of the old table is
+    refused (Java: "Table UUID does not match"). A schema or property change, or an append with
+    merge_schema, replaced the new table's schema (its files then failed to read)."""
+    cat = sql_catalog(tmp_path)
+    stale = cat.create_table("db.t", pa.schema([("id", pa.int64()), ("v", pa.string())]))
+    stale.append(pa.table({"id": pa.array([1], pa.int64()), "v": ["old"]}))
+    cat.drop_table("db.t")
+    fresh = cat.create_table("db.t", pa.schema([("k", pa.int64()), ("name", pa.string())]))
+    fresh.append(pa.table({"k": pa.array([10], pa.int64()), "name": ["new"]}))
+    merged = pa.table({"id": pa.array([2], pa.int64()), "v": ["x"], "extra": [1.5]})
+    attempts: list[Callable[[], object]] = [
+        lambda: stale.update_schema().add_column("note", "string").commit(),
+        lambda: stale.update_properties().set("k", "v").commit(),
+        lambda: stale.append(merged, merge_schema=True),
+        lambda: stale.append(merged.select(["id", "v"])),
+    ]
+    for attempt in attempts:
+        with pytest.raises(ValidationError, match="replaced"):
+            attempt()
+    again = cat.load_table("db.t")
+    assert [f.name for f in again.schema().fields] == ["k", "name"] and "k" not in again.properties
+    assert again.scan().to_arrow().to_pylist() == [{"k": 10, "name": "new"}]

@@ -4,6 +4,7 @@ written."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -63,3 +64,36 @@ def test_an_encrypted_table_can_be_created_and_maintained(tmp_path: Path) -> Non
     tbl.expire_snapshots(retain_last=1)
     with pytest.raises(UnsupportedFeature, match=r"encryption\.key-id"):
         tbl.append(pa.table({"id": [1]}))
+
+
+@pytest.mark.parametrize(
+    "write",
+    [
+        lambda t, hook: t.append(pa.table({"id": [4]}), faults=hook),
+        lambda t, hook: t.delete("id = 2", faults=hook),
+        lambda t, hook: t.compact(options={"rewrite-all": "true"}, faults=hook),
+    ],
+    ids=["append", "delete", "compact"],
+)
+def test_a_table_made_encrypted_while_writing_is_not_committed_to(tmp_path: Path, write: Any) -> None:
+    """Another writer sets encryption.key-id after the first check: the retry on the refreshed table
+    checks again, refuses, and removes the plaintext files written (they were committed)."""
+    cat = sql_catalog(tmp_path)
+    tbl = cat.create_table("db.t", schema=pa.schema([("id", pa.int64())]), properties={"format-version": "2"})
+    tbl.append(pa.table({"id": [1, 2, 3]}))
+    tbl.append(pa.table({"id": [5]}))
+    other = cat.load_table("db.t")
+    before = files_under(tmp_path / "wh")
+    done: list[str] = []
+
+    def encrypt_meanwhile(stage: str) -> None:
+        if stage == "manifest" and not done:
+            done.append(stage)
+            other.update_properties().set("encryption.key-id", "kms-key-1").commit()
+
+    with pytest.raises(UnsupportedFeature, match=r"encryption\.key-id='kms-key-1'"):
+        write(tbl, encrypt_meanwhile)
+    assert done and files_under(tmp_path / "wh") == before
+    fresh = cat.load_table("db.t")
+    assert fresh.metadata.current_snapshot_id == other.metadata.current_snapshot_id
+    assert sorted(fresh.scan().to_arrow().column("id").to_pylist()) == [1, 2, 3, 5]
