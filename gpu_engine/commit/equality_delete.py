@@ -95,9 +95,10 @@ def same_delete_specs(table: Table, branch: str, key_ids: Collection[int], writt
     still ``written`` on the refreshed table, else rows of a spec added meanwhile would escape it."""
 
     def validate(base: TableMetadata) -> None:
-        now = specs_for_deletes(base, table.io, branch, key_ids)
-        missing = sorted(set(now) - set(written))
-        if missing:
+        if any(base.spec_by_id(s).is_unpartitioned for s in written):
+            return  # a global delete: it reaches the data files of every spec
+        missing = sorted(_live_data_specs(base, table.io, branch) - set(written))
+        if missing:  # (a spec made the default meanwhile, holding no data yet, is no conflict)
             raise ValidationError(
                 f"table {base.location}: data files of partition spec(s) {missing} were committed after "
                 f"this equality delete was written in spec(s) {written}; its keys would not reach their rows"
@@ -122,14 +123,7 @@ def specs_for_deletes(
     of one of them and the table has an unpartitioned spec: then that one."""
     if md.spec.is_unpartitioned:
         return [md.default_spec_id]
-    parent = parent_of(md, branch)
-    manifests = () if parent is None else snapshot_manifests(io, parent)
-    live = {
-        m.partition_spec_id if m.partition_spec_id is not None else 0
-        for m in manifests
-        if m.content == 0 and (m.added_files_count != 0 or m.existing_files_count != 0)
-    }
-    specs = sorted({md.default_spec_id, *live})
+    specs = sorted({md.default_spec_id, *_live_data_specs(md, io, branch)})
     unpartitioned = [s for s in specs if md.spec_by_id(s).is_unpartitioned]
     if unpartitioned:
         return unpartitioned[:1]
@@ -140,3 +134,14 @@ def specs_for_deletes(
     if key_ids is not None and not sources <= set(key_ids) and global_specs:
         return global_specs[:1]
     return specs
+
+
+def _live_data_specs(md: TableMetadata, io: FileIO, branch: str) -> set[int]:
+    """The specs of the data files live at the head of ``branch`` (by its manifests' counts)."""
+    parent = parent_of(md, branch)
+    manifests = () if parent is None else snapshot_manifests(io, parent)
+    return {
+        m.partition_spec_id if m.partition_spec_id is not None else 0
+        for m in manifests
+        if m.content == 0 and (m.added_files_count != 0 or m.existing_files_count != 0)
+    }

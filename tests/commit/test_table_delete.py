@@ -289,6 +289,32 @@ def test_equality_deletes_fail_when_a_new_spec_gets_files_meanwhile(tmp_path: Pa
     assert new and new <= referenced_files(tbl)  # only the other writer's files
 
 
+@pytest.mark.parametrize("op", ["delete_rows", "upsert"])
+def test_a_spec_change_meanwhile_without_data_is_no_conflict(tmp_path: Path, op: str) -> None:
+    """Another writer makes a new spec the default but writes no data in it: every live data file is
+    still of the spec the equality delete was written in, so it commits (it was refused as if data of
+    the new spec had been committed; Java's RowDelta sees no conflict)."""
+    tbl = new_table(tmp_path, 2, partitioned=True)
+    data = rows(0, 20)
+    tbl.append(data)
+    other = tbl.catalog.load_table(tbl.identifier)  # type: ignore[union-attr]
+    keys = tbl.scan(filter="id in (3, 4)", columns=["id", "region"]).to_arrow()
+
+    def evolve() -> None:
+        with other.update_spec() as u:
+            u.add_field("bucket(2, id)")
+
+    if op == "delete_rows":
+        tbl.delete_rows(keys, on=["id", "region"], faults=once_at("manifest", evolve))
+        expected = data.filter(pc.invert(pc.is_in(data["id"], pa.array([3, 4], pa.int64()))))
+    else:
+        extra = rows(500, 2, seed=6)
+        tbl.upsert(extra, on=["id", "region"], faults=once_at("manifest", evolve))
+        expected = pa.concat_tables([data, extra])
+    assert tbl.refresh().metadata.default_spec_id == 1
+    assert_same_rows(tbl.scan().to_arrow(), expected, context=op)
+
+
 def test_a_codec_without_levels_ignores_the_level_in_every_writer(tmp_path: Path) -> None:
     """write.parquet.compression-level kept from zstd after the codec became snappy: append, the position
     delete writer and compaction all failed ("Codec 'snappy' doesn't support setting a compression level");
