@@ -31,6 +31,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..errors import SnapshotNotFound, ValidationError
+from ..iceberg import types as it
 from ..iceberg.metadata import TableMetadata
 from ..iceberg.snapshots import (
     MAIN_BRANCH,
@@ -250,8 +251,8 @@ class RefsUpdate(MetadataUpdate):
             self._touched[name] = None if ref is None else ref.snapshot_id
 
     def _create(self, name: str, ref: SnapshotRef, where: str) -> RefsUpdate:
-        if not name:
-            raise InvalidRefChange(f"{where}: empty name")
+        if not isinstance(name, str) or not name:
+            raise InvalidRefChange(f"{where}: the name must be a non-empty string")
         self._touch(name)
 
         def op(md: TableMetadata, refs: Refs) -> None:
@@ -317,8 +318,11 @@ def _check_retention(ref: SnapshotRef, where: str) -> None:
         raise InvalidRefChange(f"{where}: a tag takes max_ref_age_ms only")
     for key in ("min_snapshots_to_keep", "max_snapshot_age_ms", "max_ref_age_ms"):
         value = getattr(ref, key)
-        if value is not None and (not isinstance(value, int) or value < 1):
-            raise InvalidRefChange(f"{where}: {key} must be a positive integer, not {value!r}")
+        top = it.INT_RANGE[1] if key == "min_snapshots_to_keep" else it.LONG_RANGE[1]  # Java int / long
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= top
+        ):
+            raise InvalidRefChange(f"{where}: {key} must be a positive integer up to {top}, not {value!r}")
 
 
 def _with_refs(md: TableMetadata, refs: Refs) -> TableMetadata:

@@ -133,6 +133,7 @@ class SchemaUpdate(MetadataUpdate):
         before, and rows written without it, read."""
         names = _split(path)
         where = f"add column {'.'.join(names)!r}"
+        _check_doc(doc, where)
         parent_id = 0 if len(names) == 1 else self._struct_id(names[:-1], where)
         name = names[-1]
         if not name:
@@ -169,8 +170,8 @@ class SchemaUpdate(MetadataUpdate):
         where = f"rename column {self._name(f)!r} to {new_name!r}"
         if f.field_id in self._roles:
             raise InvalidSchemaChange(f"{where}: a {self._roles[f.field_id]} is named by its place")
-        if not new_name:
-            raise InvalidSchemaChange(f"{where}: empty column name")
+        if not isinstance(new_name, str) or not new_name:
+            raise InvalidSchemaChange(f"{where}: the new name must be a non-empty string")
         clash = self._sibling_named(self._parent_id(f.field_id), new_name)
         if clash is not None and clash != f.field_id:
             raise InvalidSchemaChange(f"{where}: a column of that name exists already")
@@ -227,6 +228,7 @@ class SchemaUpdate(MetadataUpdate):
                 )
             self._c.types[f.field_id] = new
         if doc is not None:
+            _check_doc(doc, where)
             if f.field_id in self._roles:
                 raise InvalidSchemaChange(f"{where}: a {self._roles[f.field_id]} has no doc of its own")
             self._c.docs[f.field_id] = doc
@@ -464,7 +466,13 @@ class SchemaUpdate(MetadataUpdate):
 
 
 def _split(path: ColumnPath) -> tuple[str, ...]:
-    return tuple(path.split(".")) if isinstance(path, str) else tuple(path)
+    names = tuple(path.split(".")) if isinstance(path, str) else tuple(path)
+    bad = [n for n in names if not isinstance(n, str)]
+    if bad or not names:
+        raise InvalidSchemaChange(
+            f"column path {path!r}: expected a dotted name or a sequence of names (strings)"
+        )
+    return names
 
 
 def _find(schema: Schema, names: tuple[str, ...], case_sensitive: bool) -> int | None:
@@ -504,7 +512,16 @@ def _as_type(t: TypeLike, where: str) -> it.IcebergType:
             return arrow_type_to_iceberg(t, where)
     except InvalidType as exc:
         raise InvalidSchemaChange(f"{where}: {exc}") from None
+    if not isinstance(t, (it.PrimitiveType, it.StructType, it.ListType, it.MapType)):
+        raise InvalidSchemaChange(  # else written into the metadata: the table could not be loaded again
+            f"{where}: type {t!r} is not an Iceberg type string, Iceberg type or pyarrow type"
+        )
     return t
+
+
+def _check_doc(doc: object, where: str) -> None:
+    if doc is not None and not isinstance(doc, str):
+        raise InvalidSchemaChange(f"{where}: doc {doc!r} must be a string (the spec's JSON type)")
 
 
 def _added_mapping(f: it.NestedField) -> list[MappedField]:

@@ -178,8 +178,8 @@ class SpecUpdate(MetadataUpdate):
         """``name`` is free in the new spec, and a column's name only for that column's identity field
         (``identity_of``: the source id when the field is an identity). A void field, or one removed in this
         update, holding it is renamed ``<name>_<field id>``, as Java does."""
-        if not name:
-            raise InvalidSpecChange(f"{where}: empty field name")
+        if not isinstance(name, str) or not name:
+            raise InvalidSpecChange(f"{where}: the field name must be a non-empty string, not {name!r}")
         holders = [f for f in self._spec.fields if self._current_name(f) == name]
         live = [f for f in holders if f.transform != "void" and f.field_id not in self._removes]
         if live or name in {a.name for a in self._adds}:

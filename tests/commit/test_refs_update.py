@@ -237,3 +237,25 @@ def test_metadata_naming_a_missing_snapshot_is_never_written(tmp_path: Path) -> 
     with pytest.raises(MetadataError, match=r"reader would refuse: ref 'ghost' points at snapshot 42"):
         write_metadata(tbl.io, str(target), bad)
     assert not target.exists()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"max_ref_age_ms": True}, "max_ref_age_ms must be a positive integer"),
+        ({"max_ref_age_ms": 2**63}, "up to 9223372036854775807"),
+        ({"min_snapshots_to_keep": 2**31}, "up to 2147483647"),
+        ({"max_snapshot_age_ms": 1.5}, "max_snapshot_age_ms must be"),
+    ],
+)
+def test_retention_values_java_cannot_read_are_refused(
+    tmp_path: Path, kwargs: dict[str, Any], match: str
+) -> None:
+    """A bool (written as JSON true) or a number beyond Java's int/long made the metadata unreadable."""
+    tbl = make(tmp_path)
+    tbl.append(rows(0, 3))
+    with pytest.raises(InvalidRefChange, match=match):
+        tbl.manage_snapshots().create_branch("b", **kwargs).commit()
+    with pytest.raises(InvalidRefChange, match="non-empty string"):
+        tbl.manage_snapshots().create_branch(5).commit()  # type: ignore[arg-type]
+    assert set(tbl.refresh().metadata.refs) == {"main"}

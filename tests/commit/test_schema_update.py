@@ -615,3 +615,25 @@ def test_a_foreign_v3_column_named_like_a_lineage_column_is_left_alone(tmp_path:
         {"id": 0, "rid": 7},
         {"id": 1, "rid": 8},
     ]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda u: u.add_column("x", 5),
+        lambda u: u.add_column("x", None),
+        lambda u: u.add_column("x", "long", doc=5),
+        lambda u: u.add_column(("s", 5), "long"),
+        lambda u: u.update_column("name", doc=b"x"),
+        lambda u: u.rename_column("name", 5),
+    ],
+    ids=["type-int", "type-none", "doc-int", "path-int", "doc-bytes", "rename-int"],
+)
+def test_values_the_metadata_cannot_hold_are_refused_before_committing(tmp_path: Path, change: Any) -> None:
+    """A type, name or doc of the wrong kind went into the committed metadata (a type 5, a doc 5): the
+    table could not be loaded again (or PyIceberg refused it)."""
+    tbl = sql_catalog(tmp_path).create_table("db.t", SCHEMA)
+    location = tbl.metadata_location
+    with pytest.raises(InvalidSchemaChange):
+        change(tbl.update_schema())
+    assert tbl.refresh().metadata_location == location

@@ -339,3 +339,16 @@ def test_a_removed_fields_name_given_to_a_new_field_keeps_partition_names_unique
     assert all(rows[i]["id_bucket"] is None and rows[i]["id_bucket_1000"] is not None for i in range(6))
     assert all(rows[i]["id_bucket_1000"] is None and rows[i]["id_bucket"] is not None for i in range(6, 12))
     assert tbl.inspect.partitions().num_rows > 2
+
+
+@pytest.mark.parametrize(
+    "change",
+    [lambda u: u.add_field("id", name=5), lambda u: u.rename_field("name", 5)],
+    ids=["add", "rename"],
+)
+def test_a_field_name_that_is_not_a_string_is_refused(tmp_path: Path, change: Any) -> None:
+    """A name 5 was committed and the table could not be loaded again ("name must be a JSON string")."""
+    tbl = make(tmp_path, 2, ["name"])
+    with pytest.raises(InvalidSpecChange, match="must be a non-empty string"):
+        change(tbl.update_spec())
+    assert len(tbl.refresh().metadata.partition_specs) == 1
