@@ -78,6 +78,8 @@ def require_branch(md: TableMetadata, branch: str, action: str) -> None:
 def parent_of(md: TableMetadata, branch: str) -> Snapshot | None:
     """The head of ``branch``; a branch not created yet forks from the current snapshot (None for an empty
     table), as in Iceberg Java. A tag cannot be committed to."""
+    if not isinstance(branch, str) or not branch:  # Java: "Invalid branch name: null"
+        raise ValidationError(f"table {md.location}: branch {branch!r} is not a branch name")
     ref = md.refs.get(branch)
     if ref is None:
         return md.current_snapshot()

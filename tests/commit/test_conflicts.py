@@ -155,3 +155,20 @@ def test_a_stale_handle_does_not_commit_into_a_table_created_in_its_place(tmp_pa
     again = cat.load_table("db.t")
     assert [f.name for f in again.schema().fields] == ["k", "name"] and "k" not in again.properties
     assert again.scan().to_arrow().to_pylist() == [{"k": 10, "name": "new"}]
+
+
+@pytest.mark.parametrize("branch", [None, "", 5])
+def test_a_branch_that_is_not_a_name_is_refused(tmp_path: Path, branch: object) -> None:
+    """branch=None committed to a new branch "null" (and 5 to "5"): main untouched, nothing raised."""
+    tbl = sql_catalog(tmp_path).create_table("db.t", rows(0, 0).schema)
+    tbl.append(rows(0, 5))
+    files = table_files(tbl)
+    writes: list[Callable[[], object]] = [
+        lambda: tbl.append(rows(5, 5), branch=branch),  # type: ignore[arg-type]
+        lambda: tbl.delete("id = 1", branch=branch),  # type: ignore[arg-type]
+        lambda: tbl.delete_rows(rows(0, 1).select(["id"]), on=["id"], branch=branch),  # type: ignore[arg-type]
+    ]
+    for write in writes:
+        with pytest.raises(ValidationError, match="is not a branch name"):
+            write()
+    assert set(tbl.refresh().metadata.refs) == {"main"} and table_files(tbl) == files
