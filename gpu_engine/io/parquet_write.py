@@ -149,12 +149,20 @@ def _workers() -> int:
 
 
 def _batches(data: Data) -> Iterator[pa.RecordBatch]:
+    """``data``'s batches; data without rows still yields one empty batch of its schema, so that it is
+    checked against the table's (an empty table of other columns would have overwritten every row)."""
     if isinstance(data, pa.Table):
-        yield from data.to_batches()
+        yield from data.to_batches() or [pa.RecordBatch.from_pylist([], schema=data.schema)]
     elif isinstance(data, pa.RecordBatch):
         yield data
     else:
-        yield from data
+        seen = False
+        for batch in data:
+            seen = True
+            yield batch
+        schema = getattr(data, "schema", None)
+        if not seen and isinstance(schema, pa.Schema):
+            yield pa.RecordBatch.from_pylist([], schema=schema)
 
 
 # -- files ----------------------------------------------------------------------------------------------

@@ -70,6 +70,13 @@ def test_overwrite_without_a_filter_replaces_everything(tmp_path: Path) -> None:
     assert_all_readers(tbl, new)
 
 
+def test_overwrite_with_no_rows_of_the_tables_columns_empties_it(tmp_path: Path) -> None:
+    tbl = region_table(tmp_path, 2)
+    tbl.append(rows(0, 30))
+    result = tbl.overwrite(rows(0, 0))
+    assert result.deleted_rows == 30 and tbl.scan().to_arrow().num_rows == 0
+
+
 def test_overwrite_of_an_empty_table_is_an_append_in_an_overwrite_snapshot(tmp_path: Path) -> None:
     tbl = region_table(tmp_path, 3)
     new = rows(0, 10)
@@ -172,6 +179,14 @@ def test_bad_input_is_refused_before_anything_is_committed(tmp_path: Path) -> No
         tbl.overwrite(rows(100, 5), "nope = 1")
     with pytest.raises(SchemaMismatch):
         tbl.overwrite(pa.table({"other": [1, 2]}), "id < 10")
+    for empty in (
+        pa.table({"other": pa.array([], pa.int64())}),
+        rows(0, 0).set_column(0, "id", pa.array([], pa.string())),  # a wrong type
+    ):
+        with pytest.raises(SchemaMismatch):  # no rows, but not the table's columns: it deleted every row
+            tbl.overwrite(empty)
+        with pytest.raises(SchemaMismatch):
+            tbl.append(empty)
     with pytest.raises(InvalidOption, match="isolation 'strict'"):
         tbl.overwrite(rows(100, 5), "id < 10", isolation="strict")
     with pytest.raises(InvalidProperty, match=r"write\.delete\.isolation-level"):
