@@ -34,7 +34,7 @@ from ..iceberg.schema import Schema, check_format_version, check_lineage_names
 from ..iceberg.sorting import UNSORTED, SortOrder
 from ..io.metrics_config import check_metrics_columns
 from .producer import is_file_system_catalog
-from .properties_update import check_commit_properties
+from .properties_update import check_commit_properties, check_property_values
 from .schema_from_arrow import schema_from_arrow
 from .spec_parse import parse_partition_spec, parse_sort_order
 from .table_update import metadata_path, write_metadata
@@ -142,6 +142,7 @@ def create_table(
         sort_order=sort_order,
     )  # fmt: skip  (the placeholder location: a catalog that chooses it, else an error below)
     check_commit_properties(md.properties)
+    check_property_values(md, md.properties, other_engines=True)  # malformed values, as set() refuses them
     check_metrics_columns(md.schema, md.properties)
     created = catalog.create_from(identifier, md, requested)
     if created is not None:

@@ -27,18 +27,21 @@ old snapshots have no row ids (``_row_id`` reads as null), and the first snapsho
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InvalidProperty, UnsupportedFeature, ValidationError
+from ..errors import GpuEngineError, InvalidProperty, UnsupportedFeature, ValidationError
 from ..iceberg.metadata import TableMetadata
+from ..iceberg.name_mapping import NAME_MAPPING_PROPERTY, parse_name_mapping
 from ..iceberg.schema import check_lineage_names
 from ..io.locations import location_provider
 from ..io.metrics_config import metrics_config
 from ..io.position_delete_write import delete_properties
 from ..io.write_options import WriteOptions
+from ..properties import int_property
 from .delete_cow import delete_mode
+from .expire import MAX_REF_AGE_MS, MAX_SNAPSHOT_AGE_MS, MIN_SNAPSHOTS_TO_KEEP
 from .isolation import delete_isolation_level
 from .manifest_merge import MergePolicy
 from .metadata_commit import MetadataUpdate, RestForm, commit_metadata_change
@@ -175,17 +178,45 @@ def check_commit_properties(props: Mapping[str, str]) -> None:
     summary_partition_limit(props)
 
 
-def check_property_values(md: TableMetadata, props: Mapping[str, str]) -> None:
+def check_property_values(
+    md: TableMetadata, props: Mapping[str, str], *, other_engines: bool = False
+) -> None:
     """Read the properties gpu-engine uses from ``props`` (those being set on ``md``): InvalidProperty (or
-    UnsupportedFeature) naming the first bad one."""
-    WriteOptions.from_properties(props)
-    RetryPolicy.from_properties(props)
-    MergePolicy.from_properties(props)
-    metrics_config(md.schema, props)
-    delete_mode(props, md.format_version, md.location)
-    delete_isolation_level(props)
-    previous_versions_max(props)
-    summary_partition_limit(props)
-    delete_properties(props)
-    # locations read several keys together: with the table's others (a data path makes a deprecated key moot)
-    location_provider(md.location, {**md.properties, **props}).new_data_location("check.parquet", None)
+    UnsupportedFeature) naming the first bad one. ``other_engines``: settings gpu-engine only cannot
+    write with (ORC files, a Java location provider: UnsupportedFeature) pass, as a table may be created
+    for another engine; malformed values do not."""
+    checks: list[Callable[[], object]] = [
+        lambda: WriteOptions.from_properties(props),
+        lambda: RetryPolicy.from_properties(props),
+        lambda: MergePolicy.from_properties(props),
+        lambda: metrics_config(md.schema, props),
+        lambda: delete_mode(props, md.format_version, md.location),
+        lambda: delete_isolation_level(props),
+        lambda: previous_versions_max(props),
+        lambda: summary_partition_limit(props),
+        lambda: delete_properties(props),
+        lambda: _check_expiry_and_mapping(props),
+        # locations read several keys together: with the table's others (a data path makes a deprecated
+        # key moot)
+        lambda: location_provider(md.location, {**md.properties, **props}).new_data_location(
+            "check.parquet", None
+        ),
+    ]
+    for check in checks:
+        try:
+            check()
+        except UnsupportedFeature:
+            if not other_engines:
+                raise
+
+
+def _check_expiry_and_mapping(props: Mapping[str, str]) -> None:
+    """The snapshot expiry settings (positive integers) and the name mapping (its JSON): each made every
+    later expire_snapshots, or every scan, fail."""
+    for key in (MAX_SNAPSHOT_AGE_MS, MIN_SNAPSHOTS_TO_KEEP, MAX_REF_AGE_MS):
+        int_property(props, key, 1)
+    if NAME_MAPPING_PROPERTY in props:
+        try:
+            parse_name_mapping(props[NAME_MAPPING_PROPERTY])
+        except GpuEngineError as exc:
+            raise InvalidProperty(f"table property {NAME_MAPPING_PROPERTY}: {exc}") from None

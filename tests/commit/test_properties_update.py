@@ -5,6 +5,7 @@ of write, read back by our scan, PyIceberg and DuckDB."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -251,3 +252,28 @@ def test_upgrading_a_table_with_v1_form_snapshots_keeps_it_usable(tmp_path: Path
     upgraded.delete("id = 1")
     upgraded.compact(options={"rewrite-all": "true"})
     assert sorted(ge.load_table(table_dir).scan().to_arrow()["id"].to_pylist()) == [2, 3]
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("write.parquet.compression-codec", "zap"),
+        ("write.target-file-size-bytes", "-1"),
+        ("write.metadata.metrics.default", "bogus"),
+        ("write.delete.mode", "bogus"),
+        ("history.expire.min-snapshots-to-keep", "0"),
+        ("schema.name-mapping.default", "notjson"),
+    ],
+)
+def test_malformed_values_are_refused_at_create_as_when_set(tmp_path: Path, key: str, value: str) -> None:
+    """README: a bad value is refused when it is set, naming the property. create_table took them (and
+    every later write, expire or scan failed); update_properties took the expiry settings and the name
+    mapping. Other engines' settings (ORC) still pass at create."""
+    cat = sql_catalog(tmp_path)
+    with pytest.raises(InvalidProperty, match=re.escape(key)):
+        cat.create_table("db.t", rows(0, 0).schema, properties={key: value})
+    assert not cat.table_exists("db.t")
+    tbl = cat.create_table("db.t", rows(0, 0).schema)
+    with pytest.raises(InvalidProperty, match=re.escape(key)):
+        tbl.update_properties().set(key, value).commit()
+    assert key not in tbl.refresh().properties
