@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+import numba
 import numpy as np
 from numba import config, cuda, njit, prange
 
@@ -155,11 +156,37 @@ class ElementwiseKernel:
                 self.cuda[blocks, threads](n, *args)
         elif n < PARALLEL_FROM:
             self.cpu_serial(n, *args)
-        else:
+        elif _PARALLEL_LOOPS.concurrent_ok():
             self.cpu(n, *args)
+        else:
+            with _PARALLEL_LOOPS.turn:
+                self.cpu(n, *args)
 
 
 _kernel = ElementwiseKernel.build
+
+
+class _ParallelLoops:
+    """Whether parallel CPU loops may run from several threads at once. numba's ``workqueue`` threading
+    layer (the one left where neither TBB nor OpenMP loads: a slim image without libgomp) aborts the
+    process when they do ("Concurrent access has been detected"); a scan's worker threads run them side
+    by side. There, and until the first loop has told which layer runs, loops take turns."""
+
+    def __init__(self) -> None:
+        self.turn = threading.Lock()
+        self._ok: bool | None = None
+
+    def concurrent_ok(self) -> bool:
+        if self._ok is None:
+            try:
+                layer = numba.threading_layer()
+            except ValueError:  # no parallel loop has run yet
+                return False
+            self._ok = layer != "workqueue"
+        return self._ok
+
+
+_PARALLEL_LOOPS = _ParallelLoops()
 
 
 def _check_on_device(name: str, args: tuple[Any, ...]) -> None:
