@@ -20,8 +20,10 @@ while committing the transaction leaves the outcome unknown (:class:`CommitState
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Mapping
+import threading
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import sqlalchemy as sa
@@ -90,9 +92,18 @@ class SqlCatalog(Catalog):
             directory = os.path.dirname(uri[len("sqlite:///") :])
             if directory:
                 os.makedirs(directory, exist_ok=True)
+        # SQLite in memory is a database per connection, and SQLAlchemy's default pool gives each thread its
+        # own: another thread saw an empty catalog. One connection for all, used by one thread at a time.
+        in_memory = uri in ("sqlite://", "sqlite:///:memory:")
+        self._turn: contextlib.AbstractContextManager[Any] = (
+            threading.RLock() if in_memory else contextlib.nullcontext()
+        )
+        shared: dict[str, Any] = {}
+        if in_memory:
+            shared = {"poolclass": sa.pool.StaticPool, "connect_args": {"check_same_thread": False}}
         try:
             self.engine = sa.create_engine(
-                uri, pool_pre_ping=_truthy(self.properties.get("pool_pre_ping"), False)
+                uri, pool_pre_ping=_truthy(self.properties.get("pool_pre_ping"), False), **shared
             )
         except ImportError as e:
             driver = e.name or "the database driver of this URL"
@@ -108,13 +119,17 @@ class SqlCatalog(Catalog):
     def _where(self) -> str:
         return self.engine.url.render_as_string(hide_password=True)
 
-    def _connect(self) -> sa.Connection:
-        try:
-            return self.engine.connect()
-        except sa_exc.DBAPIError as e:
-            raise CatalogError(
-                f"SQL catalog {self.name!r}: cannot connect to {self._where()}: {e.orig}"
-            ) from e
+    @contextlib.contextmanager
+    def _connect(self) -> Iterator[sa.Connection]:
+        with self._turn:
+            try:
+                conn = self.engine.connect()
+            except sa_exc.DBAPIError as e:
+                raise CatalogError(
+                    f"SQL catalog {self.name!r}: cannot connect to {self._where()}: {e.orig}"
+                ) from e
+            with conn:
+                yield conn
 
     def _init_tables(self) -> bool:
         """Create the catalog tables if absent; True if ``iceberg_tables`` has the ``iceberg_type`` column."""
