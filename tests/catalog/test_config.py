@@ -192,7 +192,7 @@ def test_the_in_memory_catalog_is_one_catalog_for_every_thread(env: Path) -> Non
 
     def work(i: int) -> int:
         cat.load_table("db.t").append(pa.table({"id": [10 + i]}))
-        return cat.load_table("db.t").scan().to_arrow().num_rows
+        return int(cat.load_table("db.t").scan().to_arrow().num_rows)
 
     with ThreadPoolExecutor(4) as pool:
         seen = list(pool.map(work, range(4)))
