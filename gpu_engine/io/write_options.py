@@ -16,6 +16,7 @@ from ..properties import bool_property, int_property
 
 _CODECS = {"zstd": "zstd", "gzip": "gzip", "snappy": "snappy", "lz4": "lz4", "brotli": "brotli"}
 _CODECS |= {"uncompressed": "none", "none": "none", "lz4_raw": "lz4"}  # pyarrow writes LZ4_RAW for "lz4"
+_JAVA_ONLY_CODECS = ("lzo",)  # Java's CompressionCodecName, no pyarrow writer
 _LEVELLED = ("zstd", "gzip", "brotli")  # Java's Parquet.java sets a level for these codecs only
 
 
@@ -41,6 +42,11 @@ class WriteOptions:
         if fmt != "parquet":
             raise UnsupportedFeature(f"table property write.format.default={fmt!r}: only parquet is written")
         codec = props.get("write.parquet.compression-codec", "zstd")
+        if codec.strip().lower() in _JAVA_ONLY_CODECS:
+            raise UnsupportedFeature(  # a valid setting of another engine's table: refused when written
+                f"table property write.parquet.compression-codec={codec!r}: Parquet's "
+                f"{codec.strip().upper()} codec is not written here (pyarrow has no writer for it)"
+            )
         if codec.strip().lower() not in _CODECS:
             raise InvalidProperty(
                 f"table property write.parquet.compression-codec={codec!r}: expected one of {sorted(_CODECS)}"

@@ -204,11 +204,23 @@ def test_create_table_refuses_what_no_commit_could_read(
     assert not cat.table_exists("db.bad")
 
 
-def test_create_table_accepts_writer_settings_of_other_engines(tmp_path: Path) -> None:
-    """A table may be created here for another engine (ORC files, a Java location provider): refused when
-    gpu-engine writes, not at create."""
-    props = {"write.format.default": "orc", "write.location-provider.impl": "com.example.P"}
+@pytest.mark.parametrize(
+    "props",
+    [
+        {"write.format.default": "orc", "write.location-provider.impl": "com.example.P"},
+        {"write.parquet.compression-codec": "lzo"},  # Java's CompressionCodecName; no pyarrow writer
+        {"write.delete.parquet.compression-codec": "LZO"},
+    ],
+)
+def test_create_table_accepts_writer_settings_of_other_engines(tmp_path: Path, props: dict[str, str]) -> None:
+    """A table may be created here for another engine (ORC files, a Java location provider, LZO): refused
+    when gpu-engine writes, not at create."""
     tbl = sql_catalog(tmp_path).create_table("db.o", rows(0, 0).schema, properties=props)
+    if "write.delete.parquet.compression-codec" in props:  # data files are written; delete files not
+        tbl.append(rows(0, 5))
+        with pytest.raises(UnsupportedFeature, match="LZO"):
+            tbl.delete("id = 1")
+        return
     with pytest.raises(UnsupportedFeature):
         tbl.append(rows(0, 5))
 
