@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from . import _args
 from ._deps import require
 from .backend.select import check_backend_name
-from .errors import UnsupportedFeature
+from .errors import InvalidType, UnsupportedFeature
 from .execute.projection import Projection, project
 from .execute.scan import ScanProgress, ScanRun, execute
 from .expressions import TRUE, Expression, and_, parse
@@ -92,9 +93,7 @@ class TableScan:
         return cudf.DataFrame.from_arrow(self.to_arrow())
 
     def with_limit(self, limit: int | None) -> TableScan:
-        if limit is not None and limit < 0:
-            raise UnsupportedFeature(f"limit={limit}: must be >= 0")
-        return replace(self, limit=limit, runs=[])
+        return replace(self, limit=_limit(limit), runs=[])
 
     def filter(self, expr: str | Expression) -> TableScan:
         """This scan with ``expr`` added to its filter (and), as Java's and PyIceberg's ``filter``."""
@@ -117,6 +116,15 @@ def new_scan(
 ) -> TableScan:
     check_backend_name(backend)
     options = ScanOptions(filter, snapshot_id, as_of, ref, case_sensitive, appends_since=appends_since)
-    if limit is not None and limit < 0:
-        raise UnsupportedFeature(f"limit={limit}: must be >= 0")
-    return TableScan(table, options, tuple(columns) if columns is not None else None, backend, limit)
+    return TableScan(table, options, scan_columns(columns), backend, _limit(limit))
+
+
+def scan_columns(columns: object) -> tuple[str, ...] | None:
+    """A scan's ``columns`` as a tuple; :class:`InvalidType` naming the argument when it is not a list of
+    strings (a bare string is refused, not read as its characters)."""
+    return None if columns is None else _args.names(columns, "scan columns", InvalidType)
+
+
+def _limit(limit: object) -> int | None:
+    """A scan's ``limit``: None or an integer >= 0 (not a bool, float or string)."""
+    return None if limit is None else _args.integer(limit, "scan limit", UnsupportedFeature, minimum=0)

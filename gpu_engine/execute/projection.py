@@ -74,6 +74,8 @@ def project(
             metadata.append(mc.field(md, name))
             names.append(name)
             continue
+        if f.field_id in ids:  # e.g. 'id' and 'ID' without case_sensitive
+            raise InvalidType(f"scan columns {list(columns)} name a column twice ({name!r})")
         ids.add(f.field_id)
         top = schema.paths_by_id[f.field_id][0]
         if top not in names:

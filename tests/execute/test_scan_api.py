@@ -385,6 +385,73 @@ def test_columns_without_case_prefer_the_exact_name_and_refuse_ambiguity(tmp_pat
         tbl.scan(columns=["Id"], case_sensitive=False).to_arrow()
 
 
+def test_columns_naming_one_column_twice_without_case_are_refused(tmp_path: Path) -> None:
+    """``['id', 'ID']`` without case selects the column ``id`` twice: refused as ``['id', 'id']`` is,
+    not silently returned as one column."""
+    tbl = _id_table(tmp_path)
+    for columns, case_sensitive in ((["id", "id"], True), (["id", "ID"], False), (["ID", "id"], False)):
+        with pytest.raises(InvalidType, match="name a column twice"):
+            tbl.scan(columns=columns, case_sensitive=case_sensitive).to_arrow()
+
+
+def _id_table(tmp_path: Path) -> Any:
+    import gpu_engine as ge
+
+    cat = ge.load_catalog("c", uri=f"sqlite:///{tmp_path}/c.db", warehouse=(tmp_path / "wh").as_uri())
+    cat.create_namespace("db")
+    tbl = cat.create_table("db.t", pa.schema([("id", pa.int64()), ("name", pa.string())]))
+    tbl.append(pa.table({"id": [1, 2, 3], "name": ["a", "b", "c"]}))
+    return tbl
+
+
+@pytest.mark.parametrize(
+    ("columns", "message"),
+    [
+        (5, r"scan columns=5: expected a list of names, not int"),
+        ("id", r"scan columns='id': expected a list of names, not a string"),  # not 'i', 'd'
+        ([5], r"scan columns=\[5\]: names must be strings, not 5"),
+        (["id", None], r"names must be strings, not None"),
+        ({"id": 1}, r"expected a list of names, not dict"),
+        (b"id", r"expected a list of names, not bytes"),
+    ],
+)
+def test_scan_columns_of_the_wrong_type_are_refused(tmp_path: Path, columns: Any, message: str) -> None:
+    """``columns`` must be a list of strings: anything else is an InvalidType naming the argument (a string
+    was read per character, an int raised a bare TypeError, ``[5]`` an AttributeError deep in planning)."""
+    tbl = _id_table(tmp_path)
+    with pytest.raises(InvalidType, match=message):
+        tbl.scan(columns=columns).to_arrow()
+    with pytest.raises(InvalidType, match=message):
+        tbl.incremental_changelog_scan(columns=columns)
+
+
+@pytest.mark.parametrize(
+    ("limit", "message"),
+    [
+        ("5", r"scan limit='5': expected an integer >= 0, not str"),
+        (1.5, r"scan limit=1.5: expected an integer >= 0, not float"),
+        (float("nan"), r"scan limit=nan: expected an integer >= 0, not float"),
+        (True, r"scan limit=True: expected an integer >= 0, not a bool"),
+        (-1, r"scan limit=-1: expected an integer >= 0"),
+    ],
+)
+def test_scan_limits_of_the_wrong_type_are_refused(tmp_path: Path, limit: Any, message: str) -> None:
+    """A limit is None or an integer >= 0, in ``scan`` and ``with_limit`` alike (``True`` was one row,
+    ``nan`` every row, ``"5"`` a bare TypeError)."""
+    tbl = _id_table(tmp_path)
+    with pytest.raises(UnsupportedFeature, match=message):
+        tbl.scan(limit=limit).to_arrow()
+    with pytest.raises(UnsupportedFeature, match=message):
+        tbl.scan().with_limit(limit)
+
+
+def test_scan_limit_takes_numpy_integers(tmp_path: Path) -> None:
+    """A numpy integer is an integer: the limit it gives is the plain int's."""
+    tbl = _id_table(tmp_path)
+    assert tbl.scan(limit=np.int64(2)).to_arrow().num_rows == 2
+    assert tbl.scan().with_limit(np.int32(1)).limit == 1
+
+
 def _shadowing_table(tmp_path: Path, mode: str = "merge-on-read") -> Any:
     """A v2 table with data columns called ``_pos`` and ``_file`` (the spec reserves the metadata
     columns' field ids, not their names), two files of three rows."""
