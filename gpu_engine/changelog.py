@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from . import _args
 from .errors import PlanningError
-from .execute.changelog import ChangelogRun, changelog_schema, execute_changelog
+from .execute.changelog import ChangelogRun, changelog_schema, execute_changelog, key_columns
 from .execute.projection import project
 from .planning.changelog import ChangelogPlan, plan_changelog
 from .planning.scan import ScanOptions
@@ -22,6 +23,7 @@ from .planning.snapshot_range import SnapshotRange
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from .iceberg.metadata import TableMetadata
     from .iceberg.schema import Schema
     from .table import Table
 
@@ -46,6 +48,30 @@ def update_keys(schema: Schema, identifier_columns: Sequence[str] | None) -> tup
             "identifier_columns instead"
         )
     return tuple(names)
+
+
+def checked_update_keys(
+    md: TableMetadata,
+    columns: Sequence[str] | None,
+    identifier_columns: object,
+    compute_updates: bool,
+    case_sensitive: bool,
+) -> tuple[str, ...]:
+    """The update keys of a changelog of ``columns`` (:func:`update_keys`), checked before anything is
+    planned or read (a Spark job would fail only in its executors): each among the changelog's data
+    columns. ``identifier_columns`` without ``compute_updates`` is refused, not ignored."""
+    if identifier_columns is not None:
+        identifier_columns = _args.names(identifier_columns, "identifier_columns", PlanningError)
+    if not compute_updates:
+        if identifier_columns is not None:
+            raise PlanningError(
+                f"identifier_columns={list(identifier_columns)}: only used with compute_updates=True"
+            )
+        return ()
+    keys = update_keys(md.schema, identifier_columns)
+    out = project(md, md.schema, columns, case_sensitive=case_sensitive)
+    data_columns = tuple(n for n in out.names if n not in out.metadata_names)
+    return key_columns(keys, data_columns, case_sensitive)
 
 
 @dataclass(frozen=True)

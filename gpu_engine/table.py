@@ -203,17 +203,21 @@ class Table:
         ``compute_updates``: a key (``identifier_columns``, else the table's identifier fields) that a
         snapshot both deleted and inserted becomes an ``UPDATE_BEFORE`` row followed by its
         ``UPDATE_AFTER``. ``net_changes``: equal DELETEs and INSERTs cancel across the whole range, leaving
-        the difference between its first parent and its last snapshot (not with ``compute_updates``)."""
-        from .changelog import ChangelogScan, update_keys
+        the difference between its first parent and its last snapshot (not with ``compute_updates``).
+        ``identifier_columns`` are checked here, before anything is read (a PlanningError or
+        UnsupportedFeature naming them): they must be among the returned data columns, and are refused
+        without ``compute_updates``, which alone uses them."""
+        from .changelog import ChangelogScan, checked_update_keys
         from .planning.scan import ScanOptions
+        from .scan import scan_columns
 
         check_backend_name(backend)
         options = ScanOptions(filter, to_snapshot_id, None, branch, case_sensitive)
         since = SnapshotRange(from_snapshot_id, from_inclusive)
-        picked = tuple(columns) if columns is not None else None
-        keys = update_keys(self.schema(), identifier_columns) if compute_updates else ()
+        picked = scan_columns(columns)
         if net_changes and compute_updates:
             raise UnsupportedFeature("net_changes cannot be combined with compute_updates: choose one")
+        keys = checked_update_keys(self.metadata, picked, identifier_columns, compute_updates, case_sensitive)
         return ChangelogScan(self, options, since, picked, backend, remove_carry_overs, keys, net_changes)
 
     def refresh(self) -> Table:

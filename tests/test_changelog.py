@@ -400,6 +400,25 @@ def test_compute_updates_errors(tmp_path: Path) -> None:
         tbl.incremental_changelog_scan(start, compute_updates=True, identifier_columns=["id"]).to_arrow()
 
 
+def test_identifier_columns_are_checked_before_anything_is_read(tmp_path: Path) -> None:
+    """Bad update keys fail when the changelog scan is made, not when its rows are read (spark.changes
+    would only fail in its executors); ``identifier_columns`` without ``compute_updates`` is refused
+    rather than ignored."""
+    tbl = region_table(tmp_path, 2)
+    tbl.append(keyed_rows(0, 10))
+    start = tbl.metadata.current_snapshot_id
+    with pytest.raises(UnsupportedFeature, match=r"identifier columns \['nope'\] are not among"):
+        tbl.incremental_changelog_scan(start, compute_updates=True, identifier_columns=["nope"])
+    with pytest.raises(UnsupportedFeature, match=r"identifier columns \['id'\] are not among"):
+        tbl.incremental_changelog_scan(
+            start, compute_updates=True, identifier_columns=["id"], columns=["score"]
+        )
+    with pytest.raises(PlanningError, match=r"identifier_columns=\['id'\]: only used with compute_updates"):
+        tbl.incremental_changelog_scan(start, identifier_columns=["id"])
+    with pytest.raises(PlanningError, match=r"identifier_columns='id': expected a list of names"):
+        tbl.incremental_changelog_scan(start, compute_updates=True, identifier_columns="id")
+
+
 def test_an_append_from_before_an_upgrade_to_v2_needs_its_parent(tmp_path: Path) -> None:
     """Files written while the table was v1 all carry sequence number 0: an append of that era cannot be
     told apart from what was there before it, so its expired parent is an error, as on v1."""

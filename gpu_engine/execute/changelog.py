@@ -96,7 +96,7 @@ def execute_changelog(
     delete files loaded are kept (default: a new cache for this changelog)."""
     out = project(md, plan.schema, columns, case_sensitive=case_sensitive)
     data_columns = tuple(n for n in out.names if n not in out.metadata_names)
-    keys = _key_columns(update_keys, data_columns, case_sensitive)
+    keys = key_columns(update_keys, data_columns, case_sensitive)
     if net_changes and keys:
         raise UnsupportedFeature("net changes cannot be paired into updates: choose one of the two")
     post = _Post(data_columns if remove_carry_overs else (), keys, data_columns if net_changes else ())
@@ -131,7 +131,7 @@ class _Reads:
     keyed: Projection  # the output columns plus the hidden _file and _pos
 
 
-def _key_columns(keys: Sequence[str], data_columns: Sequence[str], case_sensitive: bool) -> tuple[str, ...]:
+def key_columns(keys: Sequence[str], data_columns: Sequence[str], case_sensitive: bool) -> tuple[str, ...]:
     """``keys`` as the changelog's data columns they name (by any case unless ``case_sensitive``, as the
     columns and the filter resolve)."""
     named = {(c if case_sensitive else c.lower()): c for c in data_columns}

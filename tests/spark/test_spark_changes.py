@@ -7,7 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pytest
 
+from gpu_engine.errors import GpuEngineError
 from gpu_engine.spark import changes
 from gpu_engine.spark.scan import spark_arrow_schema
 
@@ -39,3 +41,32 @@ def test_changes_equal_the_local_changelog(spark: Any, tmp_path: Path) -> None:
         .to_pylist()
     )
     assert kinds == {"DELETE", "INSERT", "UPDATE_BEFORE", "UPDATE_AFTER"}
+
+
+class _NoSpark:
+    """A Spark session any use of which fails the test: the arguments must be refused on the driver."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"spark.{name} was used before the arguments were checked")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"compute_updates": True, "identifier_columns": ["nope"]}, r"identifier columns \['nope'\]"),
+        (
+            {"compute_updates": True, "identifier_columns": ["id"], "columns": ["score"]},
+            r"identifier columns \['id'\] are not among",
+        ),
+        ({"identifier_columns": ["id"]}, r"only used with compute_updates"),
+    ],
+)
+def test_bad_identifier_columns_fail_on_the_driver(
+    tmp_path: Path, kwargs: dict[str, Any], message: str
+) -> None:
+    """As spark.scan checks its columns first: no Spark job is built for update keys that would fail in
+    every executor task."""
+    tbl = region_table(tmp_path, 2)
+    tbl.append(keyed_rows(0, 10))
+    with pytest.raises(GpuEngineError, match=message):
+        changes(_NoSpark(), tbl, None, **kwargs)
