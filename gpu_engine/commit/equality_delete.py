@@ -20,6 +20,7 @@ import pyarrow as pa
 from ..errors import InvalidOption, SchemaMismatch, ValidationError
 from ..iceberg.content_file import ContentFile
 from ..iceberg.metadata import TableMetadata
+from ..io.data_input import arrow_table
 from ..io.equality_delete_write import write_equality_deletes
 from ..io.fileio import FileIO
 from .delete import DeleteResult
@@ -54,6 +55,7 @@ def delete_rows(
             f"table {md.location}: format version 1 has no equality deletes (upgrade it: "
             "tbl.update_properties().set('format-version', '2'))"
         )
+    keys = arrow_table(keys, "keys")
     on = key_columns(md, keys, on, what="keys")
     ids = [md.schema.find_field(c).field_id for c in on]
     if keys.num_rows == 0:

@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 
 from ..errors import InvalidData, ValidationError
 from ..iceberg.content_file import ContentFile
+from ..io.data_input import arrow_table
 from ..io.equality_delete_write import write_equality_deletes
 from ..io.parquet_write import write_table_data
 from .equality_delete import delete_specs, key_columns, same_delete_specs
@@ -69,8 +70,7 @@ def upsert(
             f"table {md.location}: format version 1 has no equality deletes, which upserts write (upgrade "
             "it: tbl.update_properties().set('format-version', '2'))"
         )
-    if isinstance(data, pa.RecordBatch):
-        data = pa.Table.from_batches([data])
+    data = arrow_table(data)
     keys = key_columns(md, data, on, what="data")
     if data.num_rows == 0:
         return None

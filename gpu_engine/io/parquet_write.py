@@ -42,7 +42,7 @@ import tempfile
 import threading
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
@@ -59,6 +59,7 @@ from ..iceberg.sorting import SortOrder
 from .arrow_conform import conform_batch, write_schema
 from .arrow_schema import field_id_of
 from .column_metrics import MetricsCollector
+from .data_input import record_batches
 from .dictionary_choice import dictionary_columns
 from .fileio import DefaultFileIO, FileIO, LocalFileIO, _fsync_dir, local_path, scheme_of
 from .locations import LocationProvider, location_provider
@@ -118,6 +119,7 @@ def write_data_files(
     columns get bounds too (as Iceberg Java's writers keep them). Files already written are deleted when
     it fails.
     """
+    batches = record_batches(data)  # its kind checked before anything is written
     props = dict(properties or {})
     provider = location_provider(location, props)
     config = metrics_config(schema, props, sort_order=sort_order, table_order=table_order)
@@ -129,7 +131,7 @@ def write_data_files(
         writer.sort_order_id = None if sort_order is None else sort_order.order_id
         target = writer.arrow_schema
         try:
-            for batch in _batches(data):
+            for batch in batches:
                 conformed = conform_batch(batch, schema, target)
                 for key, part in split_by_partition(conformed, schema, spec, backend):
                     writer.add(key, part)
@@ -146,23 +148,6 @@ def _workers() -> int:
     except AttributeError:  # not on Linux
         cores = os.cpu_count() or 1
     return max(1, min(cores, _MAX_WORKERS))
-
-
-def _batches(data: Data) -> Iterator[pa.RecordBatch]:
-    """``data``'s batches; data without rows still yields one empty batch of its schema, so that it is
-    checked against the table's (an empty table of other columns would have overwritten every row)."""
-    if isinstance(data, pa.Table):
-        yield from data.to_batches() or [pa.RecordBatch.from_pylist([], schema=data.schema)]
-    elif isinstance(data, pa.RecordBatch):
-        yield data
-    else:
-        seen = False
-        for batch in data:
-            seen = True
-            yield batch
-        schema = getattr(data, "schema", None)
-        if not seen and isinstance(schema, pa.Schema):
-            yield pa.RecordBatch.from_pylist([], schema=schema)
 
 
 # -- files ----------------------------------------------------------------------------------------------
