@@ -35,11 +35,14 @@ DELETE_ISOLATION_LEVEL = "write.delete.isolation-level"
 _ADDING = ("append", "overwrite")  # operations whose added files hold new rows (a replace's do not)
 
 
-def isolation_level(value: str | None, *, option: str = "isolation_level") -> str:
+def isolation_level(value: object, *, option: str = "isolation_level") -> str:
     """``value`` as one of :data:`LEVELS` (case-insensitive; None: serializable); InvalidOption naming
     ``option``."""
     if value is None:
         return SERIALIZABLE
+    if not isinstance(value, str):
+        kind = type(value).__name__
+        raise InvalidOption(f"{option}={value!r}: expected {SERIALIZABLE!r} or {SNAPSHOT!r}, not {kind}")
     level = value.strip().lower()
     if level not in LEVELS:
         raise InvalidOption(f"{option} {value!r}: expected {SERIALIZABLE} or {SNAPSHOT}")

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from gpu_engine.errors import ValidationError
+from gpu_engine.errors import InvalidOption, ValidationError
 
 from ._support import assert_all_readers, keyed_rows, once_at, region_table, rows
 
@@ -104,3 +104,17 @@ def test_a_delete_planned_on_v2_fails_once_the_table_is_v3(tmp_path: Path) -> No
     assert_all_readers(tbl.refresh(), data, pyiceberg=False)
     tbl.delete("id < 3")
     assert_all_readers(tbl, data.filter(pc.greater_equal(data["id"], 3)), pyiceberg=False)
+
+
+@pytest.mark.parametrize("isolation", [5, b"snapshot", ["snapshot"]])
+def test_an_isolation_level_that_is_not_a_string_is_named(tmp_path: Path, isolation: object) -> None:
+    """``isolation=5`` is an InvalidOption naming the argument, not ``'int' object has no attribute
+    'strip'``; nothing is committed."""
+    tbl = region_table(tmp_path, 2)
+    tbl.append(rows(0, 5))
+    before = tbl.metadata.current_snapshot_id
+    with pytest.raises(InvalidOption, match=r"isolation=.*: expected 'serializable' or 'snapshot', not"):
+        tbl.overwrite(rows(0, 5), isolation=isolation)  # type: ignore[arg-type]
+    with pytest.raises(InvalidOption, match=r"isolation=.*: expected 'serializable' or 'snapshot', not"):
+        tbl.delete("id < 2", isolation=isolation)  # type: ignore[arg-type]
+    assert tbl.refresh().metadata.current_snapshot_id == before
