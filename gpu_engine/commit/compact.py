@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .. import _args
 from ..backend.select import check_backend_name, choose
 from ..errors import CommitStateUnknown, GpuEngineError, InvalidOption
 from ..execute.group_runner import GroupJob, GroupRunner, LocalRunner, discard
@@ -141,7 +142,7 @@ def resolve_strategy(
 ) -> RewriteStrategy:
     """``strategy`` with its order: ``sort`` by ``sort_order`` or the table's sort order; ``zorder`` over
     the columns of ``sort_order`` (``"a, b"`` or ``"zorder(a, b)"``)."""
-    kind = strategy.strip().lower()
+    kind = _args.text(strategy, "strategy", InvalidOption).strip().lower()
     if kind not in STRATEGIES:
         raise InvalidOption(f"strategy {strategy!r}: expected one of {', '.join(STRATEGIES)}")
     md = table.metadata
@@ -170,7 +171,9 @@ def resolve_strategy(
 def _zorder_columns(sort_order: str | Sequence[str] | SortOrder | None) -> tuple[str, ...]:
     if sort_order is None or isinstance(sort_order, SortOrder):
         raise InvalidOption("the zorder strategy needs columns: sort_order='zorder(a, b)' or 'a, b'")
-    text = sort_order if isinstance(sort_order, str) else ", ".join(sort_order)
+    if not isinstance(sort_order, str):
+        sort_order = ", ".join(_args.names(sort_order, "sort_order", InvalidOption))
+    text = sort_order
     text = text.strip()
     if text.lower().startswith("zorder(") and text.endswith(")"):
         text = text[len("zorder(") : -1]
@@ -200,6 +203,8 @@ def compact(
     :mod:`gpu_engine.execute.group_runner`)."""
     start = time.perf_counter()
     check_backend_name(backend)  # before any group is shipped (a Spark runner's executors would all fail)
+    dry_run = _args.boolean(dry_run, "dry_run", InvalidOption)  # "no" would be truthy
+    options = _args.mapping(options, "options", InvalidOption)  # a str was iterated per character
     if not dry_run:
         check_committable(table)
     resolved = RewriteOptions.resolve(options, table.properties)

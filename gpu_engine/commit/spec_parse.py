@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from .. import _args
 from ..errors import InvalidType, UnsupportedTransform
 from ..iceberg import types as it
 from ..iceberg.partitioning import V1_FIRST_PARTITION_FIELD_ID, PartitionField, PartitionSpec
@@ -81,7 +82,8 @@ def added_field_name(transform: str, column: str) -> str:
 def parse_sort_order(text: str | Sequence[str], schema: Schema, *, order_id: int = 1) -> SortOrder:
     """The sort order of ``text`` (see the module doc): one string of comma-separated items or a list of
     them, over ``schema``; an :class:`UnsupportedTransform` names the item at fault."""
-    items = [item for part in ([text] if isinstance(text, str) else text) for item in _split_items(part)]
+    parts = (text,) if isinstance(text, str) else _args.names(text, "sort order", UnsupportedTransform)
+    items = [item for part in parts for item in _split_items(part)]
     if not items:
         raise UnsupportedTransform(f"sort order {text!r}: expected at least one column or transform(column)")
     return SortOrder(order_id, tuple(_sort_field(item, schema) for item in items))

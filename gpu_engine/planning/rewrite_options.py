@@ -124,16 +124,29 @@ class RewriteOptions:
         return {name: getattr(self, attr) for name, attr in _NAMES.items()}
 
 
+# options Java reads as a long (``PropertyUtil.propertyAsLong``); the other integer options are Java ints
+_LONGS = frozenset(
+    {"target-file-size-bytes", "min-file-size-bytes", "max-file-size-bytes", "max-file-group-size-bytes"}
+)
+
+
 def _int(given: Mapping[str, Any], name: str, default: int, *, minimum: int) -> int:
+    """``given[name]`` as an integer >= ``minimum`` that Java parses as the option's type (an int, or a
+    long for the byte sizes): a larger value is refused here rather than by Java's parser."""
     if name not in given:
         return default
     raw = given[name]
+    maximum = 2**63 - 1 if name in _LONGS else 2**31 - 1
+    bad = f"compaction option {name}={raw!r}: expected an integer in {minimum}..{maximum}"
     if isinstance(raw, bool):
-        raise InvalidOption(f"compaction option {name}={raw!r}: expected an integer >= {minimum}")
+        raise InvalidOption(bad)
     try:
-        return int_property({name: str(raw)}, name, default, minimum=minimum)
+        value = int_property({name: str(raw)}, name, default, minimum=minimum)
     except ValueError:
-        raise InvalidOption(f"compaction option {name}={raw!r}: expected an integer >= {minimum}") from None
+        raise InvalidOption(bad) from None
+    if value > maximum:
+        raise InvalidOption(bad)
+    return value
 
 
 def _bool(given: Mapping[str, Any], name: str) -> bool:

@@ -11,8 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .. import _args
 from ..commit.compact import CompactionProgress, CompactionResult
 from ..commit.compact import compact as compact_table
+from ..errors import InvalidOption
 from ..expressions import Expression
 from ..iceberg.sorting import SortOrder
 from .runner import SparkRunner
@@ -38,7 +40,7 @@ def compact(
 ) -> CompactionResult:
     """Compact ``table`` with its file groups rewritten on ``spark``'s executors (see the module doc);
     ``fail_attempts`` and ``crash_after_write`` are test hooks (see :class:`SparkRunner`)."""
-    given = dict(options or {})
+    given = dict(_args.mapping(options, "options", InvalidOption))
     given.setdefault("max-concurrent-file-group-rewrites", str(spark.sparkContext.defaultParallelism))
     return compact_table(
         table, strategy=strategy, sort_order=sort_order, options=given, where=where, branch=branch,

@@ -51,6 +51,7 @@ from ._support import pyiceberg_static
 LINEAGE = ["_row_id", "_last_updated_sequence_number"]
 REWRITE_ALL = {"rewrite-all": "true"}
 SORT = "name DESC NULLS LAST, id"
+INT, LONG = r"1\.\.2147483647", r"1\.\.9223372036854775807"  # the ranges of Java's int and long
 
 
 # -- independent orders -------------------------------------------------------------------------------------
@@ -797,11 +798,52 @@ def test_bad_options_name_the_option(tmp_path: Path, kwargs: dict[str, Any], nam
     assert tbl.refresh().metadata_location == location
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        # wrong types: bare AttributeError/TypeError, a str iterated per character, "no" taken as True
+        ({"strategy": None}, "strategy=None: expected a string"),
+        ({"strategy": 5}, "strategy=5: expected a string"),
+        ({"strategy": "zorder", "sort_order": 5}, "sort_order=5: expected a list of names"),
+        ({"strategy": "zorder", "sort_order": ["id", 5]}, "names must be strings, not 5"),
+        ({"options": []}, r"options=\[\]: expected a mapping"),
+        ({"options": "x=1"}, "options='x=1': expected a mapping"),
+        ({"dry_run": "no"}, "dry_run='no': expected True or False"),
+        # beyond what Java parses: Integer.parseInt / Long.parseLong would fail on these
+        (
+            {"options": {"min-input-files": str(2**31)}},
+            r"min-input-files='2147483648': .* in 1\.\.2147483647",
+        ),
+        (
+            {"options": {"max-files-to-rewrite": 2**31}},
+            r"max-files-to-rewrite=2147483648: .* in 1\.\.2147483647",
+        ),
+        (
+            {"options": {"target-file-size-bytes": str(2**63)}},
+            r"target-file-size-bytes=.* in 1\.\.9223372036854775807",
+        ),
+    ],
+)
+def test_arguments_of_the_wrong_type_or_range_name_the_argument(
+    tmp_path: Path, kwargs: dict[str, Any], message: str
+) -> None:
+    """Each refused before anything is planned or committed, with the argument and its value named."""
+    _, tbl = new_table(tmp_path, 2)
+    tbl.append(gen_rows(0, 5))
+    tbl.append(gen_rows(5, 5))
+    location = tbl.metadata_location
+    with pytest.raises(InvalidOption, match=message):
+        tbl.compact(**{"options": {"min-input-files": "2"}, **kwargs})
+    assert tbl.refresh().metadata_location == location
+
+
 def test_unknown_sort_column_is_an_error_naming_it(tmp_path: Path) -> None:
     _, tbl = new_table(tmp_path, 2)
     tbl.append(gen_rows(0, 5))
     with pytest.raises(ValueError, match="nope"):
         tbl.compact("sort", sort_order="nope DESC")
+    with pytest.raises(UnsupportedFeature, match="sort order=5: expected a list of names"):
+        tbl.compact("sort", sort_order=5)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="nope"):
         tbl.compact("zorder", sort_order="a, nope")
 

@@ -326,3 +326,28 @@ def test_options_are_frozen_and_picklable() -> None:
     assert pickle.loads(pickle.dumps(o)) == o
     with pytest.raises(AttributeError):
         o.min_input_files = 3  # type: ignore[misc]
+
+
+INTS = [
+    "min-input-files",
+    "max-files-to-rewrite",
+    "delete-file-threshold",
+    "partial-progress.max-commits",
+    "partial-progress.max-failed-commits",
+    "max-concurrent-file-group-rewrites",
+    "output-spec-id",
+]
+LONGS = ["target-file-size-bytes", "max-file-group-size-bytes"]
+
+
+@pytest.mark.parametrize("name", INTS + LONGS)
+def test_integers_java_could_not_parse_are_refused(name: str) -> None:
+    """Java reads these with Integer.parseInt or Long.parseLong (RewriteDataFilesSparkAction,
+    SizeBasedFileRewritePlanner): one past the largest is refused naming the option, the largest taken."""
+    largest = 2**63 - 1 if name in LONGS else 2**31 - 1
+    for value in (largest + 1, str(largest + 1), 2**64):
+        with pytest.raises(
+            InvalidOption, match=rf"{re.escape(name)}=.*: expected an integer in \d+\.\.{largest}"
+        ):
+            resolve({name: value})
+    assert resolve({name: str(largest)}).as_dict()[name] == largest

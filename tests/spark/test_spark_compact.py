@@ -16,7 +16,7 @@ import pytest
 
 import gpu_engine as ge
 from gpu_engine.commit.compact import CompactionResult
-from gpu_engine.errors import UnsupportedFeature, ValidationError
+from gpu_engine.errors import InvalidOption, UnsupportedFeature, ValidationError
 from gpu_engine.iceberg.content_file import ContentFile
 from gpu_engine.spark import GroupRewriteFailed, compact
 from gpu_engine.spark.runner import _first_line
@@ -265,3 +265,23 @@ def test_concurrent_delete_is_validated_as_in_one_process(spark: Any, tmp_path: 
                 sort_order=None)  # fmt: skip
     tbl.refresh()
     assert tbl.scan().to_arrow().sort_by("id").equals(expected.sort_by("id"))
+
+
+class _Spark:
+    """Just enough of a session for compact's defaults; any job it started would fail the test."""
+
+    class sparkContext:  # noqa: N801 (Spark's name)
+        defaultParallelism = 2  # noqa: N815
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"spark.{name} was used before the options were checked")
+
+
+@pytest.mark.parametrize("options", ["x", "min-input-files=2", [("min-input-files", "2")], 5])
+def test_options_that_are_not_a_mapping_are_refused_on_the_driver(tmp_path: Path, options: Any) -> None:
+    """A string was iterated into dict() ('dictionary update sequence element #0 has length 1')."""
+    cat = ge.load_catalog("c", uri=f"sqlite:///{tmp_path}/c.db", warehouse=str(tmp_path / "wh"))
+    cat.create_namespace("db")
+    tbl = cat.create_table("db.t", pa.schema([("id", pa.int64())]))
+    with pytest.raises(InvalidOption, match=r"options=.*: expected a mapping \(a dict\)"):
+        compact(_Spark(), tbl, options=options)
