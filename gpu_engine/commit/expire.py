@@ -32,7 +32,9 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow.compute as pc
 
-from ..errors import GpuEngineError, UnsupportedFeature, ValidationError
+from .. import _args
+from .._args import JAVA_INT_MAX, JAVA_LONG_MAX
+from ..errors import GpuEngineError, InvalidOption, UnsupportedFeature, ValidationError
 from ..iceberg.manifest_list import ManifestFile
 from ..iceberg.manifests import read_manifest
 from ..iceberg.metadata import TableMetadata
@@ -76,14 +78,32 @@ class ExpireResult:
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
-def to_ms(value: int | dt.datetime) -> int:
-    """Milliseconds since the epoch; a naive datetime is read as UTC."""
+def to_ms(value: int | dt.datetime, what: str = "older_than") -> int:
+    """Milliseconds since the epoch (an int, numpy's included, within a Java long); a naive datetime is
+    read as UTC. InvalidOption naming ``what`` for anything else (a date: which zone's midnight?)."""
     if isinstance(value, dt.datetime):
         aware = value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
         return (aware - _EPOCH) // dt.timedelta(milliseconds=1)  # exact (float seconds lose a ms)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"expected milliseconds since the epoch or a datetime, not {type(value).__name__}")
-    return value
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        hint = " (give a datetime: datetime.datetime(y, m, d, tzinfo=...))" * isinstance(value, dt.date)
+        raise InvalidOption(
+            f"{what}={value!r}: expected milliseconds since the epoch or a datetime, "
+            f"not {type(value).__name__}{hint}"
+        )
+    return _args.integer(value, what, InvalidOption, minimum=-JAVA_LONG_MAX - 1, maximum=JAVA_LONG_MAX)
+
+
+def _retain_last(value: object) -> int:
+    """``retain_last``: an integer in 1..2**31-1 (Java's ``retainLast(int)``)."""
+    return _args.integer(value, "retain_last", InvalidOption, minimum=1, maximum=JAVA_INT_MAX)
+
+
+def _snapshot_ids(value: object) -> list[int]:
+    """``snapshot_ids`` as ints (numpy's too); InvalidOption naming the argument for a non-collection or a
+    non-integer id."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise InvalidOption(f"snapshot_ids={value!r}: expected a collection of snapshot ids (ints)")
+    return [_args.integer(v, "snapshot_ids item", InvalidOption) for v in value]
 
 
 def _int_prop(md: TableMetadata, name: str, default: int | None) -> int | None:
@@ -115,8 +135,8 @@ def plan_expiration(
     snapshot_ids: Collection[int] = (),
 ) -> _Plan:
     """Which snapshots expire and which refs are removed (see the module doc); pure."""
-    if retain_last is not None and retain_last < 1:
-        raise ValueError(f"retain_last must be >= 1, not {retain_last}")
+    if retain_last is not None:
+        retain_last = _retain_last(retain_last)
     table_age = _int_prop(md, MAX_SNAPSHOT_AGE_MS, DEFAULT_MAX_SNAPSHOT_AGE_MS)
     assert table_age is not None
     table_min = _int_prop(md, MIN_SNAPSHOTS_TO_KEEP, DEFAULT_MIN_SNAPSHOTS_TO_KEEP)
@@ -230,7 +250,9 @@ def expire_snapshots(
     """Expire snapshots of ``table`` (see the module doc); ``table`` moves to the new metadata."""
     check_gc_enabled(table.metadata, "expire snapshots")
     cutoff = None if older_than is None else to_ms(older_than)
-    named = frozenset(snapshot_ids)
+    if retain_last is not None:  # checked before any commit is tried
+        retain_last = _retain_last(retain_last)
+    named = frozenset(_snapshot_ids(snapshot_ids))
     planned: list[tuple[TableMetadata, _Plan]] = []  # per attempt: its base and what it expires
 
     def change(base: TableMetadata) -> TableMetadata | None:

@@ -19,7 +19,8 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ..errors import UnsupportedFeature
+from .. import _args
+from ..errors import InvalidOption, UnsupportedFeature
 from ..iceberg.manifest_list import ManifestFile
 from ..iceberg.manifests import read_manifest
 from ..io.fileio import FileIO, local_path, scheme_of
@@ -114,6 +115,8 @@ def remove_orphan_files(
 ) -> list[str]:
     """The orphan files of ``table`` (sorted local paths), deleted unless ``dry_run``; files that could not
     be deleted raise :class:`OSError` after the others were deleted."""
+    dry_run = _args.boolean(dry_run, "dry_run", InvalidOption)
+    given = None if older_than is None else to_ms(older_than)
     io = table.io
     root = io.resolve(table.location)
     if not _is_local(root):
@@ -125,7 +128,7 @@ def remove_orphan_files(
     check_committable(table, writes_files=False)
     _check_own_directory(table)
     check_gc_enabled(table.metadata, "remove orphan files")
-    cutoff = int(time.time() * 1000) - DEFAULT_AGE_MS if older_than is None else to_ms(older_than)
+    cutoff = int(time.time() * 1000) - DEFAULT_AGE_MS if given is None else given
     if table.catalog is not None:
         table.refresh()  # what other writers committed since this handle was loaded is not orphaned
     reachable = reachable_files(table)

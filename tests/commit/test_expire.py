@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from gpu_engine.catalog.sql import SqlCatalog
 from gpu_engine.commit import table_update
-from gpu_engine.errors import CommitConflict, SnapshotNotFound, ValidationError
+from gpu_engine.errors import CommitConflict, InvalidOption, SnapshotNotFound, ValidationError
 from gpu_engine.iceberg.snapshots import SnapshotRef
 from gpu_engine.table import Table
 
@@ -330,3 +330,48 @@ def test_datetimes_become_exact_milliseconds(ms: int) -> None:
     assert to_ms(moment) == ms
     assert to_ms(moment.replace(tzinfo=None)) == ms  # naive: UTC
     assert to_ms(moment.astimezone(dt.timezone(dt.timedelta(hours=5, minutes=30)))) == ms
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (
+            {"older_than": "7d"},
+            r"older_than='7d': expected milliseconds since the epoch .*, not str",
+        ),
+        ({"older_than": 1.5e12}, r"older_than=1500000000000.0: .* not float"),
+        ({"older_than": True}, r"older_than=True: .* not bool"),
+        (
+            {"older_than": dt.date(2020, 1, 1)},
+            r"older_than=datetime.date\(2020, 1, 1\): .* \(give a datetime",
+        ),
+        ({"older_than": 2**63}, r"older_than=9223372036854775808: expected an integer in"),
+        ({"retain_last": 0}, r"retain_last=0: expected an integer in 1\.\.2147483647"),
+        ({"retain_last": 1.5}, r"retain_last=1.5: .* not float"),
+        ({"retain_last": True}, r"retain_last=True: .* not a bool"),
+        ({"retain_last": "2"}, r"retain_last='2': .* not str"),
+        ({"snapshot_ids": 5}, r"snapshot_ids=5: expected a collection of snapshot ids"),
+        ({"snapshot_ids": ["5"]}, r"snapshot_ids item='5': expected an integer"),
+    ],
+)
+def test_bad_arguments_are_invalid_options_naming_them(
+    tmp_path: Path, kwargs: dict[str, object], message: str
+) -> None:
+    """The argument and its value named in a gpu_engine error (they were bare TypeError and ValueError,
+    or a float or bool retain_last taken as a number); nothing expires."""
+    _, tbl = build(tmp_path)
+    location = tbl.metadata_location
+    with pytest.raises(InvalidOption, match=message):
+        tbl.expire_snapshots(**kwargs)  # type: ignore[arg-type]
+    assert tbl.refresh().metadata_location == location
+
+
+def test_numpy_integers_are_taken_as_ints(tmp_path: Path) -> None:
+    """An older_than or snapshot id read from an Arrow or numpy column expires as the plain int would."""
+    import numpy as np
+
+    _, tbl = build(tmp_path)
+    first = tbl.metadata.snapshots[0].snapshot_id
+    zero, first_id = np.int64(0), np.int64(first)
+    result = tbl.expire_snapshots(older_than=zero, snapshot_ids=[first_id])  # type: ignore[arg-type,list-item]
+    assert result.expired_snapshot_ids == (first,)

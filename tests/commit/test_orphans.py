@@ -3,6 +3,7 @@ never listed."""
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import shutil
 import time
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import gpu_engine as ge
-from gpu_engine.errors import UnsupportedFeature
+from gpu_engine.errors import InvalidOption, UnsupportedFeature
 
 from ._support import referenced_files, rows, sql_catalog
 
@@ -193,3 +194,31 @@ def test_a_copied_table_directory_is_refused_and_the_original_kept(tmp_path: Pat
     with pytest.raises(UnsupportedFeature, match=r"records the location .*: orphan removal would list"):
         copy.remove_orphan_files(older_than=int(time.time() * 1000) + 60_000)
     assert cat.load_table("db.a").scan().to_arrow().num_rows == 10
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (
+            {"older_than": "3d"},
+            r"older_than='3d': expected milliseconds since the epoch .*, not str",
+        ),
+        ({"older_than": dt.date(2020, 1, 1)}, r"older_than=datetime.date\(2020, 1, 1\): .* not date"),
+        ({"older_than": float("nan")}, r"older_than=nan: .* not float"),
+        ({"dry_run": "no"}, r"dry_run='no': expected True or False, not str"),
+    ],
+)
+def test_bad_arguments_are_invalid_options_naming_them(
+    tmp_path: Path, kwargs: dict[str, object], message: str
+) -> None:
+    """A gpu_engine error naming the argument, and no file deleted (``dry_run="no"`` was truthy: a dry
+    run; a date a bare TypeError)."""
+    cat = sql_catalog(tmp_path)
+    tbl = cat.create_table("db.t", rows(0, 0).schema, properties={"format-version": "2"})
+    tbl.append(rows(0, 10))
+    stray = Path(tbl.location) / "data" / "stray.parquet"
+    stray.write_bytes(b"x")
+    os.utime(stray, (time.time() - 10 * DAY_S,) * 2)
+    with pytest.raises(InvalidOption, match=message):
+        tbl.remove_orphan_files(**kwargs)  # type: ignore[arg-type]
+    assert stray.exists()
