@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .. import _args
 from ..errors import InvalidOption
 from ..expressions import TRUE
 from ..iceberg.content_file import ContentFile
@@ -136,7 +137,7 @@ def convert_equality_deletes(
 
 
 def _options(options: Mapping[str, Any] | None) -> tuple[bool, int]:
-    given = dict(options or {})
+    given = dict(_args.mapping(options, "options", InvalidOption))
     unknown = sorted(set(given) - {"rewrite-all", "min-input-files"})
     if unknown:
         raise InvalidOption(
@@ -147,8 +148,11 @@ def _options(options: Mapping[str, Any] | None) -> tuple[bool, int]:
     if rewrite_all not in ("true", "false"):
         raise InvalidOption(f"option rewrite-all={given['rewrite-all']!r}: expected true or false")
     raw = str(given.get("min-input-files", "5")).strip()
-    if not raw.isdigit() or int(raw) < 1:
-        raise InvalidOption(f"option min-input-files={given['min-input-files']!r}: expected an integer >= 1")
+    if not raw.isdigit() or not 1 <= int(raw) <= _args.JAVA_INT_MAX:  # Java parses an int
+        raise InvalidOption(
+            f"option min-input-files={given['min-input-files']!r}: expected an integer in "
+            f"1..{_args.JAVA_INT_MAX}"
+        )
     return rewrite_all == "true", int(raw)
 
 

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from .. import _args
 from ..errors import InvalidOption
 from ..iceberg.manifest_list import ManifestFile
 from ..iceberg.manifest_write import ManifestContent, ManifestEntry
@@ -137,8 +138,10 @@ def rewrite_manifests(
     require_branch(md, branch, "rewrite_manifests")
     if spec_id is not None:
         md.spec_by_id(spec_id)  # SpecNotFound naming the table
-    if target_size_bytes is not None and target_size_bytes < 1:
-        raise InvalidOption(f"target_size_bytes {target_size_bytes}: expected 1 or more")
+    if target_size_bytes is not None:  # a Java long, as commit.manifest.target-size-bytes
+        target_size_bytes = _args.integer(
+            target_size_bytes, "target_size_bytes", InvalidOption, minimum=1, maximum=_args.JAVA_LONG_MAX
+        )
     target = target_size_bytes or MergePolicy.from_properties(md.properties).target_size_bytes
     rewrite = ManifestRewrite(target, spec_id)
     head = parent_of(md, branch)

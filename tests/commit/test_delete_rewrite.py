@@ -224,3 +224,26 @@ def test_maintenance_on_a_branch_that_does_not_exist_is_refused(tmp_path: Path) 
         with pytest.raises(ValidationError, match="is a tag"):
             job(branch="t")
     assert tbl.refresh().metadata_location == before and set(tbl.metadata.refs) == {"main", "t"}
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (5, r"options=5: expected a mapping"),
+        ("rewrite-all", r"options='rewrite-all': expected a mapping"),
+        ([("rewrite-all", "true")], r"expected a mapping \(a dict\), not list"),
+        (
+            {"min-input-files": str(2**31)},
+            r"min-input-files='2147483648': expected .* in 1\.\.2147483647",
+        ),
+    ],
+)
+def test_bad_options_are_invalid_options_naming_them(tmp_path: Path, options: object, message: str) -> None:
+    """Options must be a mapping (5 raised a bare TypeError, a string was iterated per character) of
+    values Java parses (min-input-files is an int)."""
+    tbl = _table(tmp_path, 2)
+    _positional(tbl)
+    location = tbl.metadata_location
+    with pytest.raises(InvalidOption, match=message):
+        tbl.rewrite_position_deletes(options=options)  # type: ignore[arg-type]
+    assert tbl.refresh().metadata_location == location

@@ -202,7 +202,7 @@ def test_branches_tags_and_empty_tables(tmp_path: Path) -> None:
     )
     with pytest.raises(ValidationError, match="'v1' is a tag"):
         tbl.rewrite_manifests(branch="v1")
-    with pytest.raises(InvalidOption, match="target_size_bytes 0"):
+    with pytest.raises(InvalidOption, match="target_size_bytes=0"):
         tbl.rewrite_manifests(target_size_bytes=0)
     with pytest.raises(Exception, match="partition spec"):
         tbl.rewrite_manifests(spec_id=5)
@@ -283,3 +283,25 @@ def test_every_fixture_keeps_rows_and_entries(rel: str, tmp_path: Path) -> None:
     assert_same_rows(tbl.scan().to_arrow(), before, context=f"{rel}: after rewrite_manifests")
     assert _files(tbl) == files
     assert tree_state(SHARED / rel) == fixture_state
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        ("100", r"target_size_bytes='100': expected an integer in 1\.\.9223372036854775807, not str"),
+        (1.5, r"target_size_bytes=1.5: .* not float"),
+        (float("inf"), r"target_size_bytes=inf: .* not float"),
+        (True, r"target_size_bytes=True: .* not a bool"),
+        (0, r"target_size_bytes=0: expected an integer in 1\.\."),
+        (2**63, r"target_size_bytes=9223372036854775808: expected an integer in 1\.\.9223372036854775807"),
+    ],
+)
+def test_a_bad_target_size_is_named(tmp_path: Path, target: object, message: str) -> None:
+    """InvalidOption naming target_size_bytes (1.5, inf and True were taken as sizes, '100' a TypeError);
+    nothing is committed."""
+    tbl = make(tmp_path, 2)
+    history(tbl, appends=2)
+    location = tbl.metadata_location
+    with pytest.raises(InvalidOption, match=message):
+        tbl.rewrite_manifests(target_size_bytes=target)  # type: ignore[arg-type]
+    assert tbl.refresh().metadata_location == location
