@@ -15,6 +15,9 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from .. import _args
+from ..errors import InvalidOption
+
 DISCOVERY_SCRIPT = (
     "/opt/sparkRapidsPlugin/getGpusResources.sh"  # ships with Spark as examples/src/main/scripts
 )
@@ -30,8 +33,9 @@ def rapids_conf(
 ) -> dict[str, str]:
     """Session settings for a RAPIDS cluster: one GPU per executor by default, ``tasks_per_gpu``
     concurrent tasks sharing it (each asks for ``1 / tasks_per_gpu`` GPU)."""
-    if gpus_per_executor < 1 or tasks_per_gpu < 1:
-        raise ValueError("gpus_per_executor and tasks_per_gpu must be >= 1")
+    gpus_per_executor = _args.integer(gpus_per_executor, "gpus_per_executor", InvalidOption, minimum=1)
+    tasks_per_gpu = _args.integer(tasks_per_gpu, "tasks_per_gpu", InvalidOption, minimum=1)
+    pinned_pool_bytes = _args.integer(pinned_pool_bytes, "pinned_pool_bytes", InvalidOption, minimum=0)
     conf = {
         "spark.plugins": "com.nvidia.spark.SQLPlugin",
         "spark.executor.resource.gpu.amount": str(gpus_per_executor),

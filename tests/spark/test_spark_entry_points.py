@@ -14,6 +14,7 @@ import pytest
 
 import gpu_engine as ge
 from gpu_engine.cli import main as cli_main
+from gpu_engine.errors import InvalidOption
 from gpu_engine.spark import rapids_conf
 from gpu_engine.spark.__main__ import main as spark_main
 from gpu_engine.spark.config import DISCOVERY_SCRIPT
@@ -97,8 +98,24 @@ def test_rapids_conf() -> None:
     assert conf["spark.rapids.sql.concurrentGpuTasks"] == "2"
     assert conf["spark.jars"] == "/opt/rapids.jar"
     assert rapids_conf()["spark.task.resource.gpu.amount"] == "1"
-    with pytest.raises(ValueError, match="must be >= 1"):
+    with pytest.raises(InvalidOption, match=r"gpus_per_executor=0: expected an integer >= 1"):
         rapids_conf(gpus_per_executor=0)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"gpus_per_executor": 0}, r"gpus_per_executor=0: expected an integer >= 1"),
+        ({"tasks_per_gpu": "2"}, r"tasks_per_gpu='2': expected an integer >= 1, not str"),
+        ({"tasks_per_gpu": 1.5}, r"tasks_per_gpu=1.5: expected an integer >= 1, not float"),
+        ({"pinned_pool_bytes": -1}, r"pinned_pool_bytes=-1: expected an integer >= 0"),
+    ],
+)
+def test_rapids_conf_refuses_bad_counts_naming_them(kwargs: dict[str, Any], message: str) -> None:
+    """An InvalidOption naming the argument (a bare ValueError, a TypeError comparing '2' with 1, or a
+    negative pinned pool written into the session settings before)."""
+    with pytest.raises(InvalidOption, match=message):
+        rapids_conf(**kwargs)
 
 
 def _readme_spark_submit() -> tuple[dict[str, str], list[str]]:
