@@ -6,6 +6,7 @@ import datetime as dt
 import re
 import uuid
 from decimal import Decimal
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -55,6 +56,29 @@ def test_bad_transform_strings(text: str) -> None:
 def test_unsupported_pairs_name_both(transform: str, source_type: str) -> None:
     with pytest.raises(UnsupportedTransform, match=re.escape(transform) + ".*" + source_type):
         transforms.apply(transform, source_type, pa.array([], pa.null()), backend="cpu")
+
+
+_APPLY: Any = transforms.apply  # called with wrong types on purpose
+_HASH32: Any = transforms.hash32
+_ONE = pa.array([1])
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda: _APPLY(None, "long", _ONE), UnsupportedTransform, r"transform=None: expected"),
+        (lambda: _APPLY(5, "long", _ONE), UnsupportedTransform, r"transform=5: .* not int"),
+        (lambda: _APPLY("bucket[16]", None, _ONE), InvalidType, r"source_type=None: expected"),
+        (lambda: _APPLY("bucket[16]", 5, _ONE), InvalidType, r"source_type=5: .* not int"),
+        (lambda: _HASH32(5, _ONE), InvalidType, r"source_type=5: .* not int"),
+        (lambda: _HASH32(pa.int64(), _ONE), InvalidType, r"source_type=DataType\(int64\)"),
+    ],
+)
+def test_arguments_of_the_wrong_type_are_named(call: Any, error: type[Exception], message: str) -> None:
+    """A transform or source type that is neither a string nor the engine's object is an error naming
+    the argument (an AttributeError on ``can_transform`` or ``name`` before)."""
+    with pytest.raises(error, match=message):
+        call()
 
 
 def test_mismatched_arrow_data_names_both_types() -> None:

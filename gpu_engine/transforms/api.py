@@ -98,11 +98,30 @@ def _run(transform: ts.Transform, source: it.PrimitiveType, column: Column, choi
 def _resolve(
     transform: str | ts.Transform, source_type: str | it.PrimitiveType
 ) -> tuple[ts.Transform, it.PrimitiveType]:
-    t = ts.parse_transform(transform) if isinstance(transform, str) else transform
-    src = it.parse_type(source_type) if isinstance(source_type, str) else source_type
+    if isinstance(transform, str):
+        t = ts.parse_transform(transform)
+    elif isinstance(transform, ts.Transform):
+        t = transform
+    else:
+        raise UnsupportedTransform(
+            f"transform={transform!r}: expected a transform string such as 'bucket[16]' or a Transform, "
+            f"not {type(transform).__name__}"
+        )
+    src = _source_type(source_type)
     if not t.can_transform(src):
         raise UnsupportedTransform(f"transform {t} cannot be applied to source type {src}")
     return t, src
+
+
+def _source_type(source_type: object) -> it.PrimitiveType:
+    """``source_type`` as an Iceberg primitive type; InvalidType naming the argument otherwise."""
+    src = it.parse_type(source_type) if isinstance(source_type, str) else source_type
+    if not isinstance(src, it.PrimitiveType):
+        raise InvalidType(
+            f"source_type={source_type!r}: expected an Iceberg primitive type such as 'long' or "
+            f"a PrimitiveType, not {type(source_type).__name__}"
+        )
+    return src
 
 
 def _apply_column(t: ts.Transform, src: it.PrimitiveType, values: Any, backend: str) -> Any:
@@ -184,7 +203,7 @@ _HASH = _Hash()
 
 def hash32(source_type: str | it.PrimitiveType, values: Any, *, backend: str = "auto") -> Any:
     """Iceberg's 32-bit Murmur3 hash per Appendix B, also for boolean, float and double (int32 result)."""
-    src = it.parse_type(source_type) if isinstance(source_type, str) else source_type
+    src = _source_type(source_type)
     if src.name not in ts.HASHABLE | ts.HASHABLE_NOT_BUCKETABLE:
         raise UnsupportedTransform(f"no 32-bit hash is defined for source type {src}")
     return _apply_column(_HASH, src, values, backend)
