@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .backend.select import check_backend_name, choose
-from .errors import MetadataError, NoSuchTable, UnsupportedFeature, ValidationError
+from .errors import InvalidOption, MetadataError, NoSuchTable, UnsupportedFeature, ValidationError
 from .expressions import TRUE
 from .iceberg.metadata import TableMetadata, parse_metadata
 from .iceberg.partitioning import PartitionSpec
@@ -581,7 +581,14 @@ def load_table(
     """
     from .catalog.filesystem import METADATA_DIR, FileSystemCatalog, basename, find_current_metadata
 
+    if not isinstance(path_or_metadata_json, (str, os.PathLike)):
+        raise InvalidOption(
+            f"load_table path={path_or_metadata_json!r}: expected a table directory or metadata file "
+            f"(a str or os.PathLike), not {type(path_or_metadata_json).__name__}"
+        )
     path = os.fspath(path_or_metadata_json)
+    if not isinstance(path, str):  # a PathLike of bytes
+        raise InvalidOption(f"load_table path={path_or_metadata_json!r}: expected a str path, not bytes")
     if not scheme_of(path) or scheme_of(path) == "file":
         path = os.path.abspath(local_path(path))
     io = load_file_io(properties)

@@ -31,7 +31,14 @@ IdentifierLike = str | Sequence[str]
 
 
 def to_identifier(identifier: IdentifierLike) -> Identifier:
-    """``"db.events"`` or ``("db", "events")`` as a tuple (strings split on ``.``, like PyIceberg)."""
+    """``"db.events"`` or ``("db", "events")`` as a tuple (strings split on ``.``, like PyIceberg); a
+    CatalogError naming anything else (None, a number, bytes, a mapping). Every catalog method taking a
+    table or namespace identifier goes through here."""
+    if not isinstance(identifier, (str, list, tuple)):
+        raise CatalogError(
+            f"identifier={identifier!r}: expected a string such as 'db.events' or a tuple of strings, "
+            f"not {type(identifier).__name__}"
+        )
     parts = tuple(identifier.split(".")) if isinstance(identifier, str) else tuple(identifier)
     if not all(isinstance(p, str) for p in parts):
         raise CatalogError(f"identifier parts must be strings: {identifier!r}")
@@ -44,6 +51,16 @@ def table_identifier(identifier: IdentifierLike) -> tuple[Identifier, str]:
     if not parts or not parts[-1]:
         raise CatalogError(f"empty table identifier: {identifier!r}")
     return parts[:-1], parts[-1]
+
+
+def check_metadata_location(metadata_location: object) -> str:
+    """A ``register_table`` metadata location: a string (CatalogError naming the argument otherwise)."""
+    if not isinstance(metadata_location, str):
+        raise CatalogError(
+            f"metadata_location={metadata_location!r}: expected the path or URI of a metadata JSON file "
+            f"(a string), not {type(metadata_location).__name__}"
+        )
+    return metadata_location
 
 
 def namespace_to_string(namespace: IdentifierLike) -> str:

@@ -146,6 +146,8 @@ def infer_catalog_type(name: str, properties: Mapping[str, Any]) -> str:
 
 def resolve_catalog_config(name: str | None = None, **properties: str | None) -> CatalogConfig:
     """Catalog ``name`` (None: ``default-catalog``, else ``"default"``) from files, env and ``properties``."""
+    if name is not None and not isinstance(name, str):
+        raise CatalogError(f"catalog name={name!r}: expected a string, not {type(name).__name__}")
     config = load_config()
     if name is None:
         name = default_catalog_name(config)

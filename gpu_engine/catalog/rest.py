@@ -43,7 +43,14 @@ from ..iceberg.schema import schema_to_json
 from ..iceberg.sorting import sort_order_to_json
 from ..io.fileio import FileIO, load_file_io
 from ..table import Table
-from .base import Catalog, Identifier, IdentifierLike, table_identifier, to_identifier
+from .base import (
+    Catalog,
+    Identifier,
+    IdentifierLike,
+    check_metadata_location,
+    table_identifier,
+    to_identifier,
+)
 from .rest_auth import RestClient, json_object, str_map
 
 _NS = "/v1/{prefix}/namespaces/{namespace}"
@@ -272,6 +279,7 @@ class RestCatalog(Catalog):
         return self._table(ident, obj, self._client.where("POST", path))
 
     def register_table(self, identifier: IdentifierLike, metadata_location: str) -> Table:
+        metadata_location = check_metadata_location(metadata_location)
         self._require(f"POST {_NS}/register")
         ident, _ = self._table_path(identifier)
         path = self._path("namespaces", self._ns(ident[:-1]), "register")

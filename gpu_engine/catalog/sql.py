@@ -40,7 +40,15 @@ from ..errors import (
     TableAlreadyExists,
 )
 from ..table import Table, read_table
-from .base import Catalog, Identifier, IdentifierLike, namespace_to_string, table_identifier, to_identifier
+from .base import (
+    Catalog,
+    Identifier,
+    IdentifierLike,
+    check_metadata_location,
+    namespace_to_string,
+    table_identifier,
+    to_identifier,
+)
 from .filesystem import join
 
 TABLE_RECORD_TYPE = "TABLE"
@@ -230,6 +238,7 @@ class SqlCatalog(Catalog):
         return row
 
     def register_table(self, identifier: IdentifierLike, metadata_location: str) -> Table:
+        metadata_location = check_metadata_location(metadata_location)
         namespace, name = table_identifier(identifier)
         ns = namespace_to_string(namespace)
         if not self.namespace_exists(namespace):

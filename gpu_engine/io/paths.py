@@ -14,6 +14,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..errors import InvalidOption
+
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:(//[^/]*)?")
 _SCHEME_PATTERN = r"^[A-Za-z][A-Za-z0-9+.\-]*:(//[^/]*)?"
 
@@ -34,6 +36,16 @@ class PathMap:
 
     @staticmethod
     def of(mapping: Mapping[str, str]) -> PathMap:
+        """The map of ``mapping`` (recorded prefix -> actual prefix, both strings); InvalidOption naming
+        ``path_map`` for anything else (a list of pairs, a non-string prefix)."""
+        if not isinstance(mapping, Mapping):
+            raise InvalidOption(
+                f"path_map={mapping!r}: expected a mapping of recorded prefixes to actual ones, "
+                f"not {type(mapping).__name__}"
+            )
+        bad = [(k, v) for k, v in mapping.items() if not isinstance(k, str) or not isinstance(v, str)]
+        if bad:
+            raise InvalidOption(f"path_map entry {bad[0][0]!r}: {bad[0][1]!r}: prefixes must be strings")
         pairs = {normalize(old): new.rstrip("/") for old, new in mapping.items()}
         return PathMap(tuple(sorted(pairs.items(), key=lambda kv: -len(kv[0]))))
 

@@ -16,7 +16,7 @@ import gpu_engine as ge
 from gpu_engine.catalog.config import infer_catalog_type, load_config, resolve_catalog_config
 from gpu_engine.catalog.filesystem import FileSystemCatalog
 from gpu_engine.catalog.sql import SqlCatalog
-from gpu_engine.errors import CatalogError, UnsupportedFeature
+from gpu_engine.errors import CatalogError, InvalidOption, UnsupportedFeature
 
 
 @pytest.fixture
@@ -219,3 +219,17 @@ def test_load_catalog_dispatches_rest_lazily(env: Path, monkeypatch: pytest.Monk
 def test_unsupported_type(env: Path) -> None:
     with pytest.raises(UnsupportedFeature, match="'hive' is not supported"):
         ge.load_catalog("h", uri="thrift://hms:9083")
+
+
+@pytest.mark.parametrize("name", [5, b"x", ("x",)], ids=repr)
+def test_a_catalog_name_that_is_not_a_string_is_named(env: Path, name: object) -> None:
+    """A CatalogError naming the argument ('int' object has no attribute 'lower' before)."""
+    with pytest.raises(CatalogError, match=r"catalog name=.*: expected a string"):
+        ge.load_catalog(name, type="in-memory")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("path_map", [[("a", "b")], "a=b", {"a": 5}], ids=repr)
+def test_a_path_map_that_is_not_a_mapping_of_strings_is_named(env: Path, path_map: object) -> None:
+    """InvalidOption naming path_map (AttributeError on .items before)."""
+    with pytest.raises(InvalidOption, match=r"path_map"):
+        ge.load_catalog("x", type="in-memory", path_map=path_map)  # type: ignore[arg-type]

@@ -17,6 +17,7 @@ import gpu_engine as ge
 from gpu_engine.catalog.filesystem import FileSystemCatalog, find_current_metadata, metadata_version
 from gpu_engine.errors import (
     CommitConflict,
+    InvalidOption,
     MetadataError,
     NamespaceAlreadyExists,
     NoSuchTable,
@@ -146,6 +147,27 @@ def test_missing_directory_and_non_tables_are_named(tmp_path: Path) -> None:
     (tmp_path / "empty" / "metadata").mkdir(parents=True)
     with pytest.raises(NoSuchTable, match=r"no metadata file .* in .*empty/metadata"):
         ge.load_table(tmp_path / "empty")
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        (None, r"load_table path=None: expected a table directory or metadata file \(a str or os.PathLike\)"),
+        (5, r"load_table path=5: .* not int"),
+        (b"/tmp/t", r"load_table path=b'/tmp/t': .* not bytes"),
+    ],
+)
+def test_a_path_of_the_wrong_type_is_named(path: object, message: str) -> None:
+    """InvalidOption naming the argument, not os.fspath's TypeError (or a regex's, for bytes)."""
+    with pytest.raises(InvalidOption, match=message):
+        ge.load_table(path)  # type: ignore[arg-type]
+
+
+def test_a_path_map_of_the_wrong_type_is_named(tmp_path: Path) -> None:
+    """path_map values must be strings: ``{"a": 5}`` was an AttributeError on ``rstrip``."""
+    entry = next(e for e in INVENTORY if not e.get("extra_path_map"))
+    with pytest.raises(InvalidOption, match=r"path_map entry 'a': 5: prefixes must be strings"):
+        ge.load_table(FIXTURES / rel(entry), path_map={"a": 5})  # type: ignore[dict-item]
 
 
 # -- synthetic directories for each selection rule --------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 import threading
 import uuid
 from datetime import datetime
@@ -337,3 +338,39 @@ def test_a_namespace_location_places_its_tables_as_pyiceberg_does(
         catalog.create_table("sales.d", ARROW_SCHEMA, location=f"{warehouse}/x/d").location
         == f"{warehouse}/x/d"
     )
+
+
+BAD_IDENTIFIERS = [None, 5, b"db.t", {"db": "t"}, 1.5]
+IDENTIFIER_METHODS = [
+    "load_table",
+    "list_tables",
+    "list_namespaces",
+    "create_namespace",
+    "drop_namespace",
+    "drop_table",
+    "table_exists",
+    "namespace_exists",
+    "load_namespace_properties",
+]
+
+
+@pytest.mark.parametrize("method", IDENTIFIER_METHODS)
+@pytest.mark.parametrize("identifier", BAD_IDENTIFIERS, ids=repr)
+def test_an_identifier_of_the_wrong_type_is_named(tmp_path: Path, method: str, identifier: object) -> None:
+    """Every method taking an identifier refuses one that is neither a string nor a sequence of strings
+    with a CatalogError naming it (None and 5 raised "'NoneType' object is not iterable"; a dict was read
+    as its keys)."""
+    cat = ge.load_catalog("c", uri=f"sqlite:///{tmp_path / 'c.db'}", warehouse=str(tmp_path / "wh"))
+    cat.create_namespace("db")
+    with pytest.raises(CatalogError, match=rf"identifier={re.escape(repr(identifier))}: expected a string"):
+        getattr(cat, method)(identifier)
+
+
+@pytest.mark.parametrize("location", [5, None, b"/tmp/m.metadata.json"], ids=repr)
+def test_register_table_needs_a_metadata_location_string(tmp_path: Path, location: object) -> None:
+    """A CatalogError naming metadata_location, before anything is read or written (a regex TypeError)."""
+    cat = ge.load_catalog("c", uri=f"sqlite:///{tmp_path / 'c.db'}", warehouse=str(tmp_path / "wh"))
+    cat.create_namespace("db")
+    with pytest.raises(CatalogError, match=rf"metadata_location={re.escape(repr(location))}: expected"):
+        cat.register_table("db.x", location)  # type: ignore[arg-type]
+    assert cat.list_tables("db") == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
+from gpu_engine.errors import InvalidOption
 from gpu_engine.io.paths import PathMap, normalize
 
 
@@ -49,3 +50,19 @@ def test_relocate_and_empty_map() -> None:
     m = PathMap.relocate("file:/tmp/iceberg/t", "/fixtures/t/")
     assert m.apply("/tmp/iceberg/t/data/x.parquet") == "/fixtures/t/data/x.parquet"
     assert not PathMap() and PathMap().apply("hdfs://a/b") == "hdfs://a/b"
+
+
+@pytest.mark.parametrize(
+    ("mapping", "message"),
+    [
+        ([("a", "b")], r"path_map=\[\('a', 'b'\)\]: expected a mapping .* not list"),
+        (5, r"path_map=5: expected a mapping"),
+        ("a=b", r"path_map='a=b': expected a mapping"),
+        ({"a": 5}, r"path_map entry 'a': 5: prefixes must be strings"),
+        ({5: "b"}, r"path_map entry 5: 'b': prefixes must be strings"),
+    ],
+)
+def test_a_path_map_that_is_not_a_mapping_of_strings_is_named(mapping: object, message: str) -> None:
+    """An InvalidOption naming path_map (AttributeError on .items or .rstrip before)."""
+    with pytest.raises(InvalidOption, match=message):
+        PathMap.of(mapping)  # type: ignore[arg-type]
