@@ -108,7 +108,7 @@ class RefsUpdate(MetadataUpdate):
         """Point branch or tag ``name`` at ``snapshot_id`` (any snapshot; its retention stays)."""
         where = f"replace {name!r}"
         self._existing(name, None, where)
-        self._snapshot(snapshot_id, where)
+        snapshot_id = self._snapshot(snapshot_id, where)  # the table's int (a numpy id is no JSON)
         self._add(lambda md, refs: _move(refs, name, snapshot_id))
         return self
 
@@ -116,7 +116,7 @@ class RefsUpdate(MetadataUpdate):
         """Move ``branch`` back to ``snapshot_id``, which must be one of its ancestors."""
         where = f"roll back branch {branch!r} to snapshot {snapshot_id}"
         self._existing(branch, "branch", where)
-        self._snapshot(snapshot_id, where)
+        snapshot_id = self._snapshot(snapshot_id, where)
 
         def op(md: TableMetadata, refs: Refs) -> None:
             if snapshot_id not in md.ancestor_ids(refs[branch].snapshot_id):
@@ -132,7 +132,7 @@ class RefsUpdate(MetadataUpdate):
     def set_current_snapshot(self, snapshot_id: int) -> RefsUpdate:
         """Make ``snapshot_id`` (any snapshot of the table) the current snapshot: the head of ``main``."""
         where = f"set the current snapshot to {snapshot_id}"
-        self._snapshot(snapshot_id, where)
+        snapshot_id = self._snapshot(snapshot_id, where)
         self._touch(MAIN_BRANCH)
         self._add(lambda md, refs: _move(refs, MAIN_BRANCH, snapshot_id, create=True))
         return self

@@ -259,3 +259,28 @@ def test_retention_values_java_cannot_read_are_refused(
     with pytest.raises(InvalidRefChange, match="non-empty string"):
         tbl.manage_snapshots().create_branch(5).commit()  # type: ignore[arg-type]
     assert set(tbl.refresh().metadata.refs) == {"main"}
+
+
+@pytest.mark.parametrize("move", ["rollback_to", "set_current_snapshot", "replace_ref"])
+def test_numpy_snapshot_ids_are_written_as_json_integers(tmp_path: Path, move: str) -> None:
+    """A snapshot id taken from an Arrow or numpy column (``inspect().snapshots`` to numpy) moves the ref
+    as the int would; it was stored as is and the metadata JSON could not be written ("Object of type
+    int64 is not JSON serializable")."""
+    import numpy as np
+
+    tbl = make(tmp_path)
+    tbl.append(rows(0, 10))
+    first = tbl.metadata.current_snapshot_id
+    assert first is not None
+    tbl.append(rows(10, 10))
+    target: Any = np.int64(first)
+    update = tbl.manage_snapshots()
+    if move == "replace_ref":
+        update.create_tag("t", tbl.metadata.current_snapshot_id).commit()
+        update = tbl.manage_snapshots().replace_ref("t", target)
+    else:
+        update = getattr(update, move)(target)
+    update.commit()
+    name = "t" if move == "replace_ref" else "main"
+    assert refs_json(tbl)[name]["snapshot-id"] == first
+    assert type(tbl.metadata.refs[name].snapshot_id) is int
