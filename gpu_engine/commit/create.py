@@ -23,6 +23,7 @@ from ..errors import (
     CommitConflict,
     CommitStateUnknown,
     GpuEngineError,
+    InvalidProperty,
     NoSuchNamespace,
     NoSuchTable,
     TableAlreadyExists,
@@ -122,6 +123,11 @@ def create_table(
 
     namespace, name = table_identifier(identifier)
     shown = ".".join((*namespace, name))
+    if location is not None and (not isinstance(location, str) or not location):
+        raise UnsupportedFeature(f"create table {shown}: location {location!r} must be a non-empty string")
+    bad = [(k, v) for k, v in (properties or {}).items() if not isinstance(k, str) or not isinstance(v, str)]
+    if bad:  # written into the metadata JSON as they are: the table could not be loaded again
+        raise InvalidProperty(f"create table {shown}: property {bad[0]!r}: keys and values are strings")
     if catalog.table_exists(identifier):
         raise TableAlreadyExists(f"table {shown} already exists in catalog {catalog.name!r}")
     if namespace and not catalog.namespace_exists(namespace):

@@ -147,6 +147,8 @@ def _checked_source(schema: Schema, transform: str, column: str, where: str) -> 
 def _parse(text: str, where: str | None = None) -> tuple[str, str]:
     """(Iceberg transform string, column name) of one field string; errors start with ``where``."""
     where = f"partition field {text!r}" if where is None else where
+    if not isinstance(text, str):
+        raise UnsupportedTransform(f"{where}: expected a string, a column or transform(column)")
     m = _CALL.match(text)
     if m is None:
         if not text.strip() or "(" in text or ")" in text:

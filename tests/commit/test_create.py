@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -17,6 +18,7 @@ from gpu_engine.catalog.sql import SqlCatalog
 from gpu_engine.commit import new_table_metadata
 from gpu_engine.commit.schema_from_arrow import schema_from_arrow
 from gpu_engine.commit.spec_parse import parse_partition_spec
+from gpu_engine.commit.spec_update import InvalidSpecChange
 from gpu_engine.errors import (
     CatalogError,
     CommitStateUnknown,
@@ -361,3 +363,25 @@ def test_a_file_system_create_failing_to_write_is_a_plain_error_leaving_nothing(
         cat.create_table("db.t", SCHEMA)
     monkeypatch.undo()
     assert cat.list_tables("db") == [] and not list(tmp_path.rglob("*.metadata.json"))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({"properties": {5: "x"}}, InvalidProperty),
+        ({"properties": {"k": 5}}, InvalidProperty),
+        ({"partition_spec": [5]}, UnsupportedTransform),
+        ({"location": 5}, UnsupportedFeature),
+    ],
+)
+def test_arguments_the_metadata_cannot_hold_are_refused(
+    tmp_path: Path, kwargs: dict[str, Any], error: type
+) -> None:
+    """A property 5 or a location 5 went into the metadata JSON (the table could not be loaded again),
+    a partition field 5 raised a bare TypeError."""
+    cat = sql_catalog(tmp_path)
+    with pytest.raises(error):
+        cat.create_table("db.t", SCHEMA, **kwargs)
+    assert not cat.table_exists("db.t")
+    with pytest.raises(InvalidSpecChange, match="expected a string"):
+        cat.create_table("db.u", SCHEMA).update_spec().add_field(5)  # type: ignore[arg-type]
