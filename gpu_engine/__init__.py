@@ -15,7 +15,8 @@ from .errors import (
     UnsupportedFeature,
     UnsupportedTransform,
 )
-from .table import Table, load_table
+from .table import Table
+from .table_load import load_table
 
 __version__ = "0.1.0"
 

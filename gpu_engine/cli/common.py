@@ -7,7 +7,8 @@ from collections.abc import Sequence
 
 from ..catalog import load_catalog
 from ..errors import GpuEngineError
-from ..table import Table, load_table
+from ..table import Table
+from ..table_load import load_table
 
 
 def _path_map(pairs: Sequence[str]) -> dict[str, str]:
