@@ -74,6 +74,8 @@ CARRIED = (
     "duckdb-extension-avro",
 )
 CUDF = ("cudf-cu13",)
+# cuDF 26.10 wants pandas 3.0.x; the image's pandas is carried over with it
+CUDF_PINS = ("pandas>=3.0,<3.1",)
 # pulled in by cuDF's dependencies but not needed to run it where CUDA's compiler is installed (the device
 # image has nvcc and the toolkit): ~200 MB, four device calls
 NOT_CARRIED = frozenset(
@@ -148,17 +150,21 @@ def join_parts(parts_dir: Path, target: Path) -> Path:
 # -- pack (here) -----------------------------------------------------------------------------------------
 
 
-def download_wheels(dest: Path, python_version: str, packages: Sequence[str]) -> list[Path]:
-    """The wheels of ``packages`` and their dependencies for ``python_version`` on x86-64 Linux, less the
-    ones the device image has."""
+def download_wheels(
+    dest: Path, python_version: str, packages: Sequence[str], pins: Sequence[str] = ()
+) -> list[Path]:
+    """The wheels of ``packages`` (their tested versions) and ``pins`` (requirement strings, carried even
+    where the image has the project) and their dependencies for ``python_version`` on x86-64 Linux, less
+    the ones the device image has."""
     cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:", "--dest", str(dest)]
     cmd += ["--python-version", python_version, "--implementation", "cp"]
     for platform in PLATFORMS:
         cmd += ["--platform", platform]
-    subprocess.run([*cmd, *pinned(packages)], check=True)
+    subprocess.run([*cmd, *pinned(packages), *pins], check=True)
+    forced = {canonical(re.split(r"[<>=!~ ]", p, maxsplit=1)[0]) for p in pins}
     kept = []
     for wheel in sorted(dest.glob("*.whl")):
-        if wheel_project(wheel.name) in DEVICE_HAS | NOT_CARRIED:
+        if wheel_project(wheel.name) in (DEVICE_HAS - forced) | NOT_CARRIED:
             wheel.unlink()
         else:
             kept.append(wheel)
@@ -207,7 +213,8 @@ def pack(args: argparse.Namespace) -> int:
         wheels = stage / "wheels"
         wheels.mkdir(parents=True)
         packages = [*CARRIED, *(CUDF if args.with_cudf else ())]
-        kept = download_wheels(wheels, args.python_version, packages)
+        pins = CUDF_PINS if args.with_cudf else ()
+        kept = download_wheels(wheels, args.python_version, packages, pins)
         shutil.copytree(FIXTURES, stage / "fixtures", symlinks=True)
         archive = Path(tmp) / "kit.tar"
         with tarfile.open(archive, "w") as tar:
@@ -270,10 +277,13 @@ class Step:
     cap_s: int  # at most this long, and never past the budget
 
 
-def steps(python: str, bench_out: Path, *, quick: bool) -> list[Step]:
+def steps(python: str, bench_out: Path, *, quick: bool, cudf: bool = False) -> list[Step]:
+    """The check's steps by priority; with ``cudf`` (carried), its decoder is measured too: the scan's
+    ``to_cudf`` against the CUDA backend's ``to_arrow`` and PyIceberg, compaction against raw cuDF."""
     common = ["--out", str(bench_out), *(["--rows", "2000000"] if quick else [])]
     timed = [*common, "--quiet-wait", "5"]
-    peers = ["--peers", "gpu-engine-cpu", "gpu-engine-cuda", "pyiceberg"]
+    ours_gpu = ["gpu-engine-cudf"] if cudf else ["gpu-engine-cuda"]
+    peers = ["--peers", "gpu-engine-cpu", *ours_gpu, "pyiceberg"]
     scan = [*timed, "--repeat", "2", "--kinds", "position", "dv", "--no-check-peers", *peers]
     compaction = [
         *timed,
@@ -284,11 +294,12 @@ def steps(python: str, bench_out: Path, *, quick: bool) -> list[Step]:
         "--peers",
         "gpu-engine-cpu",
         "gpu-engine-cuda",
+        *(["raw-cudf"] if cudf else []),
     ]
     # the image's pytest-benchmark warns under xdist (an error with -W error); short tracebacks and a cap on
     # failures, so that a run with many of them still ends with its summary inside the step's time
     pytest = [python, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", "-p", "no:benchmark"]
-    pytest += ["--tb=short", "-rfE", "--maxfail=40"]
+    pytest += ["--tb=short", "-rfE", "--maxfail=40", "--ignore=tests/spark"]  # Spark is not carried
     if importlib.util.find_spec("xdist") is not None:
         pytest += ["-n", "8"]  # each worker compiles its kernels: 8 of the 16 cores
     return [  # by priority: what a later step cannot get is recorded as not run
@@ -369,7 +380,7 @@ def check(args: argparse.Namespace) -> int:
     else:
         plan = [
             s
-            for s in steps(sys.executable, results, quick=args.quick)
+            for s in steps(sys.executable, results, quick=args.quick, cudf=(site_dir(kit) / "cudf").is_dir())
             if not args.steps or s.name in args.steps
         ]
         spent = time.monotonic() - started

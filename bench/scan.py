@@ -80,22 +80,32 @@ COLUMNS = ("id", "ts", "value", "name", "category")
 RESULT_PREFIX = "SCAN-RESULT "
 STARTED_PREFIX = "SCAN-FIRST-CALL-STARTED "
 DEFAULT_SEED = 20_260_506
-OURS_CPU, OURS_CUDA, PYICEBERG, DUCKDB, DAFT = (
+OURS_CPU, OURS_CUDA, OURS_CUDF, PYICEBERG, DUCKDB, DAFT = (
     "gpu-engine-cpu",
     "gpu-engine-cuda",
+    "gpu-engine-cudf",
     "pyiceberg",
     "duckdb",
     "daft",
 )
-PEERS = (OURS_CPU, OURS_CUDA, PYICEBERG, DUCKDB, DAFT)
+OURS = (OURS_CPU, OURS_CUDA, OURS_CUDF)
+PEERS = (OURS_CPU, OURS_CUDA, OURS_CUDF, PYICEBERG, DUCKDB, DAFT)
 LABELS = {
     OURS_CPU: "gpu-engine (cpu)",
     OURS_CUDA: "gpu-engine (cuda)",
+    OURS_CUDF: "gpu-engine to_cudf (cuDF decode)",
     PYICEBERG: "PyIceberg",
     DUCKDB: "DuckDB iceberg_scan",
     DAFT: "Daft",
 }
-COLORS = {OURS_CPU: "#2a7ab9", OURS_CUDA: "#76b900", PYICEBERG: "#999999", DUCKDB: "#e3b505", DAFT: "#8e5ab5"}
+COLORS = {
+    OURS_CPU: "#2a7ab9",
+    OURS_CUDA: "#76b900",
+    OURS_CUDF: "#3d6b00",
+    PYICEBERG: "#999999",
+    DUCKDB: "#e3b505",
+    DAFT: "#8e5ab5",
+}
 CONTENTION_NOTE = rep.contention_note("while the timed runs ran", "the measuring process")
 
 
@@ -140,6 +150,14 @@ TARGETS = (
     ),
     Target(
         "gpu-pyiceberg", "GPU >= 10x PyIceberg (position deletes, DVs)", PYICEBERG, OURS_CUDA, POS_DV, 10.0
+    ),
+    Target(
+        "gpu-cudf-pyiceberg",
+        "GPU to_cudf >= 10x PyIceberg (position deletes, DVs)",
+        PYICEBERG,
+        OURS_CUDF,
+        POS_DV,
+        10.0,
     ),
 )
 
@@ -256,6 +274,17 @@ def reader(peer: str, location: str, threads: int) -> Callable[[], Any]:
 
         backend = "cpu" if peer == OURS_CPU else "cuda"
         return lambda: ge.load_table(location).scan(backend=backend).to_arrow()
+    if peer == OURS_CUDF:
+        import cupy
+
+        import gpu_engine as ge
+
+        def to_cudf() -> DeviceRows:
+            frame = ge.load_table(location).scan(backend="cuda").to_cudf(host_decode=False)
+            cupy.cuda.runtime.deviceSynchronize()  # the rows are on the device when the call returns
+            return DeviceRows(frame)
+
+        return to_cudf
     if peer == PYICEBERG:
         from pyiceberg.table import StaticTable
 
@@ -297,6 +326,8 @@ def duckdb_connection(threads: int) -> Any:
 
 
 def threads_used(peer: str, threads: int) -> str:
+    if peer == OURS_CUDF:
+        return "one thread (cuDF decodes each file's row groups in one call)"
     if peer in (OURS_CPU, OURS_CUDA):
         from gpu_engine.execute.scan import default_workers
 
@@ -339,7 +370,20 @@ def canonical(table: Any) -> Any:
     return tbl.take(order)
 
 
+@dataclasses.dataclass(frozen=True)
+class DeviceRows:
+    """A cuDF frame's rows: counted on the device, copied to the host only to check them."""
+
+    frame: Any
+
+    @property
+    def num_rows(self) -> int:
+        return len(self.frame)
+
+
 def compare_rows(actual: Any, expected: Any) -> dict[str, Any]:
+    if isinstance(actual, DeviceRows):
+        actual = actual.frame.to_arrow()
     if actual.num_rows != expected.num_rows:
         return {"same_rows": False, "why": f"{actual.num_rows} rows, expected {expected.num_rows}"}
     missing = sorted(set(COLUMNS) - set(actual.column_names))
@@ -499,7 +543,7 @@ def rate(result: dict[str, Any], units: float) -> float | None:
 
 def run_driver(args: argparse.Namespace) -> int:
     slug, device = rep.device_info()
-    peers = [p for p in args.peers if p != OURS_CUDA or device["cuda"]]
+    peers = [p for p in args.peers if p not in (OURS_CUDA, OURS_CUDF) or device["cuda"]]
     out_dir = Path(args.out)
     base_env = dict(os.environ, PYICEBERG_MAX_WORKERS=str(args.threads))
     results: dict[str, dict[str, Any]] = {}
@@ -524,7 +568,7 @@ def run_driver(args: argparse.Namespace) -> int:
         for kind, meta in tables.items():
             results[kind] = {}
             for peer in peers:
-                ours = peer in (OURS_CPU, OURS_CUDA)
+                ours = peer in OURS
                 peer_env = env
                 if ours:  # cold start: an empty numba cache, one call; the measured process reuses its cache
                     cache = work / f"numba-{kind}-{peer}"
@@ -559,7 +603,7 @@ def run_driver(args: argparse.Namespace) -> int:
                 if ours and r["status"] != "ok":
                     failures.append(f"{kind}: {peer} {r['status']}: {r.get('reason') or r.get('why')}")
         rep.note_checkout_changes(code)
-        ratios = rep.time_ratios(results, (OURS_CPU, OURS_CUDA), against_ours=True, lower_bounds=True)
+        ratios = rep.time_ratios(results, OURS, against_ours=True, lower_bounds=True)
         targets = evaluate_targets(results, device)
         missed_cpu = any(t["met"] is False and t["ours"] == OURS_CPU for t in targets)
         if args.profile == "always" or (args.profile == "auto" and missed_cpu):
@@ -599,6 +643,7 @@ def run_driver(args: argparse.Namespace) -> int:
             "call": {
                 OURS_CPU: "ge.load_table(metadata_json).scan(backend='cpu').to_arrow()",
                 OURS_CUDA: "ge.load_table(metadata_json).scan(backend='cuda').to_arrow()",
+                OURS_CUDF: "ge.load_table(metadata_json).scan(backend='cuda').to_cudf(host_decode=False)",
                 PYICEBERG: "StaticTable.from_metadata(metadata_json).scan().to_arrow()",
                 DAFT: "daft.read_iceberg(StaticTable.from_metadata(metadata_json)).to_arrow()",
                 DUCKDB: "con.execute('SELECT * FROM iceberg_scan(?)', [metadata_json]).to_arrow_table()",
@@ -642,7 +687,7 @@ def evaluate_targets(
         verdicts: list[bool | None] = []
         for kind in t.kinds:
             mine, theirs = results.get(kind, {}).get(t.ours), results.get(kind, {}).get(t.peer)
-            if t.ours == OURS_CUDA and not device["cuda"]:
+            if t.ours in (OURS_CUDA, OURS_CUDF) and not device["cuda"]:
                 per_kind[kind] = {"speedup": None, "met": None, "why": "not measured: no CUDA device here"}
             elif mine is None or theirs is None:
                 per_kind[kind] = {"speedup": None, "met": None, "why": "not run"}

@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from . import _args
-from ._deps import require
 from .backend.select import check_backend_name
 from .errors import InvalidType, UnsupportedFeature
+from .execute.frame_scan import execute_frame
+from .execute.frames import Frames
 from .execute.projection import Projection, project
 from .execute.scan import ScanProgress, ScanRun, execute
 from .expressions import TRUE, Expression, and_, parse
@@ -87,10 +88,38 @@ class TableScan:
         """:meth:`to_arrow` as a pandas DataFrame (``kwargs`` go to ``pyarrow.Table.to_pandas``)."""
         return self.to_arrow().to_pandas(**kwargs)
 
-    def to_cudf(self) -> Any:
-        """The rows as a cuDF DataFrame in device memory (needs cuDF; BackendUnavailable otherwise)."""
-        cudf = require("cudf", "TableScan.to_cudf")
-        return cudf.DataFrame.from_arrow(self.to_arrow())
+    def to_cudf(self, *, host_decode: bool = True) -> Any:
+        """The rows as a cuDF DataFrame in device memory, equal to ``cudf.DataFrame.from_arrow(to_arrow())``
+        (needs cuDF: BackendUnavailable otherwise).
+
+        Data files are decoded by cuDF's GPU Parquet reader. A file whose columns cuDF cannot decode as
+        the host reader does (nested, binary, INT96, ... columns: see :mod:`gpu_engine.io.device_decode`)
+        is decoded on the host and copied over, its path and the reason listed in
+        ``last_run.host_decoded``; ``host_decode=False`` refuses it instead (UnsupportedFeature naming the
+        file and column).
+        """
+        from .backend.cudf_frames import CudfFrames
+
+        return self.to_frame(CudfFrames(), host_decode=host_decode)
+
+    def to_frame(self, frames: Frames, *, host_decode: bool = True) -> Any:
+        """The rows as one frame of the frame library ``frames`` (what :meth:`to_cudf` does with cuDF's;
+        :class:`gpu_engine.execute.frames.ArrowFrames` does the same steps with pyarrow on the host)."""
+        plan = self.plan()
+        projection = self.projection(plan)
+        run, frame = execute_frame(
+            self.table.metadata,
+            self.table.io,
+            plan,
+            projection,
+            frames,
+            backend=self.backend,
+            case_sensitive=self.options.case_sensitive,
+            limit=self.limit,
+            host_decode=_args.boolean(host_decode, "host_decode", InvalidType),
+        )
+        self.runs.append(run)
+        return frame
 
     def with_limit(self, limit: int | None) -> TableScan:
         return replace(self, limit=_limit(limit), runs=[])

@@ -44,6 +44,8 @@ class ScanRun:
     plan: ScanPlan
     projection: Projection
     backend: BackendChoice
+    # (data file, reason) of each file a frame scan (to_cudf) decoded on the host
+    host_decoded: list[tuple[str, str]] = field(default_factory=list, compare=False)
 
 
 def default_workers() -> int:

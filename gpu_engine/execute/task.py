@@ -48,20 +48,20 @@ class TaskContext:
 
 def execute_task(task: ScanTask, ctx: TaskContext) -> Iterator[pa.RecordBatch]:
     """The task's live rows matching its residual, as batches of the scan's output schema."""
-    with _open(task, ctx) as source:
+    with open_source(task, ctx) as source:
         yield from _execute(task, ctx, source)
 
 
-def _open(task: ScanTask, ctx: TaskContext) -> ParquetSource:
+def open_source(task: ScanTask, ctx: TaskContext) -> ParquetSource:
     if task.file.file_format.upper() != "PARQUET":
         raise UnsupportedFeature(f"{task.file.path}: {task.file.file_format} data files are not supported")
     return ParquetSource.open(ctx.io, task.file.path)
 
 
 def _execute(task: ScanTask, ctx: TaskContext, source: ParquetSource) -> Iterator[pa.RecordBatch]:
-    deletes = ctx.deletes.for_task(task, _checked_rows(task, source))
-    schema = _read_schema(ctx, task, ctx.deletes.equality_ids(task))
-    partition_ids = _partition_ids(ctx.md, task)
+    deletes = ctx.deletes.for_task(task, checked_rows(task, source))
+    schema = task_read_schema(ctx, task, ctx.deletes.equality_ids(task))
+    partition_ids = spec_field_ids(ctx.md, task)
     for fb, matches in _batches(task, ctx, source, schema):
         keep = _keep(fb, schema, deletes, ctx.backend, task.file.data_sequence_number or 0)
         if matches is not None:
@@ -76,13 +76,13 @@ def compare_task(
     and ``after``'s (same file, rows and residual; from ``after_deletes``). Per batch, the rows matching
     the residual that are alive before but not after (as the scan's output), and the positions of those
     alive after but not before."""
-    with _open(before, ctx) as source:
-        rows = _checked_rows(before, source)
+    with open_source(before, ctx) as source:
+        rows = checked_rows(before, source)
         old, new = ctx.deletes.for_task(before, rows), after_deletes.for_task(after, rows)
-        schema = _read_schema(
+        schema = task_read_schema(
             ctx, before, ctx.deletes.equality_ids(before) | after_deletes.equality_ids(after)
         )
-        partition_ids = _partition_ids(ctx.md, before)
+        partition_ids = spec_field_ids(ctx.md, before)
         seq = before.file.data_sequence_number or 0
         for fb, matches in _batches(before, ctx, source, schema):
             n = fb.batch.num_rows
@@ -96,7 +96,7 @@ def compare_task(
             yield _output(fb, alive[0] & ~alive[1], before, ctx.projection, partition_ids), again
 
 
-def _read_schema(ctx: TaskContext, task: ScanTask, eq_ids: frozenset[int]) -> Schema:
+def task_read_schema(ctx: TaskContext, task: ScanTask, eq_ids: frozenset[int]) -> Schema:
     """The task's read schema (:func:`.projection.read_schema`), computed once per scan for each
     combination of residual and equality columns."""
     key = (residual_ids(task.residual), eq_ids)
@@ -110,7 +110,7 @@ def _all(n: int) -> np.ndarray:
     return np.ones(n, dtype=bool)
 
 
-def _checked_rows(task: ScanTask, source: ParquetSource) -> int:
+def checked_rows(task: ScanTask, source: ParquetSource) -> int:
     if source.num_rows != task.file.record_count:
         raise DataFileError(
             f"{task.file.path} has {source.num_rows} rows but its manifest entry says "
@@ -119,7 +119,7 @@ def _checked_rows(task: ScanTask, source: ParquetSource) -> int:
     return source.num_rows
 
 
-def _partition_ids(md: TableMetadata, task: ScanTask) -> tuple[int, ...]:
+def spec_field_ids(md: TableMetadata, task: ScanTask) -> tuple[int, ...]:
     return tuple(f.field_id for f in md.specs[task.file.spec_id].fields)
 
 

@@ -54,12 +54,20 @@ class LeafColumn:
 
 
 @dataclass(frozen=True)
-class _Top:
+class ColumnRead:
+    """How one requested top-level field is produced: read from a file column or made (constant)."""
+
+    field: it.NestedField  # the requested field
     column: str | None  # file column name, None for a constant
     read: Conv | None
     make: Make | None
-    required: bool
     where: str
+    file_type: pa.DataType | None = None  # pyarrow's type of the file column
+    physical: str | None = None  # its Parquet physical type, for a primitive column of known leaves
+
+    @property
+    def required(self) -> bool:
+        return self.column is not None and self.field.required
 
 
 @dataclass(frozen=True)
@@ -70,7 +78,7 @@ class Projection:
     int96_columns: tuple[str, ...]  # those holding INT96 leaves: pass their seconds decoding to apply
     int96_unit: str  # the unit to decode INT96 in ("us", or "ns" when a *_ns field reads one)
     leaves: Mapping[int, LeafColumn]
-    _top: tuple[_Top, ...] = field(repr=False)
+    reads: tuple[ColumnRead, ...] = field(repr=False)
 
     def apply(
         self, data: pa.RecordBatch | pa.Table, seconds: pa.RecordBatch | pa.Table | None = None
@@ -79,7 +87,7 @@ class Projection:
         :attr:`int96_columns` of the same rows decoded with INT96 unit ``"s"``."""
         n = data.num_rows
         arrays = []
-        for top in self._top:
+        for top in self.reads:
             if top.read is None:
                 assert top.make is not None
                 arrays.append(top.make(n))
@@ -204,20 +212,21 @@ def project(
         raise UnsupportedFeature(f"{path}: cannot match the file's INT96 columns to pyarrow's schema")
     ctx = _Context(path, dict(constants or {}), {}, [])
     by_id = _index(nodes, path)
-    tops: list[_Top] = []
+    tops: list[ColumnRead] = []
     columns: list[str] = []
     int96: list[str] = []
     for f in requested.fields:
         node = by_id.get(f.field_id) if f.type != it.UNKNOWN else None
         if node is None:
-            tops.append(_Top(None, None, ctx.absent(f), False, ""))
+            tops.append(ColumnRead(f, None, None, ctx.absent(f), ""))
             continue
         if sum(1 for n in nodes if n.field.name == node.field.name) > 1:
             raise DataFileError(f"{path}: several top-level columns are named {node.field.name!r}")
         where = f"{path}: column {node.path!r} (field id {f.field_id})"
         before = len(ctx.int96)
         read = ctx.resolve(f.type, node, where, struct_path=known_leaves)
-        tops.append(_Top(node.field.name, read, None, f.required, where))
+        physical = node.physical if known_leaves and not node.children else None
+        tops.append(ColumnRead(f, node.field.name, read, None, where, node.field.type, physical))
         columns.append(node.field.name)
         if len(ctx.int96) > before:
             int96.append(node.field.name)

@@ -145,6 +145,30 @@ class ParquetSource:
         unbound) are skipped; ``constants`` give values of fields the file lacks (identity partitions).
         """
         proj = self.projection(schema, name_mapping=name_mapping, constants=constants)
+        groups = self.selected_row_groups(proj, schema, row_groups, residual, case_sensitive=case_sensitive)
+        starts = self.row_group_starts()
+        for i in groups:
+            yield from self._row_group(proj, i, starts[i], batch_size)
+
+    def row_group_starts(self) -> list[int]:
+        """The file row position of each row group's first row, and the file's row count last."""
+        md = self.metadata
+        starts = [0]
+        for i in range(md.num_row_groups):
+            starts.append(starts[-1] + md.row_group(i).num_rows)
+        return starts
+
+    def selected_row_groups(
+        self,
+        proj: Projection,
+        schema: Schema,
+        row_groups: Sequence[int] | None,
+        residual: Expression,
+        *,
+        case_sensitive: bool = True,
+    ) -> list[int]:
+        """``row_groups`` (all by default) less those whose statistics prove that no row matches
+        ``residual``; an index the file lacks is a :class:`DataFileError`."""
         md = self.metadata
         groups = list(range(md.num_row_groups)) if row_groups is None else list(row_groups)
         for i in groups:
@@ -154,11 +178,7 @@ class ParquetSource:
             bound = bind(residual, schema, case_sensitive=case_sensitive)
             mask = might_match(bound, len(groups), self._stats_for(proj, groups)).to_pylist()
             groups = [g for g, keep in zip(groups, mask, strict=True) if keep]
-        starts = [0]
-        for i in range(md.num_row_groups):
-            starts.append(starts[-1] + md.row_group(i).num_rows)
-        for i in groups:
-            yield from self._row_group(proj, i, starts[i], batch_size)
+        return groups
 
     def _row_group(self, proj: Projection, index: int, first: int, batch_size: int) -> Iterator[FileBatch]:
         expected = self.metadata.row_group(index).num_rows

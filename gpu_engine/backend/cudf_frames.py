@@ -1,0 +1,104 @@
+"""cuDF frames for :mod:`gpu_engine.execute.frame_task`: Parquet decoded by cuDF's GPU reader, the rows
+kept in device memory.
+
+Column types follow ``cudf.DataFrame.from_arrow`` of the host reader's Arrow types (:meth:`cast` looks
+the dtype up from an empty Arrow array of the target type), so a scan decoded here equals
+``cudf.DataFrame.from_arrow(scan.to_arrow())``. Local files are read by path (cuDF's own IO, kvikIO
+where it is set up); files of other file systems through the table's FileIO.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from .._deps import require
+from ..errors import DataFileError
+from ..execute.frames import no_columns
+from ..io.fileio import FileIO, LocalFileIO, local_path
+
+
+class CudfFrames:
+    """Frames as cudf.DataFrame, columns as cudf.Series."""
+
+    name = "cudf"
+
+    def __init__(self) -> None:
+        self._cudf = require("cudf", "TableScan.to_cudf")
+        self._dtypes: dict[pa.DataType, Any] = {}
+
+    def read(self, io: FileIO, path: str, columns: Sequence[str], row_groups: Sequence[int]) -> Any:
+        rg = [list(row_groups)]
+        try:
+            if isinstance(io, LocalFileIO):
+                return self._cudf.read_parquet(local_path(path), columns=list(columns), row_groups=rg)
+            with io.open_input(path) as handle:
+                return self._cudf.read_parquet(handle, columns=list(columns), row_groups=rg)
+        except (OSError, RuntimeError, ValueError) as exc:
+            raise DataFileError(f"{path}: cuDF cannot decode this Parquet data: {exc}") from None
+
+    def num_rows(self, frame: Any) -> int:
+        return len(frame)
+
+    def column(self, frame: Any, name: str) -> Any:
+        return frame[name]
+
+    def null_count(self, column: Any) -> int:
+        return int(column.null_count)
+
+    def _dtype(self, target: pa.DataType) -> Any:
+        if target not in self._dtypes:
+            self._dtypes[target] = self._cudf.Series.from_arrow(pa.array([], target)).dtype
+        return self._dtypes[target]
+
+    def cast(self, column: Any, target: pa.DataType) -> Any:
+        dtype = self._dtype(target)
+        if column.dtype == dtype:
+            return column
+        tz = getattr(dtype, "tz", None)
+        if tz is not None and getattr(column.dtype, "tz", None) is None:
+            column = column.dt.tz_localize(str(tz))  # stored without UTC adjustment: reinterpreted
+            if column.dtype == dtype:
+                return column
+        return column.astype(dtype)
+
+    def from_arrow(self, array: pa.Array) -> Any:
+        return self._cudf.Series.from_arrow(array)
+
+    def to_arrow(self, column: Any, target: pa.DataType) -> pa.Array:
+        arr = column.to_arrow()
+        if isinstance(arr, pa.ChunkedArray):
+            arr = arr.combine_chunks()
+        if arr.type == target:
+            return arr
+        if pa.types.is_timestamp(arr.type) and pa.types.is_timestamp(target) and arr.type.tz != target.tz:
+            return arr.view(target)
+        return arr.cast(target)
+
+    def filter(self, column: Any, keep: np.ndarray) -> Any:
+        out = column[self._cudf.Series(keep)]
+        return out.reset_index(drop=True)
+
+    def assemble(self, columns: Sequence[tuple[str, Any]], schema: pa.Schema, num_rows: int) -> Any:
+        if not columns:
+            return self._cudf.DataFrame.from_arrow(no_columns(num_rows, schema))
+        data = {name: col.reset_index(drop=True) for name, col in columns}
+        return self._cudf.DataFrame(data)
+
+    def from_arrow_table(self, table: pa.Table) -> Any:
+        return self._cudf.DataFrame.from_arrow(table)
+
+    def head(self, frame: Any, n: int) -> Any:
+        return frame.head(n)
+
+    def concat(self, frames: Sequence[Any], schema: pa.Schema) -> Any:
+        if not len(schema):  # rows without columns: concatenating would lose the row count
+            return self._cudf.DataFrame.from_arrow(no_columns(sum(len(f) for f in frames), schema))
+        if not frames:
+            return self._cudf.DataFrame.from_arrow(schema.empty_table())
+        if len(frames) == 1:
+            return frames[0]
+        return self._cudf.concat(list(frames), ignore_index=True)

@@ -1,0 +1,129 @@
+"""Data frames a scan can decode into: the few operations :mod:`.frame_task` needs from a frame library.
+
+cuDF's (:mod:`gpu_engine.backend.cudf_frames`) decodes Parquet on the device and keeps the rows there;
+:class:`ArrowFrames` does the same steps with pyarrow on the host. It is the twin the frame path is
+tested with where no GPU is (as numba's simulator is for the kernels): a scan through it must return
+exactly what ``to_arrow`` returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..errors import DataFileError
+from ..io.fileio import FileIO
+
+
+class Frames(Protocol):
+    """A frame library: frames of named columns; columns of one type each (both opaque here)."""
+
+    name: str
+
+    def read(self, io: FileIO, path: str, columns: Sequence[str], row_groups: Sequence[int]) -> Any:
+        """The top-level ``columns`` of ``row_groups`` (in that order) of the Parquet file at ``path``,
+        as stored (file column names, stored types)."""
+        ...
+
+    def num_rows(self, frame: Any) -> int: ...
+
+    def column(self, frame: Any, name: str) -> Any: ...
+
+    def null_count(self, column: Any) -> int: ...
+
+    def cast(self, column: Any, target: pa.DataType) -> Any:
+        """``column`` as :meth:`from_arrow` holds an Arrow array of type ``target``."""
+        ...
+
+    def from_arrow(self, array: pa.Array) -> Any: ...
+
+    def to_arrow(self, column: Any, target: pa.DataType) -> pa.Array:
+        """A host copy of ``column`` as an Arrow array of type ``target``."""
+        ...
+
+    def filter(self, column: Any, keep: np.ndarray) -> Any:
+        """The rows of ``column`` where the bool mask ``keep`` is set."""
+        ...
+
+    def assemble(self, columns: Sequence[tuple[str, Any]], schema: pa.Schema, num_rows: int) -> Any:
+        """A frame of ``columns`` (named and ordered as ``schema``'s fields) of ``num_rows`` rows."""
+        ...
+
+    def from_arrow_table(self, table: pa.Table) -> Any: ...
+
+    def head(self, frame: Any, n: int) -> Any: ...
+
+    def concat(self, frames: Sequence[Any], schema: pa.Schema) -> Any:
+        """The rows of ``frames`` in order (an empty frame of ``schema`` when there are none)."""
+        ...
+
+
+class ArrowFrames:
+    """Frames as pyarrow Tables on the host (the twin of cuDF's, for tests without a GPU)."""
+
+    name = "arrow"
+
+    def read(self, io: FileIO, path: str, columns: Sequence[str], row_groups: Sequence[int]) -> pa.Table:
+        with io.open_input(path) as handle:
+            try:
+                return pq.ParquetFile(handle).read_row_groups(list(row_groups), columns=list(columns))
+            except (OSError, pa.ArrowException) as exc:
+                raise DataFileError(f"{path}: unreadable Parquet data: {exc}") from None
+
+    def num_rows(self, frame: pa.Table) -> int:
+        return int(frame.num_rows)
+
+    def column(self, frame: pa.Table, name: str) -> pa.Array:
+        return frame.column(name).combine_chunks()
+
+    def null_count(self, column: pa.Array) -> int:
+        return int(column.null_count)
+
+    def cast(self, column: pa.Array, target: pa.DataType) -> pa.Array:
+        if column.type == target:
+            return column
+        if (
+            pa.types.is_timestamp(column.type)
+            and pa.types.is_timestamp(target)
+            and column.type.tz != target.tz
+        ):
+            return column.view(target)  # the UTC adjustment reinterpreted, as the host reader does
+        return column.cast(target)
+
+    def from_arrow(self, array: pa.Array) -> pa.Array:
+        return array
+
+    def to_arrow(self, column: pa.Array, target: pa.DataType) -> pa.Array:
+        return column if column.type == target else column.cast(target)
+
+    def filter(self, column: pa.Array, keep: np.ndarray) -> pa.Array:
+        return column.filter(pa.array(keep, pa.bool_()))
+
+    def assemble(self, columns: Sequence[tuple[str, Any]], schema: pa.Schema, num_rows: int) -> pa.Table:
+        if not columns:
+            return no_columns(num_rows, schema)
+        return pa.Table.from_arrays([c for _, c in columns], schema=schema)
+
+    def from_arrow_table(self, table: pa.Table) -> pa.Table:
+        return table
+
+    def head(self, frame: pa.Table, n: int) -> pa.Table:
+        return frame.slice(0, n)
+
+    def concat(self, frames: Sequence[pa.Table], schema: pa.Schema) -> pa.Table:
+        if not len(schema):  # rows without columns: concatenating would lose the row count
+            return no_columns(sum(f.num_rows for f in frames), schema)
+        if not frames:
+            return schema.empty_table()
+        return pa.concat_tables(frames)
+
+
+def no_columns(num_rows: int, schema: pa.Schema) -> pa.Table:
+    """A table of ``num_rows`` rows and no columns, with ``schema``'s metadata (built from a batch:
+    a Table's ``replace_schema_metadata`` drops the row count of a table without columns)."""
+    batch = pa.record_batch([pa.nulls(num_rows)], names=["_"]).select([])
+    return pa.Table.from_batches([batch.replace_schema_metadata(schema.metadata)])

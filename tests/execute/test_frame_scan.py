@@ -1,0 +1,235 @@
+"""Scans decoded into frames (the path of ``to_cudf``) return exactly what ``to_arrow`` returns.
+
+The frame path is run here with :class:`ArrowFrames`, its host twin (pyarrow decodes the columns the
+frame decoder would): every real fixture table and every snapshot of the generated delete tables, with
+filters, limits, metadata columns and schema evolution, on each backend. Files the frame decoder cannot
+read as the host reader does are decoded on the host with the reason recorded, or refused. With cuDF
+installed (a GPU machine), ``to_cudf`` is compared with ``cudf.DataFrame.from_arrow(to_arrow())``.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import gpu_engine as ge
+from gpu_engine._deps import optional
+from gpu_engine.errors import InvalidType, UnsupportedFeature
+from gpu_engine.execute.frames import ArrowFrames
+from gpu_engine.scan import TableScan
+
+from ..commit._support import sql_catalog
+from ..planning._support import MISSING, inventory_paths, load
+from .test_fixture_scans import ENGINE_CANNOT
+from .gen_table import GeneratedDeletesTable
+from .test_generated_scans import tables  # noqa: F401  (module fixture)
+
+TABLES = [t for t in inventory_paths() if t not in ENGINE_CANNOT]
+
+
+def _same(scan: TableScan) -> pa.Table:
+    """The scan through the frame twin, checked equal (values, types, order) to ``to_arrow``."""
+    expected = scan.to_arrow()
+    got = scan.to_frame(ArrowFrames())
+    assert got.schema == expected.schema
+    assert got.num_rows == expected.num_rows
+    if not got.equals(expected):  # NaN differs from itself there: compare values with NaN as NaN
+        assert _nan_as_text(got.to_pylist()) == _nan_as_text(expected.to_pylist())
+    return got
+
+
+def _nan_as_text(value: Any) -> Any:
+    if isinstance(value, float) and math.isnan(value):
+        return "NaN"
+    if isinstance(value, dict):
+        return {k: _nan_as_text(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_nan_as_text(v) for v in value]
+    return value
+
+
+@pytest.mark.parametrize("rel", TABLES)
+def test_fixture_tables(rel: str) -> None:
+    if rel == MISSING:
+        pytest.fail("fixtures not found")
+    scan = load(rel).scan()
+    _same(scan)
+    run = scan.last_run
+    assert run is not None
+    for path, reason in run.host_decoded:
+        assert path in reason and "field id" in reason
+
+
+def test_fixture_files_are_decoded_by_the_frame_decoder() -> None:
+    """Most fixture files have only plain primitive columns: the frame decoder, not the host, reads them."""
+    device = host = 0
+    for rel in TABLES:
+        if rel == MISSING:
+            pytest.fail("fixtures not found")
+        scan = load(rel).scan()
+        scan.to_frame(ArrowFrames())
+        run = scan.last_run
+        assert run is not None
+        host += len(run.host_decoded)
+        device += len(run.plan.tasks) - len(run.host_decoded)
+    assert device > 2 * host > 0, (device, host)
+
+
+@pytest.mark.parametrize("kind", ["position", "dv", "equality", "upserts", "mixed"])
+@pytest.mark.parametrize("partitioned", [False, True], ids=["flat", "partitioned"])
+def test_generated_delete_tables_at_every_snapshot(
+    tables: dict[tuple[str, bool], GeneratedDeletesTable],  # noqa: F811
+    kind: str,
+    partitioned: bool,
+    backend: str,
+) -> None:
+    generated = tables[kind, partitioned]
+    tbl = ge.load_table(Path(generated.metadata_location))
+    for snapshot_id in generated.snapshots:
+        scan = tbl.scan(snapshot_id=snapshot_id, backend=backend)
+        _same(scan)
+        run = scan.last_run
+        assert run is not None and run.host_decoded == [] and run.backend.name == backend
+    names = generated.expected.column_names
+    for where in (f"{names[0]} in (1, 7, 600)", f"{names[0]} < 100 or {names[0]} > 900"):
+        _same(tbl.scan(filter=where, backend=backend))
+        _same(tbl.scan(filter=where, backend=backend, columns=[names[-1]]))
+    for limit in (0, 1, 157):
+        got = _same(tbl.scan(backend=backend, limit=limit))
+        assert got.num_rows == min(limit, tbl.scan().to_arrow().num_rows)
+    _same(tbl.scan(backend=backend, columns=["_file", "_pos", names[0], "_spec_id", "_partition"]))
+    _same(tbl.scan(backend=backend, columns=[]))
+
+
+def _evolved(tmp_path: Path) -> ge.Table:
+    """A v3 table written before and after promotions, a rename, a drop and added columns with defaults."""
+    schema = pa.schema([
+        pa.field("id", pa.int32(), nullable=False),
+        pa.field("name", pa.string()),
+        pa.field("price", pa.decimal128(7, 2)),
+        pa.field("f", pa.float32()),
+        pa.field("ts", pa.timestamp("us")),
+        pa.field("day", pa.date32()),
+        pa.field("gone", pa.int64()),
+    ])  # fmt: skip
+    tbl = sql_catalog(tmp_path).create_table(
+        "db.t", schema, partition_spec=["identity(day)"], properties={"format-version": "3"}
+    )
+    rows = {
+        "id": [1, 2, 3],
+        "name": ["a", None, "c"],
+        "price": [Decimal("1.25"), None, Decimal("-3.50")],
+        "f": [1.5, None, -0.25],
+        "ts": [datetime(2024, 1, 1, 1), None, datetime(1969, 12, 31, 23, 59)],
+        "day": [datetime(2024, 1, 1).date()] * 3,
+        "gone": [7, 8, 9],
+    }
+    tbl.append(pa.table(rows, schema=schema))
+    with tbl.update_schema() as update:
+        update.update_column("id", "long")
+        update.update_column("price", "decimal(12, 2)")
+        update.update_column("f", "double")
+        update.rename_column("name", "label")
+        update.delete_column("gone")
+        update.add_column("added", "string", default="dflt")
+        update.add_column("plain", "int")
+    tbl = tbl.refresh()
+    tbl.append(
+        pa.table({
+            "id": pa.array([4], pa.int64()),
+            "label": ["d"],
+            "price": pa.array([Decimal("123456.78")], pa.decimal128(12, 2)),
+            "f": pa.array([2.0], pa.float64()),
+            "ts": pa.array([datetime(2030, 5, 6)], pa.timestamp("us")),
+            "day": [datetime(2024, 1, 2).date()],
+            "added": ["new"],
+            "plain": pa.array([5], pa.int32()),
+        })
+    )
+    tbl.delete("id = 2")
+    return tbl.refresh()
+
+
+def test_schema_evolution_defaults_and_partition_constants(tmp_path: Path, backend: str) -> None:
+    tbl = _evolved(tmp_path)
+    scan = tbl.scan(backend=backend)
+    got = _same(scan).sort_by("id")
+    assert got.column("added").to_pylist() == ["dflt", "dflt", "new"]
+    assert got.column("id").to_pylist() == [1, 3, 4]
+    assert got.column("label").to_pylist() == ["a", "c", "d"]
+    run = scan.last_run
+    assert run is not None and run.host_decoded == []
+    _same(tbl.scan(backend=backend, columns=["day", "plain", "_row_id", "_last_updated_sequence_number"]))
+    _same(tbl.scan(backend=backend, filter="added = 'dflt' and price < 0"))
+    _same(tbl.scan(backend=backend, filter="day = '2024-01-02'"))
+
+
+def _nested(tmp_path: Path) -> ge.Table:
+    schema = pa.schema([
+        pa.field("id", pa.int64()),
+        pa.field("s", pa.struct([pa.field("a", pa.int32())])),
+    ])  # fmt: skip
+    tbl = sql_catalog(tmp_path).create_table("db.n", schema)
+    tbl.append(pa.table({"id": [1, 2], "s": [{"a": 1}, None]}, schema=schema))
+    return tbl.refresh()
+
+
+def test_files_the_frame_decoder_cannot_read_are_decoded_on_the_host_with_the_reason(tmp_path: Path) -> None:
+    tbl = _nested(tmp_path)
+    scan = tbl.scan()
+    _same(scan)
+    run = scan.last_run
+    assert run is not None
+    [(path, reason)] = run.host_decoded
+    assert path == run.plan.tasks[0].file.path
+    assert reason.startswith(f"{path}: column 's' (field id 2): ")
+    assert "not decoded on the device" in reason
+    only_flat = tbl.scan(columns=["id"])
+    _same(only_flat)
+    assert only_flat.last_run is not None and only_flat.last_run.host_decoded == []
+
+
+def test_host_decode_false_refuses_such_files(tmp_path: Path) -> None:
+    tbl = _nested(tmp_path)
+    path = tbl.scan().plan().tasks[0].file.path
+    with pytest.raises(UnsupportedFeature, match=rf"^{path}: column 's' .*arrow cannot decode it"):
+        tbl.scan().to_frame(ArrowFrames(), host_decode=False)
+    with pytest.raises(InvalidType, match="host_decode"):
+        tbl.scan().to_frame(ArrowFrames(), host_decode="no")  # type: ignore[arg-type]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rel", TABLES)
+def test_to_cudf_equals_cudf_from_arrow(rel: str) -> None:
+    cudf = optional("cudf")
+    if cudf is None:
+        pytest.skip("cuDF is not installed")
+    scan = load(rel).scan(backend="cuda")
+    got = scan.to_cudf()
+    expected = cudf.DataFrame.from_arrow(scan.to_arrow())
+    assert list(got.columns) == list(expected.columns)
+    assert list(got.dtypes) == list(expected.dtypes)
+    assert got.to_arrow().equals(expected.to_arrow())
+
+
+@pytest.mark.gpu
+def test_to_cudf_on_evolved_and_deleted_rows(tmp_path: Path) -> None:
+    cudf = optional("cudf")
+    if cudf is None:
+        pytest.skip("cuDF is not installed")
+    tbl = _evolved(tmp_path)
+    for scan in (
+        tbl.scan(backend="cuda"),
+        tbl.scan(backend="cuda", filter="added = 'dflt' and price < 0"),
+        tbl.scan(backend="cuda", columns=["_file", "_pos", "_row_id", "id"], limit=2),
+    ):
+        got = scan.to_cudf(host_decode=False)
+        expected = cudf.DataFrame.from_arrow(scan.to_arrow())
+        assert list(got.dtypes) == list(expected.dtypes)
+        assert got.to_arrow().equals(expected.to_arrow())
