@@ -181,4 +181,5 @@ def test_cudf_series_in_and_out(transform: str, source_type: str, values: pa.Arr
     out = transforms.apply(transform, source_type, series)
     assert isinstance(out, cudf.Series)
     expected = transforms.apply(transform, source_type, values, backend="cpu")
-    assert out.to_arrow().to_pylist() == expected.to_pylist()
+    # as cuDF holds the CPU result (it has no date type: day's dates come back as timestamps)
+    assert out.to_arrow().to_pylist() == cudf.Series.from_arrow(expected).to_arrow().to_pylist()

@@ -21,10 +21,51 @@ from ..execute.frames import no_columns
 from ..io.fileio import FileIO, LocalFileIO, local_path
 
 
+def cudf_unsupported(schema: pa.Schema) -> str | None:
+    """The first column of ``schema`` (named by its path) that cuDF cannot hold, and why; None when it
+    holds them all. cuDF 26.10's Arrow import has no binary, fixed-size binary, time or map columns (seen
+    on an H200: "Unsupported type_id conversion to cudf" for each)."""
+    for f in schema:
+        why = _unsupported(f.type, f.name)
+        if why is not None:
+            return why
+    return None
+
+
+def _unsupported(t: pa.DataType, path: str) -> str | None:
+    if _no_cudf_type(t):
+        return (
+            f"column {path!r} (Arrow {t}): cuDF holds no binary, fixed-size binary, time or map columns; "
+            "leave it out of the scan's columns or read the rows with to_arrow()"
+        )
+    if pa.types.is_struct(t):
+        for i in range(t.num_fields):
+            why = _unsupported(t.field(i).type, f"{path}.{t.field(i).name}")
+            if why is not None:
+                return why
+    elif pa.types.is_list(t) or pa.types.is_large_list(t):
+        return _unsupported(t.value_type, f"{path}.element")
+    return None
+
+
+def _no_cudf_type(t: pa.DataType) -> bool:
+    return bool(
+        pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+        or pa.types.is_binary_view(t)
+        or pa.types.is_fixed_size_binary(t)
+        or pa.types.is_time(t)
+        or pa.types.is_map(t)
+    )
+
+
 class CudfFrames:
     """Frames as cudf.DataFrame, columns as cudf.Series."""
 
     name = "cudf"
+
+    def unsupported(self, schema: pa.Schema) -> str | None:
+        return cudf_unsupported(schema)
 
     def __init__(self) -> None:
         self._cudf = require("cudf", "TableScan.to_cudf")

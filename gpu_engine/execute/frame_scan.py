@@ -38,6 +38,9 @@ def execute_frame(
     host_decode: bool = True,
 ) -> tuple[ScanRun, Any]:
     """The scan's run record and its rows (at most ``limit``) as one frame of ``frames``."""
+    why = frames.unsupported(projection.arrow_schema)
+    if why is not None:
+        raise UnsupportedFeature(f"{frames.name}: {why}")
     choice = choose(backend)
     run = ScanRun(plan, projection, choice)
     mapping = read_name_mapping(md)

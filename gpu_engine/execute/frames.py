@@ -24,6 +24,10 @@ class Frames(Protocol):
 
     name: str
 
+    def unsupported(self, schema: pa.Schema) -> str | None:
+        """Why the library cannot hold a column of ``schema`` (naming it), or None."""
+        ...
+
     def read(self, io: FileIO, path: str, columns: Sequence[str], row_groups: Sequence[int]) -> Any:
         """The top-level ``columns`` of ``row_groups`` (in that order) of the Parquet file at ``path``,
         as stored (file column names, stored types)."""
@@ -66,6 +70,9 @@ class ArrowFrames:
     """Frames as pyarrow Tables on the host (the twin of cuDF's, for tests without a GPU)."""
 
     name = "arrow"
+
+    def unsupported(self, schema: pa.Schema) -> str | None:
+        return None
 
     def read(self, io: FileIO, path: str, columns: Sequence[str], row_groups: Sequence[int]) -> pa.Table:
         with io.open_input(path) as handle:

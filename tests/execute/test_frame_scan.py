@@ -10,6 +10,7 @@ installed (a GPU machine), ``to_cudf`` is compared with ``cudf.DataFrame.from_ar
 from __future__ import annotations
 
 import math
+import re
 from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
@@ -20,14 +21,15 @@ import pytest
 
 import gpu_engine as ge
 from gpu_engine._deps import optional
+from gpu_engine.backend.cudf_frames import cudf_unsupported
 from gpu_engine.errors import InvalidType, UnsupportedFeature
 from gpu_engine.execute.frames import ArrowFrames
 from gpu_engine.scan import TableScan
 
 from ..commit._support import sql_catalog
 from ..planning._support import MISSING, inventory_paths, load
-from .test_fixture_scans import ENGINE_CANNOT
 from .gen_table import GeneratedDeletesTable
+from .test_fixture_scans import ENGINE_CANNOT
 from .test_generated_scans import tables  # noqa: F401  (module fixture)
 
 TABLES = [t for t in inventory_paths() if t not in ENGINE_CANNOT]
@@ -141,16 +143,18 @@ def _evolved(tmp_path: Path) -> ge.Table:
         update.add_column("plain", "int")
     tbl = tbl.refresh()
     tbl.append(
-        pa.table({
-            "id": pa.array([4], pa.int64()),
-            "label": ["d"],
-            "price": pa.array([Decimal("123456.78")], pa.decimal128(12, 2)),
-            "f": pa.array([2.0], pa.float64()),
-            "ts": pa.array([datetime(2030, 5, 6)], pa.timestamp("us")),
-            "day": [datetime(2024, 1, 2).date()],
-            "added": ["new"],
-            "plain": pa.array([5], pa.int32()),
-        })
+        pa.table(
+            {
+                "id": pa.array([4], pa.int64()),
+                "label": ["d"],
+                "price": pa.array([Decimal("123456.78")], pa.decimal128(12, 2)),
+                "f": pa.array([2.0], pa.float64()),
+                "ts": pa.array([datetime(2030, 5, 6)], pa.timestamp("us")),
+                "day": [datetime(2024, 1, 2).date()],
+                "added": ["new"],
+                "plain": pa.array([5], pa.int32()),
+            }
+        )
     )
     tbl.delete("id = 2")
     return tbl.refresh()
@@ -195,6 +199,19 @@ def test_files_the_frame_decoder_cannot_read_are_decoded_on_the_host_with_the_re
     assert only_flat.last_run is not None and only_flat.last_run.host_decoded == []
 
 
+class _NoStrings(ArrowFrames):
+    def unsupported(self, schema: pa.Schema) -> str | None:
+        return next((f"column {f.name!r} is a string" for f in schema if f.type == pa.large_string()), None)
+
+
+def test_columns_the_frame_library_cannot_hold_are_refused_before_reading(tmp_path: Path) -> None:
+    tbl = _evolved(tmp_path)
+    with pytest.raises(UnsupportedFeature, match=r"^arrow: column 'label' is a string$"):
+        tbl.scan().to_frame(_NoStrings())
+    _same(tbl.scan(columns=["id", "price"]))
+    assert tbl.scan(columns=["id", "price"]).to_frame(_NoStrings()).num_rows == 3
+
+
 def test_host_decode_false_refuses_such_files(tmp_path: Path) -> None:
     tbl = _nested(tmp_path)
     path = tbl.scan().plan().tasks[0].file.path
@@ -211,8 +228,16 @@ def test_to_cudf_equals_cudf_from_arrow(rel: str) -> None:
     if cudf is None:
         pytest.skip("cuDF is not installed")
     scan = load(rel).scan(backend="cuda")
+    rows = scan.to_arrow()
+    why = cudf_unsupported(rows.schema)
+    if why is not None:  # cuDF itself cannot hold it (the list of types is checked here against cuDF)
+        with pytest.raises(ValueError, match="Unsupported type_id"):
+            cudf.DataFrame.from_arrow(rows)
+        with pytest.raises(UnsupportedFeature, match=rf"^cudf: {re.escape(why)}$"):
+            scan.to_cudf()
+        return
     got = scan.to_cudf()
-    expected = cudf.DataFrame.from_arrow(scan.to_arrow())
+    expected = cudf.DataFrame.from_arrow(rows)
     assert list(got.columns) == list(expected.columns)
     assert list(got.dtypes) == list(expected.dtypes)
     assert got.to_arrow().equals(expected.to_arrow())
