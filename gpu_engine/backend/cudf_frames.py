@@ -10,6 +10,7 @@ where it is set up); files of other file systems through the table's FileIO.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import ExitStack
 from typing import Any
 
 import numpy as np
@@ -71,15 +72,18 @@ class CudfFrames:
         self._cudf = require("cudf", "TableScan.to_cudf")
         self._dtypes: dict[pa.DataType, Any] = {}
 
-    def read(self, io: FileIO, path: str, columns: Sequence[str], row_groups: Sequence[int]) -> Any:
-        rg = [list(row_groups)]
+    def read(self, io: FileIO, sources: Sequence[tuple[str, Sequence[int]]], columns: Sequence[str]) -> Any:
+        row_groups = [list(groups) for _, groups in sources]
+        paths = [path for path, _ in sources]
         try:
             if isinstance(io, LocalFileIO):
-                return self._cudf.read_parquet(local_path(path), columns=list(columns), row_groups=rg)
-            with io.open_input(path) as handle:
-                return self._cudf.read_parquet(handle, columns=list(columns), row_groups=rg)
+                local = [local_path(p) for p in paths]
+                return self._cudf.read_parquet(local, columns=list(columns), row_groups=row_groups)
+            with ExitStack() as stack:
+                handles = [stack.enter_context(io.open_input(p)) for p in paths]
+                return self._cudf.read_parquet(handles, columns=list(columns), row_groups=row_groups)
         except (OSError, RuntimeError, ValueError) as exc:
-            raise DataFileError(f"{path}: cuDF cannot decode this Parquet data: {exc}") from None
+            raise DataFileError(f"{', '.join(paths)}: cuDF cannot decode this Parquet data: {exc}") from None
 
     def num_rows(self, frame: Any) -> int:
         return len(frame)
@@ -119,9 +123,11 @@ class CudfFrames:
             return arr.view(target)
         return arr.cast(target)
 
-    def filter(self, column: Any, keep: np.ndarray) -> Any:
-        out = column[self._cudf.Series(keep)]
-        return out.reset_index(drop=True)
+    def mask(self, keep: np.ndarray) -> Any:
+        return self._cudf.Series(keep)
+
+    def filter(self, column: Any, mask: Any) -> Any:
+        return column[mask].reset_index(drop=True)
 
     def assemble(self, columns: Sequence[tuple[str, Any]], schema: pa.Schema, num_rows: int) -> Any:
         if not columns:

@@ -1,7 +1,9 @@
 """A scan executed into one data frame of a frame library (cuDF: ``TableScan.to_cudf``).
 
-Tasks run one after another in the calling thread (the frame library decodes each file's row groups in
-one call, in parallel on the device). A file the frame decoder cannot read as the host reader does is
+Tasks are prepared one after another in the calling thread (footer, column resolution, row-group
+pruning, delete positions); consecutive tasks whose files resolve to the same stored columns are decoded
+together, up to :data:`BATCH_FILES` files and :data:`BATCH_BYTES` bytes per decoder call (cuDF decodes
+them in one call, in parallel on the device). A file the frame decoder cannot read as the host reader does is
 decoded by the host reader and copied over, its path and the reason recorded in
 :attr:`ScanRun.host_decoded`, or, with ``host_decode=False``, refused: never decoded differently.
 """
@@ -18,11 +20,20 @@ from ..iceberg.metadata import TableMetadata
 from ..io.fileio import FileIO
 from ..tasks import ScanPlan
 from .deletes import DeleteLoader
-from .frame_task import frame_task
+from .frame_task import FramePart, decode, prepare
 from .frames import Frames
 from .projection import Projection
 from .scan import ScanRun, read_name_mapping
 from .task import TaskContext, execute_task
+
+# a decoder call reads at most this many files and bytes (their ranges of the data files)
+BATCH_FILES = 256
+BATCH_BYTES = 1 << 30
+
+
+def _full(pending: list[FramePart], more: FramePart) -> bool:
+    files = len(pending) + 1
+    return files > BATCH_FILES or sum(p.task.length for p in pending) + more.task.length > BATCH_BYTES
 
 
 def execute_frame(
@@ -46,13 +57,36 @@ def execute_frame(
     mapping = read_name_mapping(md)
     loader = DeleteLoader(md, io, plan.schema, plan.tasks, choice.name, mapping)
     ctx = TaskContext(md, io, projection, loader, choice.name, mapping, case_sensitive)
-    parts: list[Any] = []
+    out: list[Any] = []
+    pending: list[FramePart] = []
     remaining = limit
+
+    def add(frame: Any) -> None:
+        nonlocal remaining
+        rows = frames.num_rows(frame)
+        if remaining is not None:
+            if rows > remaining:
+                frame = frames.head(frame, remaining)
+            remaining -= min(rows, remaining)
+        out.append(frame)
+
+    def flush() -> None:
+        if pending:
+            add(decode(pending, ctx, frames))
+            for part in pending:
+                ctx.deletes.release(part.task)
+            pending.clear()
+
     for task in plan.tasks:
+        if remaining is not None and pending and sum(len(p.pos) for p in pending) >= remaining:
+            flush()  # the held tasks' rows may reach the limit: decode them before reading more
         if remaining is not None and remaining <= 0:
             break
-        got = frame_task(task, ctx, frames)
+        got = prepare(task, ctx)
         if isinstance(got, str):
+            flush()
+            if remaining is not None and remaining <= 0:
+                break
             if not host_decode:
                 raise UnsupportedFeature(
                     f"{got}; {frames.name} cannot decode it as the host reader does "
@@ -60,12 +94,13 @@ def execute_frame(
                 )
             run.host_decoded.append((task.file.path, got))
             batches = list(execute_task(task, ctx))
-            got = frames.from_arrow_table(pa.Table.from_batches(batches, schema=projection.arrow_schema))
-        ctx.deletes.release(task)
-        rows = frames.num_rows(got)
-        if remaining is not None:
-            if rows > remaining:
-                got = frames.head(got, remaining)
-            remaining -= min(rows, remaining)
-        parts.append(got)
-    return run, frames.concat(parts, projection.arrow_schema)
+            add(frames.from_arrow_table(pa.Table.from_batches(batches, schema=projection.arrow_schema)))
+            ctx.deletes.release(task)
+            continue
+        if pending and (got.key != pending[0].key or _full(pending, got)):
+            flush()
+            if remaining is not None and remaining <= 0:
+                break
+        pending.append(got)
+    flush()
+    return run, frames.concat(out, projection.arrow_schema)

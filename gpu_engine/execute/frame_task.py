@@ -1,16 +1,21 @@
-"""One scan task decoded by a frame library (cuDF on the device): the steps of :mod:`.task`, with the
-data columns decoded by the frame library and kept there.
+"""Scan tasks decoded by a frame library (cuDF on the device), many files per decoder call: the steps
+of :mod:`.task`, with the data columns decoded by the frame library and kept there.
 
-The file's footer, row-group pruning and column resolution by field id stay on the host (they are
-metadata); the selected row groups' columns are decoded by the frame library and cast to the host
-reader's types. Delete positions become a keep-mask on the scan's backend; the residual filter and
-equality deletes read host copies of only the columns they name. Files the frame decoder cannot read as
-the host reader does (:func:`~gpu_engine.io.device_decode.frame_unsupported`) are returned as the reason,
+:func:`prepare` does a task's metadata work on the host: the file's footer, column resolution by field
+id, row-group pruning, and the keep-mask of its delete positions (on the scan's backend). Tasks whose
+files resolve to the same columns of the same stored types form a batch (:attr:`FramePart.key`), and
+:func:`decode` reads the whole batch's row groups in one decoder call, casts each column to the host
+reader's type once, and filters once. The residual filter and equality deletes read host copies of only
+the columns they name; constant, default and metadata columns are made on the host and copied over. A
+file the frame decoder cannot read as the host reader does
+(:func:`~gpu_engine.io.device_decode.frame_unsupported`) is returned by :func:`prepare` as the reason,
 for the caller to decode on the host or refuse.
 """
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -22,8 +27,7 @@ from ..expressions.evaluator import evaluate
 from ..iceberg import metadata_columns as mc
 from ..iceberg.schema import Schema
 from ..io.device_decode import frame_unsupported
-from ..io.parquet_projection import ColumnRead, identity_constants
-from ..io.parquet_read import ParquetSource
+from ..io.parquet_projection import ColumnRead, Projection, identity_constants
 from ..tasks import ScanTask
 from . import masks
 from .deletes import TaskDeletes
@@ -33,48 +37,88 @@ from .projection import residual_names
 from .task import TaskContext, checked_rows, open_source, spec_field_ids, task_read_schema
 
 
-def frame_task(task: ScanTask, ctx: TaskContext, frames: Frames) -> Any:
-    """The task's live rows matching its residual, as one frame of the scan's output columns; a
-    ``str`` naming why ``frames`` cannot decode the file as the host reader does."""
+@dataclass(frozen=True)
+class FramePart:
+    """One task, prepared on the host for a frame decode."""
+
+    task: ScanTask
+    groups: tuple[int, ...]  # the row groups to decode, in file order
+    pos: np.ndarray  # file positions of their rows
+    position_keep: np.ndarray | None  # rows no delete position removes (None: all)
+    deletes: TaskDeletes
+    schema: Schema  # the task's read schema
+    proj: Projection
+    partition_ids: tuple[int, ...]
+
+    @property
+    def key(self) -> Hashable:
+        """Equal for tasks one decoder call can read together: the same file columns of the same stored
+        types producing the same fields, and the same read schema."""
+        reads = tuple((r.field.field_id, r.column, str(r.file_type)) for r in self.proj.reads if r.column)
+        return (self.proj.columns, reads, id(self.schema))
+
+    @property
+    def made(self) -> dict[str, ColumnRead]:
+        """The read schema's columns the file lacks (constants, defaults, nulls), by name."""
+        return {r.field.name: r for r in self.proj.reads if r.column is None}
+
+
+def prepare(task: ScanTask, ctx: TaskContext) -> FramePart | str:
+    """The task's host-side work, or why the frame decoder cannot read its file as the host reader does."""
     with open_source(task, ctx) as source:
-        return _frame(task, ctx, frames, source)
-
-
-def _frame(task: ScanTask, ctx: TaskContext, frames: Frames, source: ParquetSource) -> Any:
-    deletes = ctx.deletes.for_task(task, checked_rows(task, source))
-    schema = task_read_schema(ctx, task, ctx.deletes.equality_ids(task))
-    spec = ctx.md.specs[task.file.spec_id]
-    constants = identity_constants(spec, task.file.partition)
-    proj = source.projection(schema, name_mapping=ctx.name_mapping, constants=constants)
-    reason = frame_unsupported(proj)
-    if reason is not None:
-        return reason
-    in_split = source.row_groups_in(task.start, task.length)
-    groups = source.selected_row_groups(
-        proj, schema, in_split, task.residual, case_sensitive=ctx.case_sensitive
-    )
-    starts = source.row_group_starts()
+        deletes = ctx.deletes.for_task(task, checked_rows(task, source))
+        schema = task_read_schema(ctx, task, ctx.deletes.equality_ids(task))
+        spec = ctx.md.specs[task.file.spec_id]
+        constants = identity_constants(spec, task.file.partition)
+        proj = source.projection(schema, name_mapping=ctx.name_mapping, constants=constants)
+        reason = frame_unsupported(proj)
+        if reason is not None:
+            return reason
+        in_split = source.row_groups_in(task.start, task.length)
+        groups = source.selected_row_groups(
+            proj, schema, in_split, task.residual, case_sensitive=ctx.case_sensitive
+        )
+        starts = source.row_group_starts()
     ranges = [np.arange(starts[g], starts[g + 1], dtype=np.int64) for g in groups]
     pos = np.concatenate(ranges) if ranges else np.empty(0, dtype=np.int64)
-    n = len(pos)
-    types = {f.name: f.type for f in proj.schema}
+    keep = None
+    if len(deletes.positions) and len(pos):
+        parts = []
+        for g in groups:
+            rows = starts[g + 1] - starts[g]
+            part = masks.position_keep(deletes.positions, starts[g], rows, ctx.backend)
+            parts.append(np.ones(rows, dtype=bool) if part is None else part)
+        keep = np.concatenate(parts)
+    ids = spec_field_ids(ctx.md, task)
+    return FramePart(task, tuple(groups), pos, keep, deletes, schema, proj, ids)
+
+
+def decode(parts: Sequence[FramePart], ctx: TaskContext, frames: Frames) -> Any:
+    """The live rows of ``parts`` (one :attr:`FramePart.key`) matching their residuals, in task order,
+    as one frame of the scan's output columns."""
+    first = parts[0]
+    types = {f.name: f.type for f in first.proj.schema}
+    counts = [len(p.pos) for p in parts]
     read: dict[str, Any] = {}
-    if groups:
-        raw = frames.read(ctx.io, source.path, proj.columns, groups)
-        if frames.num_rows(raw) != n:
+    sources = [(p.task.file.path, p.groups) for p in parts if p.groups]
+    if sources and first.proj.columns:  # no file columns (only constants or metadata): nothing to decode
+        raw = frames.read(ctx.io, sources, first.proj.columns)
+        decoded, expected = frames.num_rows(raw), sum(counts)
+        if decoded != expected:
+            paths = ", ".join(path for path, _ in sources)
             raise DataFileError(
-                f"{source.path}: row groups {groups} decode to {frames.num_rows(raw)} rows; "
-                f"the footer says {n}"
+                f"{paths}: the row groups decode to {decoded} rows; the footers say {expected}"
             )
-        for r in proj.reads:
+        for r in first.proj.reads:
             if r.column is not None:
                 read[r.field.name] = _column(frames, raw, r, types[r.field.name])
-    made = {r.field.name: r for r in proj.reads if r.column is None}
-    keep = _keep(task, ctx, frames, deletes, schema, proj.schema, read, made, pos, starts, groups)
+    keep = _keep(parts, counts, ctx, frames, read)
+    kept = [p.pos for p in parts]
     if keep is not None and not keep.all():
-        read = {name: frames.filter(col, keep) for name, col in read.items()}
-        pos = pos[keep]
-    return _output(task, ctx, frames, read, made, types, pos)
+        mask = frames.mask(keep)
+        read = {name: frames.filter(col, mask) for name, col in read.items()}
+        kept = [p.pos[k] for p, k in zip(parts, np.split(keep, np.cumsum(counts)[:-1]), strict=True)]
+    return _output(parts, kept, ctx, frames, read, types)
 
 
 def _column(frames: Frames, raw: Any, r: ColumnRead, target: pa.DataType) -> Any:
@@ -86,94 +130,88 @@ def _column(frames: Frames, raw: Any, r: ColumnRead, target: pa.DataType) -> Any
 
 
 def _keep(
-    task: ScanTask,
-    ctx: TaskContext,
-    frames: Frames,
-    deletes: TaskDeletes,
-    schema: Schema,
-    arrow_schema: pa.Schema,
-    read: dict[str, Any],
-    made: dict[str, ColumnRead],
-    pos: np.ndarray,
-    starts: list[int],
-    groups: list[int],
+    parts: Sequence[FramePart], counts: list[int], ctx: TaskContext, frames: Frames, read: dict[str, Any]
 ) -> np.ndarray | None:
-    """Rows of the decoded row groups that no delete removes and that match the residual (None: all)."""
-    n = len(pos)
-    keep: np.ndarray | None = None
-    if not deletes.empty and n:
-        parts = []
-        for g in groups:
-            rows = starts[g + 1] - starts[g]
-            part = masks.position_keep(deletes.positions, starts[g], rows, ctx.backend)
-            parts.append(np.ones(rows, dtype=bool) if part is None else part)
-        keep = np.concatenate(parts)
-    filtering = not isinstance(task.residual, AlwaysTrue)
-    if not (filtering or deletes.equality) or not n:
-        return keep
-    names = residual_names(schema, task.residual) if filtering else {}
-    wanted = {p[0] for p in names.values()}
-    for eq in deletes.equality:
-        wanted |= {schema.paths_by_id[i][0] for i in eq.ids}
-    batch = _host_batch(frames, read, made, arrow_schema, wanted, n)
-    if filtering:
-        matches = evaluate(task.residual, batch, names).to_numpy(zero_copy_only=False)
-        keep = matches if keep is None else keep & matches
-    seq = task.file.data_sequence_number or 0
-    for eq in deletes.equality:
-        alive = ~eq.deleted(batch, schema, ctx.backend, seq)
-        keep = alive if keep is None else keep & alive
-    return keep
+    """Rows of the decoded parts that no delete removes and that match their residual (None: all)."""
+    per_part: list[np.ndarray | None] = [p.position_keep for p in parts]
+    filtered = [not isinstance(p.task.residual, AlwaysTrue) for p in parts]
+    if any(filtered) or any(p.deletes.equality for p in parts):
+        wanted: set[str] = set()
+        for p, f in zip(parts, filtered, strict=True):
+            if f:
+                wanted |= {path[0] for path in residual_names(p.schema, p.task.residual).values()}
+            for eq in p.deletes.equality:
+                wanted |= {p.schema.paths_by_id[i][0] for i in eq.ids}
+        batch = _host_batch(parts, counts, frames, read, wanted)
+        offset = 0
+        for i, (p, n) in enumerate(zip(parts, counts, strict=True)):
+            sub = batch.slice(offset, n)
+            offset += n
+            k = per_part[i]
+            if filtered[i] and n:
+                names = residual_names(p.schema, p.task.residual)
+                matches = evaluate(p.task.residual, sub, names).to_numpy(zero_copy_only=False)
+                k = matches if k is None else k & matches
+            seq = p.task.file.data_sequence_number or 0
+            for eq in p.deletes.equality:
+                alive = ~eq.deleted(sub, p.schema, ctx.backend, seq)
+                k = alive if k is None else k & alive
+            per_part[i] = k
+    if all(k is None for k in per_part):
+        return None
+    return np.concatenate(
+        [np.ones(n, dtype=bool) if k is None else k for k, n in zip(per_part, counts, strict=True)]
+    )
 
 
 def _host_batch(
-    frames: Frames,
-    read: dict[str, Any],
-    made: dict[str, ColumnRead],
-    arrow_schema: pa.Schema,
-    names: set[str],
-    n: int,
+    parts: Sequence[FramePart], counts: list[int], frames: Frames, read: dict[str, Any], names: set[str]
 ) -> pa.RecordBatch:
-    """Host copies of the read schema's (``arrow_schema``) top-level columns ``names``: those a mask
-    reads."""
-    fields = [f for f in arrow_schema if f.name in names]
+    """Host copies of the read schema's top-level columns ``names`` (those a mask reads) for all rows
+    of ``parts``."""
+    fields = [f for f in parts[0].proj.schema if f.name in names]
     arrays = [
-        frames.to_arrow(read[f.name], f.type) if f.name in read else _made(made[f.name], n) for f in fields
+        frames.to_arrow(read[f.name], f.type) if f.name in read else _made(parts, counts, f.name)
+        for f in fields
     ]
     return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
 
 
-def _made(r: ColumnRead, n: int) -> pa.Array:
-    """The ``n`` rows of a column the file lacks (constant, initial-default or null)."""
-    assert r.make is not None
-    return r.make(n)
+def _made(parts: Sequence[FramePart], counts: Sequence[int], name: str) -> pa.Array:
+    """The rows of column ``name``, which the parts' files lack (each its constant, default or nulls)."""
+    arrays = []
+    for p, n in zip(parts, counts, strict=True):
+        make = p.made[name].make
+        assert make is not None
+        arrays.append(make(n))
+    return pa.concat_arrays(arrays) if len(arrays) > 1 else arrays[0]
 
 
 def _output(
-    task: ScanTask,
+    parts: Sequence[FramePart],
+    kept: list[np.ndarray],
     ctx: TaskContext,
     frames: Frames,
     read: dict[str, Any],
-    made: dict[str, ColumnRead],
     types: dict[str, pa.DataType],
-    pos: np.ndarray,
 ) -> Any:
-    m = len(pos)
     projection = ctx.projection
-
-    def data(name: str) -> Any:
-        return read[name] if name in read else frames.from_arrow(_made(made[name], m))
-
-    columns: dict[str, Any] = {f.name: data(f.name) for f in projection.data.fields}
-    pids = spec_field_ids(ctx.md, task)
+    sizes = [len(k) for k in kept]
+    columns: dict[str, Any] = {
+        f.name: read[f.name] if f.name in read else frames.from_arrow(_made(parts, sizes, f.name))
+        for f in projection.data.fields
+    }
     for f in projection.metadata:
-        stored = None
-        if f in mc.LINEAGE and (f.name in read or f.name in made):
-            stored = (
-                frames.to_arrow(read[f.name], types[f.name]) if f.name in read else _made(made[f.name], m)
-            )
-        columns[f.name] = frames.from_arrow(
-            metadata_column(f, task.file, pos, partition_ids=pids, stored=stored)
-        )
+        stored: pa.Array | None = None
+        if f in mc.LINEAGE and f.name in read:
+            stored = frames.to_arrow(read[f.name], types[f.name])
+        elif f in mc.LINEAGE and f.name in parts[0].made:
+            stored = _made(parts, sizes, f.name)
+        values, offset = [], 0
+        for p, pos in zip(parts, kept, strict=True):
+            own = None if stored is None else stored.slice(offset, len(pos))
+            offset += len(pos)
+            values.append(metadata_column(f, p.task.file, pos, partition_ids=p.partition_ids, stored=own))
+        columns[f.name] = frames.from_arrow(pa.concat_arrays(values) if len(values) > 1 else values[0])
     ordered = [(name, columns[name]) for name in projection.names]
-    return frames.assemble(ordered, projection.arrow_schema, m)
+    return frames.assemble(ordered, projection.arrow_schema, sum(sizes))

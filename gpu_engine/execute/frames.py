@@ -28,9 +28,10 @@ class Frames(Protocol):
         """Why the library cannot hold a column of ``schema`` (naming it), or None."""
         ...
 
-    def read(self, io: FileIO, path: str, columns: Sequence[str], row_groups: Sequence[int]) -> Any:
-        """The top-level ``columns`` of ``row_groups`` (in that order) of the Parquet file at ``path``,
-        as stored (file column names, stored types)."""
+    def read(self, io: FileIO, sources: Sequence[tuple[str, Sequence[int]]], columns: Sequence[str]) -> Any:
+        """The top-level ``columns`` of each source's row groups (a Parquet file's path and row-group
+        indexes, in file order), the sources' rows one after another, as stored (file column names and
+        types, the same in every source)."""
         ...
 
     def num_rows(self, frame: Any) -> int: ...
@@ -49,8 +50,12 @@ class Frames(Protocol):
         """A host copy of ``column`` as an Arrow array of type ``target``."""
         ...
 
-    def filter(self, column: Any, keep: np.ndarray) -> Any:
-        """The rows of ``column`` where the bool mask ``keep`` is set."""
+    def mask(self, keep: np.ndarray) -> Any:
+        """The bool row mask ``keep`` as :meth:`filter` takes it (moved to the device once)."""
+        ...
+
+    def filter(self, column: Any, mask: Any) -> Any:
+        """The rows of ``column`` where ``mask`` (from :meth:`mask`) is set."""
         ...
 
     def assemble(self, columns: Sequence[tuple[str, Any]], schema: pa.Schema, num_rows: int) -> Any:
@@ -74,12 +79,19 @@ class ArrowFrames:
     def unsupported(self, schema: pa.Schema) -> str | None:
         return None
 
-    def read(self, io: FileIO, path: str, columns: Sequence[str], row_groups: Sequence[int]) -> pa.Table:
-        with io.open_input(path) as handle:
-            try:
-                return pq.ParquetFile(handle).read_row_groups(list(row_groups), columns=list(columns))
-            except (OSError, pa.ArrowException) as exc:
-                raise DataFileError(f"{path}: unreadable Parquet data: {exc}") from None
+    def read(
+        self, io: FileIO, sources: Sequence[tuple[str, Sequence[int]]], columns: Sequence[str]
+    ) -> pa.Table:
+        tables = []
+        for path, row_groups in sources:
+            with io.open_input(path) as handle:
+                try:
+                    table = pq.ParquetFile(handle).read_row_groups(list(row_groups), columns=list(columns))
+                except (OSError, pa.ArrowException) as exc:
+                    raise DataFileError(f"{path}: unreadable Parquet data: {exc}") from None
+            tables.append(table.replace_schema_metadata(None))
+        # files may differ in a column's nullability (a field made optional later): unified, as cuDF reads
+        return pa.concat_tables(tables, promote_options="default") if len(tables) > 1 else tables[0]
 
     def num_rows(self, frame: pa.Table) -> int:
         return int(frame.num_rows)
@@ -107,8 +119,11 @@ class ArrowFrames:
     def to_arrow(self, column: pa.Array, target: pa.DataType) -> pa.Array:
         return column if column.type == target else column.cast(target)
 
-    def filter(self, column: pa.Array, keep: np.ndarray) -> pa.Array:
-        return column.filter(pa.array(keep, pa.bool_()))
+    def mask(self, keep: np.ndarray) -> pa.BooleanArray:
+        return pa.array(keep, pa.bool_())
+
+    def filter(self, column: pa.Array, mask: pa.BooleanArray) -> pa.Array:
+        return column.filter(mask)
 
     def assemble(self, columns: Sequence[tuple[str, Any]], schema: pa.Schema, num_rows: int) -> pa.Table:
         if not columns:

@@ -35,10 +35,10 @@ from .test_generated_scans import tables  # noqa: F401  (module fixture)
 TABLES = [t for t in inventory_paths() if t not in ENGINE_CANNOT]
 
 
-def _same(scan: TableScan) -> pa.Table:
+def _same(scan: TableScan, frames: ArrowFrames | None = None) -> pa.Table:
     """The scan through the frame twin, checked equal (values, types, order) to ``to_arrow``."""
     expected = scan.to_arrow()
-    got = scan.to_frame(ArrowFrames())
+    got = scan.to_frame(frames or ArrowFrames())
     assert got.schema == expected.schema
     assert got.num_rows == expected.num_rows
     if not got.equals(expected):  # NaN differs from itself there: compare values with NaN as NaN
@@ -197,6 +197,45 @@ def test_files_the_frame_decoder_cannot_read_are_decoded_on_the_host_with_the_re
     only_flat = tbl.scan(columns=["id"])
     _same(only_flat)
     assert only_flat.last_run is not None and only_flat.last_run.host_decoded == []
+
+
+class _Counting(ArrowFrames):
+    """Records each decoder call's sources."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+
+    def read(self, io: Any, sources: Any, columns: Any) -> pa.Table:
+        self.calls.append([path for path, _ in sources])
+        return super().read(io, sources, columns)
+
+
+def test_files_of_the_same_stored_columns_are_decoded_in_one_call(
+    tables: dict[tuple[str, bool], GeneratedDeletesTable],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    generated = tables["position", False]
+    scan = ge.load_table(Path(generated.metadata_location)).scan()
+    frames = _Counting()
+    _same(scan, frames)
+    paths = [t.file.path for t in scan.plan().tasks]
+    assert len(paths) > 3 and frames.calls == [paths]
+    evolved = _evolved(tmp_path)  # the second file stores id as long, price as decimal(12, 2): its own call
+    frames = _Counting()
+    _same(evolved.scan(), frames)
+    assert sorted(len(c) for c in frames.calls) == [1, 1]
+
+
+def test_a_limit_stops_decoding_once_enough_rows_are_held(
+    tables: dict[tuple[str, bool], GeneratedDeletesTable],  # noqa: F811
+) -> None:
+    generated = tables["position", False]
+    tbl = ge.load_table(Path(generated.metadata_location))
+    frames = _Counting()
+    got = tbl.scan(limit=10).to_frame(frames)
+    tasks = tbl.scan().plan().tasks
+    assert got.num_rows == 10 and len(frames.calls) == 1 and len(frames.calls[0]) < len(tasks) / 2
+    _same(tbl.scan(limit=10))
 
 
 class _NoStrings(ArrowFrames):
