@@ -61,6 +61,18 @@ class Struct:
                 return
         raise KeyError(fid)
 
+    def put(self, fid: int, ctype: int, value: Value) -> None:
+        """Set field ``fid`` to ``value`` of compact type ``ctype``: replaced where present, else inserted
+        before the first field of a higher id (fields stay in ascending order, as writers emit them)."""
+        for i, f in enumerate(self.fields):
+            if f[0] == fid:
+                self.fields[i] = [fid, ctype, value]
+                return
+            if isinstance(f[0], int) and f[0] > fid:
+                self.fields.insert(i, [fid, ctype, value])
+                return
+        self.fields.append([fid, ctype, value])
+
 
 Value: TypeAlias = bool | int | float | bytes | ThriftList | ThriftMap | Struct
 

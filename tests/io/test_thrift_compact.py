@@ -122,3 +122,15 @@ def test_bytes_above_127_read_as_unsigned_from_any_buffer():
     data = encode_struct(value)
     assert memoryview(pa.py_buffer(data)).format == "b"  # pyarrow exports signed chars
     assert decode_struct(memoryview(pa.py_buffer(data)))[0] == value
+
+
+def test_put_replaces_or_inserts_a_field_in_id_order() -> None:
+    s = Struct([[1, tc.I32, 5], [4, tc.BINARY, b"x"], [10, tc.I32, 7]])
+    s.put(9, tc.I32, 42)
+    s.put(4, tc.BINARY, b"yz")
+    s.put(12, tc.I64, -1)
+    s.put(0, tc.I32, 3)
+    assert [f[0] for f in s.fields] == [0, 1, 4, 9, 10, 12]
+    again, used = decode_struct(encode_struct(s))
+    assert used == len(encode_struct(s))
+    assert [(f[0], f[2]) for f in again.fields] == [(0, 3), (1, 5), (4, b"yz"), (9, 42), (10, 7), (12, -1)]
