@@ -117,6 +117,7 @@ class TableScan:
             case_sensitive=self.options.case_sensitive,
             limit=self.limit,
             host_decode=_args.boolean(host_decode, "host_decode", InvalidType),
+            workers=self.workers,
         )
         self.runs.append(run)
         return frame

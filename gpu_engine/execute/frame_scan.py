@@ -1,15 +1,17 @@
 """A scan executed into one data frame of a frame library (cuDF: ``TableScan.to_cudf``).
 
-Tasks are prepared one after another in the calling thread (footer, column resolution, row-group
-pruning, delete positions); consecutive tasks whose files resolve to the same stored columns are decoded
-together, up to :data:`BATCH_FILES` files and :data:`BATCH_BYTES` bytes per decoder call (cuDF decodes
-them in one call, in parallel on the device). A file the frame decoder cannot read as the host reader does is
-decoded by the host reader and copied over, its path and the reason recorded in
-:attr:`ScanRun.host_decoded`, or, with ``host_decode=False``, refused: never decoded differently.
+Tasks are prepared on worker threads, in task order and a few ahead of the decoder (footer, column
+resolution, row-group pruning, delete positions); consecutive tasks whose files resolve to the same
+stored columns are decoded together, up to :data:`BATCH_FILES` files and :data:`BATCH_BYTES` bytes per
+decoder call (cuDF decodes them in one call, in parallel on the device). A file the frame decoder cannot
+read as the host reader does is decoded by the host reader and copied over, its path and the reason
+recorded in :attr:`ScanRun.host_decoded`, or, with ``host_decode=False``, refused: never decoded
+differently.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -18,12 +20,13 @@ from ..backend.select import choose
 from ..errors import UnsupportedFeature
 from ..iceberg.metadata import TableMetadata
 from ..io.fileio import FileIO
-from ..tasks import ScanPlan
+from ..tasks import ScanPlan, ScanTask
 from .deletes import DeleteLoader
 from .frame_task import FramePart, decode, prepare
 from .frames import Frames
 from .projection import Projection
-from .scan import ScanRun, read_name_mapping
+from .scan import ScanRun, default_workers, read_name_mapping
+from .stream import ordered
 from .task import TaskContext, execute_task
 
 # a decoder call reads at most this many files and bytes (their ranges of the data files)
@@ -47,8 +50,10 @@ def execute_frame(
     case_sensitive: bool = True,
     limit: int | None = None,
     host_decode: bool = True,
+    workers: int | None = None,
 ) -> tuple[ScanRun, Any]:
-    """The scan's run record and its rows (at most ``limit``) as one frame of ``frames``."""
+    """The scan's run record and its rows (at most ``limit``) as one frame of ``frames``; ``workers``
+    threads prepare the tasks ahead of the decoder (default :func:`.scan.default_workers`)."""
     why = frames.unsupported(projection.arrow_schema)
     if why is not None:
         raise UnsupportedFeature(f"{frames.name}: {why}")
@@ -77,12 +82,15 @@ def execute_frame(
                 ctx.deletes.release(part.task)
             pending.clear()
 
-    for task in plan.tasks:
+    def prepared(task: ScanTask) -> Iterator[tuple[ScanTask, FramePart | str]]:
+        yield task, prepare(task, ctx)
+
+    ahead = ordered(plan.tasks, prepared, workers=workers or default_workers(), depth=1)
+    for task, got in ahead:
         if remaining is not None and pending and sum(len(p.pos) for p in pending) >= remaining:
             flush()  # the held tasks' rows may reach the limit: decode them before reading more
         if remaining is not None and remaining <= 0:
             break
-        got = prepare(task, ctx)
         if isinstance(got, str):
             flush()
             if remaining is not None and remaining <= 0:

@@ -55,7 +55,7 @@ class FramePart:
         """Equal for tasks one decoder call can read together: the same file columns of the same stored
         types producing the same fields, and the same read schema."""
         reads = tuple((r.field.field_id, r.column, str(r.file_type)) for r in self.proj.reads if r.column)
-        return (self.proj.columns, reads, id(self.schema))
+        return (self.proj.columns, reads, self.schema)
 
     @property
     def made(self) -> dict[str, ColumnRead]:

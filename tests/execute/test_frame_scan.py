@@ -9,6 +9,7 @@ installed (a GPU machine), ``to_cudf`` is compared with ``cudf.DataFrame.from_ar
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from datetime import datetime
@@ -297,3 +298,14 @@ def test_to_cudf_on_evolved_and_deleted_rows(tmp_path: Path) -> None:
         expected = cudf.DataFrame.from_arrow(scan.to_arrow())
         assert list(got.dtypes) == list(expected.dtypes)
         assert got.to_arrow().equals(expected.to_arrow())
+
+
+@pytest.mark.parametrize("workers", [1, 4])
+def test_tasks_prepared_on_any_number_of_threads_give_the_same_rows(
+    tables: dict[tuple[str, bool], GeneratedDeletesTable],  # noqa: F811
+    workers: int,
+) -> None:
+    for kind in ("mixed", "upserts"):
+        tbl = ge.load_table(Path(tables[kind, True].metadata_location))
+        for limit in (None, 5, 300):
+            _same(dataclasses.replace(tbl.scan(limit=limit), workers=workers))
