@@ -49,13 +49,15 @@ class FramePart:
     schema: Schema  # the task's read schema
     proj: Projection
     partition_ids: tuple[int, ...]
+    stored: tuple[str, ...]  # each file column read: its Arrow field (nullability included), Parquet type
 
     @property
     def key(self) -> Hashable:
-        """Equal for tasks one decoder call can read together: the same file columns of the same stored
-        types producing the same fields, and the same read schema."""
-        reads = tuple((r.field.field_id, r.column, str(r.file_type)) for r in self.proj.reads if r.column)
-        return (self.proj.columns, reads, self.schema)
+        """Equal for tasks one decoder call can read together: the same file columns stored alike (type,
+        nullability, Parquet physical type: cuDF reads several files in one call only where their schemas
+        agree) producing the same fields, and the same read schema."""
+        reads = tuple((r.field.field_id, r.column) for r in self.proj.reads if r.column)
+        return (self.proj.columns, reads, self.stored, self.schema)
 
     @property
     def made(self) -> dict[str, ColumnRead]:
@@ -79,6 +81,9 @@ def prepare(task: ScanTask, ctx: TaskContext) -> FramePart | str:
             proj, schema, in_split, task.residual, case_sensitive=ctx.case_sensitive
         )
         starts = source.row_group_starts()
+        stored = tuple(
+            f"{source.arrow_schema.field(r.column)} {r.physical}" for r in proj.reads if r.column is not None
+        )
     ranges = [np.arange(starts[g], starts[g + 1], dtype=np.int64) for g in groups]
     pos = np.concatenate(ranges) if ranges else np.empty(0, dtype=np.int64)
     keep = None
@@ -90,7 +95,7 @@ def prepare(task: ScanTask, ctx: TaskContext) -> FramePart | str:
             parts.append(np.ones(rows, dtype=bool) if part is None else part)
         keep = np.concatenate(parts)
     ids = spec_field_ids(ctx.md, task)
-    return FramePart(task, tuple(groups), pos, keep, deletes, schema, proj, ids)
+    return FramePart(task, tuple(groups), pos, keep, deletes, schema, proj, ids, stored)
 
 
 def decode(parts: Sequence[FramePart], ctx: TaskContext, frames: Frames) -> Any:

@@ -227,6 +227,20 @@ def test_files_of_the_same_stored_columns_are_decoded_in_one_call(
     assert sorted(len(c) for c in frames.calls) == [1, 1]
 
 
+def test_files_storing_a_column_with_other_nullability_are_decoded_apart(tmp_path: Path) -> None:
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.int64())])
+    tbl = sql_catalog(tmp_path).create_table("db.t", schema)
+    tbl.append(pa.table({"id": [1, 2], "v": [3, 4]}, schema=schema))
+    tbl.append(pa.table({"id": [5], "v": [6]}, schema=schema))
+    with tbl.update_schema() as update:
+        update.make_optional("id")
+    tbl = tbl.refresh()
+    tbl.append(pa.table({"id": pa.array([None, 7], pa.int64()), "v": [8, 9]}))
+    frames = _Counting()
+    _same(tbl.scan(), frames)
+    assert sorted(len(c) for c in frames.calls) == [1, 2]  # the required-id files together, the other apart
+
+
 def test_a_limit_stops_decoding_once_enough_rows_are_held(
     tables: dict[tuple[str, bool], GeneratedDeletesTable],  # noqa: F811
 ) -> None:
