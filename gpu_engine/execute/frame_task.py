@@ -117,6 +117,10 @@ def decode(parts: Sequence[FramePart], ctx: TaskContext, frames: Frames) -> Any:
         for r in first.proj.reads:
             if r.column is not None:
                 read[r.field.name] = _column(frames, raw, r, types[r.field.name])
+    else:  # every row group pruned (or no file columns): the read columns hold no rows
+        for r in first.proj.reads:
+            if r.column is not None:
+                read[r.field.name] = frames.from_arrow(pa.array([], types[r.field.name]))
     keep = _keep(parts, counts, ctx, frames, read)
     kept = [p.pos for p in parts]
     if keep is not None and not keep.all():

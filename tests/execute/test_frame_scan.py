@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 import gpu_engine as ge
@@ -239,6 +240,31 @@ def test_files_storing_a_column_with_other_nullability_are_decoded_apart(tmp_pat
     frames = _Counting()
     _same(tbl.scan(), frames)
     assert sorted(len(c) for c in frames.calls) == [1, 2]  # the required-id files together, the other apart
+
+
+def test_a_file_whose_row_groups_are_all_pruned_gives_no_rows(tmp_path: Path) -> None:
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("s", pa.string())])
+    props = {
+        "write.parquet.row-group-size-bytes": "800",
+        "write.parquet.row-group-check-min-record-count": "10",
+    }
+    tbl = sql_catalog(tmp_path).create_table("db.t", schema, properties=props)
+    tbl.append(pa.table({"id": range(300), "s": [str(i) for i in range(300)]}, schema=schema))
+    tbl = tbl.refresh()
+    [task] = tbl.scan().plan().tasks
+    assert pq.ParquetFile(task.file.path.removeprefix("file://")).metadata.num_row_groups > 2
+    gap = next(i for i in range(1, 300) if _first_of_a_row_group(task.file.path, i))
+    for columns in (None, ["s"], []):  # the file's bounds keep it, every row group's statistics prune it
+        assert _same(tbl.scan(filter=f"id > {gap - 1} and id < {gap}", columns=columns)).num_rows == 0
+
+
+def _first_of_a_row_group(path: str, i: int) -> bool:
+    md = pq.ParquetFile(path.removeprefix("file://")).metadata
+    starts, at = [], 0
+    for g in range(md.num_row_groups):
+        starts.append(at)
+        at += md.row_group(g).num_rows
+    return i in starts
 
 
 def test_a_limit_stops_decoding_once_enough_rows_are_held(
