@@ -354,6 +354,15 @@ def bench_cuda(
     rates = _rates(timing, len(values), nbytes)
     peak = device.peak_bytes_s
     rates["pct_peak_bandwidth"] = 100 * rates["gb_s_best"] * 1e9 / peak if peak else None
+    # the per-call cost that does not grow with the rows (launch, output allocation, synchronisation),
+    # read off a call on WARMUP_ROWS rows, and the bandwidth of the rest: what the kernels' loops reach
+    fixed, _ = rep.measure(
+        lambda: transforms.apply(case.transform, case.source, small, backend="cuda"), repeat, cuda.synchronize
+    )
+    net_s = timing.best_s - fixed.best_s
+    rates["fixed_cost_s"] = round(fixed.best_s, 6)
+    rates["net_gb_s"] = nbytes / net_s / 1e9 if net_s > 0 else None
+    rates["pct_peak_bandwidth_net"] = 100 * nbytes / net_s / peak if peak and net_s > 0 else None
     with_copies, _ = rep.measure(
         lambda: transforms.apply(case.transform, case.source, values, backend="cuda"), repeat
     )
@@ -585,6 +594,9 @@ def _print_row(r: dict[str, Any]) -> None:
         line += f"  cuda {d['m_rows_s_best']:9.1f} M/s {d['gb_s_best']:7.1f} GB/s"
         if d["pct_peak_bandwidth"] is not None:
             line += f" ({d['pct_peak_bandwidth']:.0f}% peak)"
+        if d.get("pct_peak_bandwidth_net") is not None:
+            fixed_ms = 1e3 * d["fixed_cost_s"]
+            line += f", per call {fixed_ms:.2f} ms fixed, {d['pct_peak_bandwidth_net']:.0f}% peak net"
     others = r["others_busy_cores"]
     print(line + (f"  [others busy: {others:.2f} cores]" if others is not None else ""), flush=True)
 
