@@ -3,8 +3,12 @@ kept in device memory.
 
 Column types follow ``cudf.DataFrame.from_arrow`` of the host reader's Arrow types (:meth:`cast` looks
 the dtype up from an empty Arrow array of the target type), so a scan decoded here equals
-``cudf.DataFrame.from_arrow(scan.to_arrow())``. Local files are read by path (cuDF's own IO, kvikIO
-where it is set up); files of other file systems through the table's FileIO.
+``cudf.DataFrame.from_arrow(scan.to_arrow())`` (also where that has no rows: cuDF keeps no row count
+without columns). Local files are read by path (cuDF's own IO, kvikIO where it is set up); files of other
+file systems through the table's FileIO (cuDF copies each whole file to the host then). Checked against
+cuDF 26.10's source: without ``dataset_kwargs={"partitioning": None}`` a list of paths is read as a Hive
+dataset, and several files are read in one call only where their whole Parquet schemas agree
+(nullability aside).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import pyarrow as pa
 from .._deps import require
 from ..errors import DataFileError
 from ..execute.frames import no_columns
-from ..io.fileio import FileIO, LocalFileIO, local_path
+from ..io.fileio import FileIO, local_path, on_local_disk
 
 
 def cudf_unsupported(schema: pa.Schema) -> str | None:
@@ -75,15 +79,24 @@ class CudfFrames:
     def read(self, io: FileIO, sources: Sequence[tuple[str, Sequence[int]]], columns: Sequence[str]) -> Any:
         row_groups = [list(groups) for _, groups in sources]
         paths = [path for path, _ in sources]
+        # no Hive partitioning (cuDF would read Iceberg's data/col=value/ directories as columns and group
+        # the files by them) and no pandas index (the rows are positions: masks apply by position)
+        options = {"dataset_kwargs": {"partitioning": None}, "use_pandas_metadata": False}
         try:
-            if isinstance(io, LocalFileIO):
+            if all(on_local_disk(io, p) for p in paths):
                 local = [local_path(p) for p in paths]
-                return self._cudf.read_parquet(local, columns=list(columns), row_groups=row_groups)
-            with ExitStack() as stack:
-                handles = [stack.enter_context(io.open_input(p)) for p in paths]
-                return self._cudf.read_parquet(handles, columns=list(columns), row_groups=row_groups)
+                frame = self._cudf.read_parquet(
+                    local, columns=list(columns), row_groups=row_groups, **options
+                )
+            else:
+                with ExitStack() as stack:
+                    handles = [stack.enter_context(io.open_input(p)) for p in paths]
+                    frame = self._cudf.read_parquet(
+                        handles, columns=list(columns), row_groups=row_groups, **options
+                    )
         except (OSError, RuntimeError, ValueError) as exc:
             raise DataFileError(f"{', '.join(paths)}: cuDF cannot decode this Parquet data: {exc}") from None
+        return frame.reset_index(drop=True)
 
     def num_rows(self, frame: Any) -> int:
         return len(frame)
@@ -142,7 +155,7 @@ class CudfFrames:
         return frame.head(n)
 
     def concat(self, frames: Sequence[Any], schema: pa.Schema) -> Any:
-        if not len(schema):  # rows without columns: concatenating would lose the row count
+        if not len(schema):  # cuDF holds no rows without columns (from_arrow of such a table has none)
             return self._cudf.DataFrame.from_arrow(no_columns(sum(len(f) for f in frames), schema))
         if not frames:
             return self._cudf.DataFrame.from_arrow(schema.empty_table())

@@ -34,9 +34,14 @@ BATCH_FILES = 256
 BATCH_BYTES = 1 << 30
 
 
+_MAX_ROWS = 2**31 - 1  # cuDF's column size limit: a decoder call reads fewer rows
+
+
 def _full(pending: list[FramePart], more: FramePart) -> bool:
     files = len(pending) + 1
-    return files > BATCH_FILES or sum(p.task.length for p in pending) + more.task.length > BATCH_BYTES
+    rows = sum(len(p.pos) for p in pending) + len(more.pos)
+    size = sum(p.task.length for p in pending) + more.task.length
+    return files > BATCH_FILES or size > BATCH_BYTES or rows >= _MAX_ROWS
 
 
 def execute_frame(
@@ -66,9 +71,8 @@ def execute_frame(
     pending: list[FramePart] = []
     remaining = limit
 
-    def add(frame: Any) -> None:
+    def add(frame: Any, rows: int) -> None:
         nonlocal remaining
-        rows = frames.num_rows(frame)
         if remaining is not None:
             if rows > remaining:
                 frame = frames.head(frame, remaining)
@@ -77,7 +81,7 @@ def execute_frame(
 
     def flush() -> None:
         if pending:
-            add(decode(pending, ctx, frames))
+            add(*decode(pending, ctx, frames))
             for part in pending:
                 ctx.deletes.release(part.task)
             pending.clear()
@@ -102,7 +106,8 @@ def execute_frame(
                 )
             run.host_decoded.append((task.file.path, got))
             batches = list(execute_task(task, ctx))
-            add(frames.from_arrow_table(pa.Table.from_batches(batches, schema=projection.arrow_schema)))
+            table = pa.Table.from_batches(batches, schema=projection.arrow_schema)
+            add(frames.from_arrow_table(table), table.num_rows)
             ctx.deletes.release(task)
             continue
         if pending and (got.key != pending[0].key or _full(pending, got)):

@@ -14,12 +14,14 @@ for the caller to decode on the host or refuse.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from ..errors import DataFileError
 from ..expressions import AlwaysTrue
@@ -36,6 +38,14 @@ from .metadata import metadata_column
 from .projection import residual_names
 from .task import TaskContext, checked_rows, open_source, spec_field_ids, task_read_schema
 
+_REPETITION = re.compile(r"\b(required|optional) ")
+
+
+def _layout(schema: pq.ParquetSchema) -> str:
+    """A Parquet schema's elements as text (types, names, field ids, groups), nullability left out."""
+    lines = [line for line in str(schema).splitlines() if not line.startswith("<")]  # not the object's repr
+    return _REPETITION.sub("", "\n".join(lines))
+
 
 @dataclass(frozen=True)
 class FramePart:
@@ -49,15 +59,14 @@ class FramePart:
     schema: Schema  # the task's read schema
     proj: Projection
     partition_ids: tuple[int, ...]
-    stored: tuple[str, ...]  # each file column read: its Arrow field (nullability included), Parquet type
+    layout: str  # the file's whole Parquet schema, nullability aside
 
     @property
     def key(self) -> Hashable:
-        """Equal for tasks one decoder call can read together: the same file columns stored alike (type,
-        nullability, Parquet physical type: cuDF reads several files in one call only where their schemas
-        agree) producing the same fields, and the same read schema."""
-        reads = tuple((r.field.field_id, r.column) for r in self.proj.reads if r.column)
-        return (self.proj.columns, reads, self.stored, self.schema)
+        """Equal for tasks one decoder call can read together: the same Parquet schema (cuDF reads several
+        files in one call only where every schema element agrees but for nullability: types, names, field
+        ids, also of columns not read), the same read schema."""
+        return (self.layout, self.schema)
 
     @property
     def made(self) -> dict[str, ColumnRead]:
@@ -81,9 +90,7 @@ def prepare(task: ScanTask, ctx: TaskContext) -> FramePart | str:
             proj, schema, in_split, task.residual, case_sensitive=ctx.case_sensitive
         )
         starts = source.row_group_starts()
-        stored = tuple(
-            f"{source.arrow_schema.field(r.column)} {r.physical}" for r in proj.reads if r.column is not None
-        )
+        layout = _layout(source.file.schema)
     ranges = [np.arange(starts[g], starts[g + 1], dtype=np.int64) for g in groups]
     pos = np.concatenate(ranges) if ranges else np.empty(0, dtype=np.int64)
     keep = None
@@ -95,17 +102,18 @@ def prepare(task: ScanTask, ctx: TaskContext) -> FramePart | str:
             parts.append(np.ones(rows, dtype=bool) if part is None else part)
         keep = np.concatenate(parts)
     ids = spec_field_ids(ctx.md, task)
-    return FramePart(task, tuple(groups), pos, keep, deletes, schema, proj, ids, stored)
+    return FramePart(task, tuple(groups), pos, keep, deletes, schema, proj, ids, layout)
 
 
-def decode(parts: Sequence[FramePart], ctx: TaskContext, frames: Frames) -> Any:
+def decode(parts: Sequence[FramePart], ctx: TaskContext, frames: Frames) -> tuple[Any, int]:
     """The live rows of ``parts`` (one :attr:`FramePart.key`) matching their residuals, in task order,
-    as one frame of the scan's output columns."""
+    as one frame of the scan's output columns, and their number (a frame library may count none when
+    there are no columns)."""
     first = parts[0]
     types = {f.name: f.type for f in first.proj.schema}
     counts = [len(p.pos) for p in parts]
     read: dict[str, Any] = {}
-    sources = [(p.task.file.path, p.groups) for p in parts if p.groups]
+    sources = _sources(parts)
     if sources and first.proj.columns:  # no file columns (only constants or metadata): nothing to decode
         raw = frames.read(ctx.io, sources, first.proj.columns)
         decoded, expected = frames.num_rows(raw), sum(counts)
@@ -127,7 +135,20 @@ def decode(parts: Sequence[FramePart], ctx: TaskContext, frames: Frames) -> Any:
         mask = frames.mask(keep)
         read = {name: frames.filter(col, mask) for name, col in read.items()}
         kept = [p.pos[k] for p, k in zip(parts, np.split(keep, np.cumsum(counts)[:-1]), strict=True)]
-    return _output(parts, kept, ctx, frames, read, types)
+    return _output(parts, kept, ctx, frames, read, types), sum(len(k) for k in kept)
+
+
+def _sources(parts: Sequence[FramePart]) -> list[tuple[str, tuple[int, ...]]]:
+    """Each part's file and row groups, consecutive parts of one file (a split file) as one source."""
+    out: list[tuple[str, tuple[int, ...]]] = []
+    for p in parts:
+        if not p.groups:
+            continue
+        if out and out[-1][0] == p.task.file.path:
+            out[-1] = (out[-1][0], out[-1][1] + p.groups)
+        else:
+            out.append((p.task.file.path, p.groups))
+    return out
 
 
 def _column(frames: Frames, raw: Any, r: ColumnRead, target: pa.DataType) -> Any:

@@ -375,3 +375,9 @@ def load_file_io(
     """The default FileIO (local + fsspec) with catalog ``properties`` (``s3.*``) and a path map."""
     pm = path_map if isinstance(path_map, PathMap) else PathMap.of(path_map or {})
     return DefaultFileIO(dict(properties or {}), pm)
+
+
+def on_local_disk(io: FileIO, path: str) -> bool:
+    """Whether ``io`` reads ``path`` from the local file system (a plain path or ``file:`` URI through
+    :class:`LocalFileIO` or :class:`DefaultFileIO`): then other libraries may open it by path."""
+    return isinstance(io, (LocalFileIO, DefaultFileIO)) and scheme_of(path) in ("", "file")

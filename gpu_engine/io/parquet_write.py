@@ -61,7 +61,7 @@ from .arrow_schema import field_id_of
 from .column_metrics import MetricsCollector
 from .data_input import record_batches
 from .dictionary_choice import dictionary_columns
-from .fileio import DefaultFileIO, FileIO, LocalFileIO, _fsync_dir, local_path, scheme_of
+from .fileio import FileIO, _fsync_dir, local_path, on_local_disk
 from .locations import LocationProvider, location_provider
 from .metrics_config import MetricsConfig, metrics_config
 from .open_files import OpenFiles, SlotFile
@@ -354,7 +354,7 @@ class _Writer:
         ppath = partition_path(self.spec, self.schema, key) if self.spec.fields else None
         path = self.provider.new_data_location(name, ppath)
         target = self.io.resolve(path)
-        if _is_local(self.io, target):
+        if on_local_disk(self.io, target):
             directory = os.path.dirname(local_path(target)) or "."
             os.makedirs(directory, exist_ok=True)
             tmp = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
@@ -494,15 +494,11 @@ def _run_all(
     return ok
 
 
-def _is_local(io: FileIO, path: str) -> bool:
-    return isinstance(io, (LocalFileIO, DefaultFileIO)) and scheme_of(path) in ("", "file")
-
-
 def _publish(io: FileIO, tmp: str, target: str, recorded: str) -> None:
     """Move the finished ``tmp`` to ``target`` without ever overwriting (FileExistsError); a failure after
     ``target`` was created removes it (the caller records only files that were published whole)."""
     try:
-        if not _is_local(io, target):
+        if not on_local_disk(io, target):
             with open(tmp, "rb") as f:
                 io.write_bytes(target, f.read())
             return

@@ -228,7 +228,9 @@ def test_files_of_the_same_stored_columns_are_decoded_in_one_call(
     assert sorted(len(c) for c in frames.calls) == [1, 1]
 
 
-def test_files_storing_a_column_with_other_nullability_are_decoded_apart(tmp_path: Path) -> None:
+def test_files_are_decoded_together_only_where_their_parquet_schemas_agree(tmp_path: Path) -> None:
+    """cuDF reads several files in one call only where every schema element agrees (nullability aside),
+    columns not read included."""
     schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.int64())])
     tbl = sql_catalog(tmp_path).create_table("db.t", schema)
     tbl.append(pa.table({"id": [1, 2], "v": [3, 4]}, schema=schema))
@@ -239,7 +241,31 @@ def test_files_storing_a_column_with_other_nullability_are_decoded_apart(tmp_pat
     tbl.append(pa.table({"id": pa.array([None, 7], pa.int64()), "v": [8, 9]}))
     frames = _Counting()
     _same(tbl.scan(), frames)
-    assert sorted(len(c) for c in frames.calls) == [1, 2]  # the required-id files together, the other apart
+    assert [len(c) for c in frames.calls] == [3]  # only nullability differs
+    with tbl.update_schema() as update:
+        update.add_column("w", "string")
+    tbl = tbl.refresh()
+    tbl.append(pa.table({"id": pa.array([10], pa.int64()), "v": [11], "w": ["x"]}))
+    frames = _Counting()
+    _same(tbl.scan(columns=["id"]), frames)  # the new file holds a column the others lack, even unread
+    assert sorted(len(c) for c in frames.calls) == [1, 3]
+
+
+def test_the_split_tasks_of_one_file_are_read_as_one_source(tmp_path: Path) -> None:
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("s", pa.string())])
+    props = {
+        "write.parquet.row-group-size-bytes": "800",
+        "write.parquet.row-group-check-min-record-count": "10",
+        "read.split.target-size": "1000",
+    }
+    tbl = sql_catalog(tmp_path).create_table("db.t", schema, properties=props)
+    tbl.append(pa.table({"id": range(300), "s": [str(i) for i in range(300)]}, schema=schema))
+    tbl = tbl.refresh()
+    scan = tbl.scan(columns=["s", "_pos"])
+    assert len(scan.plan().tasks) > 1
+    frames = _Counting()
+    _same(scan, frames)
+    assert frames.calls == [[scan.plan().tasks[0].file.path]]
 
 
 def test_a_file_whose_row_groups_are_all_pruned_gives_no_rows(tmp_path: Path) -> None:
@@ -277,6 +303,27 @@ def test_a_limit_stops_decoding_once_enough_rows_are_held(
     tasks = tbl.scan().plan().tasks
     assert got.num_rows == 10 and len(frames.calls) == 1 and len(frames.calls[0]) < len(tasks) / 2
     _same(tbl.scan(limit=10))
+
+
+class _NoRowsWithoutColumns(ArrowFrames):
+    """Like cuDF: a frame without columns holds no rows (its from_arrow of such a table has none)."""
+
+    def __init__(self) -> None:
+        self.assembled = 0
+
+    def assemble(self, columns: Any, schema: pa.Schema, num_rows: int) -> pa.Table:
+        self.assembled += 1
+        return super().assemble(columns, schema, num_rows if columns else 0)
+
+
+def test_a_limit_counts_the_rows_decoded_even_where_frames_hold_none(
+    tables: dict[tuple[str, bool], GeneratedDeletesTable],  # noqa: F811
+) -> None:
+    tbl = ge.load_table(Path(tables["position", False].metadata_location))
+    assert len(tbl.scan().plan().tasks) > 3
+    frames = _NoRowsWithoutColumns()
+    tbl.scan(columns=[], limit=5).to_frame(frames)
+    assert frames.assembled == 1  # decoding stopped once 5 rows were held
 
 
 class _NoStrings(ArrowFrames):
