@@ -6,15 +6,16 @@ be shared with other tables) that nothing in the current metadata reaches and th
 Reachable: the current metadata file and those in ``metadata-log``, ``version-hint.text``, and for every
 snapshot its manifest list, manifests and every entry's file (any status), plus statistics and partition
 statistics files, as the catalog's current metadata has them; hidden names (``_SUCCESS``, ``.crc``) are
-left alone (the table is refreshed first, and again
-before deleting). Refused when the table's ``gc.enabled`` is false. Local tables only: file ages come from
-``os.stat``.
+left alone, but for the staging files this engine's writers leave when killed (the table is refreshed
+first, and again before deleting). Refused when the table's ``gc.enabled`` is false. Local tables only:
+file ages come from ``os.stat``.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 import time
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from ..table import Table
 
 DEFAULT_AGE_MS = 3 * 24 * 3600 * 1000
+_STAGING = re.compile(r"\..+\.[0-9a-f]{32}\.tmp")  # as io.parquet_write and io.fileio name them
 _HINTS = ("version-hint.text", "version-hint.txt")
 
 
@@ -85,8 +87,10 @@ def _is_local(path: str) -> bool:
 
 def _hidden(name: str) -> bool:
     """Names starting with ``_`` or ``.`` (``_SUCCESS``, ``.crc`` files, ``_temporary/``) are not the
-    table's, as Java's hidden-path filter has it; a partition directory (``_p=1``) is."""
-    return name.startswith((".", "_")) and "=" not in name
+    table's, as Java's hidden-path filter has it; a partition directory (``_p=1``) is, and so is a staging
+    file of this engine's writers (``.<name>.<32 hex digits>.tmp``): a writer killed before publishing it
+    (SIGKILL: a losing speculative Spark attempt, a lost executor) leaves it behind."""
+    return name.startswith((".", "_")) and "=" not in name and _STAGING.fullmatch(name) is None
 
 
 def reachable_files(table: Table) -> set[str]:

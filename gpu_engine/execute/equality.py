@@ -49,7 +49,7 @@ class EqualitySet:
     directory: np.ndarray  # bucket directory over ``hashes`` (kernels.deletes.directory_for)
     # device copies of ``hashes`` and ``directory``, made by the first batch probed on cuda: a set is
     # shared by every task of its group and may hold millions of keys
-    _device: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    _device: dict[int, Any] = field(default_factory=dict, compare=False, repr=False)  # by CUDA device
 
     def __len__(self) -> int:
         return len(self.hashes)
@@ -70,13 +70,18 @@ class EqualitySet:
         return bool(len(self.hashes) > 1 and (self.hashes[1:] == self.hashes[:-1]).any())
 
     def _lookup(self, backend: str) -> tuple[Any, Any]:
-        """The sorted hashes and their directory on ``backend``'s side."""
+        """The sorted hashes and their directory on ``backend``'s side: on ``cuda``, copied once to each
+        GPU that uses the set (a Spark worker's tasks may run on different GPUs of its executor and share
+        the cached set; a kernel must not read another GPU's memory)."""
         if backend != "cuda":
             return self.hashes, self.directory
+        from numba import cuda
+
         with DEVICE_LOCK:
-            if "lookup" not in self._device:
-                self._device["lookup"] = (keys.resident(self.hashes), keys.resident(self.directory))
-            found: tuple[Any, Any] = self._device["lookup"]
+            device = int(getattr(cuda.get_current_device(), "id", None) or 0)  # the simulator has no id
+            if device not in self._device:
+                self._device[device] = (keys.resident(self.hashes), keys.resident(self.directory))
+            found: tuple[Any, Any] = self._device[device]
         return found
 
     def deleted(

@@ -98,6 +98,23 @@ def test_hidden_files_are_left_alone(tmp_path: Path) -> None:
     assert all(p.exists() for p in hidden)
 
 
+def test_staging_files_of_a_killed_writer_are_orphans(tmp_path: Path) -> None:
+    """A writer stages each file as ``.<name>.<hex>.tmp`` beside its final name and links it there when
+    done; killed before that (SIGKILL: a losing speculative Spark attempt), it leaves the staging file."""
+    tbl = sql_catalog(tmp_path).create_table("db.t", rows(0, 0).schema)
+    tbl.append(rows(0, 5))
+    data, meta = Path(tbl.location) / "data", Path(tbl.location) / "metadata"
+    old = [data / f".00000-x.parquet.{'a1' * 16}.tmp", meta / f".00003-y.metadata.json.{'0f' * 16}.tmp"]
+    young = data / f".00001-z.parquet.{'b2' * 16}.tmp"
+    other = [data / f".00000-x.parquet.{'a1' * 15}.tmp", data / ".x.parquet.crc"]  # not our staging names
+    for p in [*old, young, *other]:
+        p.write_bytes(b"partial")
+        os.utime(p, (time.time() - (0 if p == young else 10 * DAY_S),) * 2)
+    assert tbl.remove_orphan_files() == sorted(map(str, old))
+    assert young.exists() and all(p.exists() for p in other) and not any(p.exists() for p in old)
+    assert tbl.scan().to_arrow().num_rows == 5
+
+
 def test_a_table_read_from_a_metadata_file_or_through_a_path_map_is_refused(tmp_path: Path) -> None:
     """Its metadata may not be the current one (an old vN.metadata.json would leave every newer file
     unreachable), nor its paths as written: nothing is deleted."""

@@ -8,6 +8,7 @@ import itertools
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 from unittest import mock
 
@@ -129,3 +130,24 @@ def test_the_set_is_copied_to_the_device_once(tmp_path: Path, monkeypatch: pytes
         got = eq.deleted(_batch(batch), SCHEMA, "cuda", 0).tolist()
         assert got == _expected([(3, [(k, "a") for k in range(50)])], batch, 0)
     assert len(copied) == 2  # the hashes and the directory, once each
+
+
+@pytest.mark.gpu
+def test_the_set_is_copied_to_each_gpu_that_uses_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Spark worker's tasks may run on different GPUs of its executor and share a cached set: each GPU
+    gets its own copy (a kernel reading another GPU's memory fails, and the failure sticks)."""
+    from numba import cuda
+
+    files = [_delete_file(tmp_path, [(k, "a") for k in range(50)], 3)]
+    eq = load_equality_set(LocalFileIO(), files, SCHEMA, IDS, "cuda", None)
+    real_device = cuda.get_current_device
+    current = [0]
+    monkeypatch.setattr(cuda, "get_current_device", lambda: SimpleNamespace(id=current[0]))
+    copies = {}
+    for device in (0, 1, 0, 1):
+        current[0] = device
+        copies.setdefault(device, eq._lookup("cuda"))
+        assert eq._lookup("cuda") is copies[device]
+    assert copies[0] is not copies[1] and copies[0][0] is not copies[1][0]
+    monkeypatch.setattr(cuda, "get_current_device", real_device)
+    assert eq.deleted(_batch([(1, "a"), (51, "a")]), SCHEMA, "cuda", 0).tolist() == [True, False]
