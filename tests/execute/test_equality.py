@@ -143,7 +143,7 @@ def test_the_set_is_copied_to_each_gpu_that_uses_it(tmp_path: Path, monkeypatch:
     real_device = cuda.get_current_device
     current = [0]
     monkeypatch.setattr(cuda, "get_current_device", lambda: SimpleNamespace(id=current[0]))
-    copies = {}
+    copies: dict[int, tuple[Any, Any]] = {}
     for device in (0, 1, 0, 1):
         current[0] = device
         copies.setdefault(device, eq._lookup("cuda"))
