@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from ..expressions import TRUE, Expression
 from .executor import ChangesPayload, changes_batches, stamp_of
+from .payloads import one_per_partition
 from .scan import spark_arrow_schema
 
 if TYPE_CHECKING:
@@ -76,9 +77,7 @@ def changes(
         )
         for ordinal, tasks in itertools.groupby(plan.tasks, key=lambda t: t.ordinal)
     ]
-    frame = spark.createDataFrame(payloads, "snapshot int, payload binary").repartition(
-        max(1, len(payloads)), "snapshot"
-    )
+    frame = one_per_partition(spark, payloads, "snapshot int, payload binary")
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for out in changes_batches(batches):

@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from ..errors import UnsupportedFeature
 from .executor import ScanPayload, scan_batches, stamp_of
+from .payloads import one_per_partition
 
 if TYPE_CHECKING:
     from ..table import Table
@@ -75,9 +76,7 @@ def scan(
         )
         for i, t in enumerate(plan.tasks)
     ]
-    frame = spark.createDataFrame(payloads, "task bigint, payload binary").repartition(
-        max(1, len(payloads)), "task"
-    )
+    frame = one_per_partition(spark, payloads, "task bigint, payload binary")
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for out in scan_batches(batches):

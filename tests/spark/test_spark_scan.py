@@ -13,6 +13,7 @@ import pytest
 import gpu_engine as ge
 from gpu_engine.errors import UnsupportedFeature
 from gpu_engine.spark import scan
+from gpu_engine.spark.payloads import one_per_partition
 from gpu_engine.spark.scan import spark_arrow_schema
 
 from ..execute.oracles import assert_same_rows
@@ -90,3 +91,12 @@ def test_required_fields_under_nullable_parents_cast_with_their_parent_null() ->
     target = spark_arrow_schema(batch.schema)
     assert batch.cast(target).to_pylist() == batch.to_pylist()
     assert not target.field("r").type.field("x").nullable
+
+
+def test_each_task_gets_a_partition_of_its_own(spark: Any) -> None:
+    """One row per partition, in order: every task slot gets work (hash partitioning left about a third of
+    the partitions empty and queued two or more tasks on others)."""
+    rows = [(i, bytes([i])) for i in range(23)]
+    frame = one_per_partition(spark, rows, "task bigint, payload binary")
+    parts = frame.rdd.glom().map(lambda p: [r["task"] for r in p]).collect()
+    assert parts == [[i] for i in range(23)]
