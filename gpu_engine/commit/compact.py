@@ -311,8 +311,8 @@ class _Run:
         ok = [(g, r) for g, r in done if g.index not in bad]
         if not ok:
             return
+        dropped = dropped_keys(self.plan, [g for g, _ in ok], self.replaced)  # raising: still uncommitted
         try:
-            dropped = dropped_keys(self.plan, [g for g, _ in ok], self.replaced)
             landed = commit_rewrite(
                 self.table,
                 self.plan,
@@ -328,7 +328,7 @@ class _Run:
             raise
         except Exception as exc:
             for _, r in ok:
-                uncommitted.remove(r)  # commit() deleted them
+                uncommitted.remove(r)  # commit_rewrite() deleted them
             if not partial:
                 raise
             for g, _ in ok:

@@ -23,11 +23,12 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from ..errors import ValidationError
+from ..iceberg.content_file import ContentFile
 from ..iceberg.metadata import TableMetadata
 from ..iceberg.partitioning import partition_key
 from ..planning.compaction import CompactionPlan
 from ..tasks import DeleteFile, FileGroup, RewriteResult
-from .producer import commit
+from .producer import commit, delete_files
 from .removal_scope import RemovalScope
 from .update import CommitResult, Faults, FileKey, SnapshotUpdate
 from .validation import Respec, validate_lineage_kept, validate_no_new_deletes
@@ -99,6 +100,36 @@ def conflicting_groups(
     return out
 
 
+def _update(
+    table: Table,
+    plan: CompactionPlan,
+    done: Sequence[tuple[FileGroup, RewriteResult]],
+    added: list[ContentFile],
+    replaced_before: Collection[str],
+    own: Collection[int],
+) -> SnapshotUpdate:
+    """The ``replace`` of ``done``'s files by ``added``, validated against the plan at commit time."""
+    targets = frozenset(f.path for g, _ in done for f in g.files)
+    removed: list[str | FileKey] = sorted(targets)
+    dropped = dropped_keys(plan, [g for g, _ in done], replaced_before)
+    removed += dropped
+    gone = set(dropped)
+    scope = RemovalScope.of_files(
+        table.metadata,
+        data=(f for g, _ in done for f in g.files),
+        deletes=(d for g, _ in done for d in g.delete_files if (d.path, d.content_offset) in gone),
+    )
+
+    def validate(base: TableMetadata) -> None:
+        _validate(table, plan, [g for g, _ in done], base, own)
+
+    seq = plan.starting_sequence_number if plan.options.use_starting_sequence_number else None
+    return SnapshotUpdate(
+        "replace", added=added, removed=removed, validate=validate, data_sequence_number=seq or None,
+        removed_from=scope,
+    )  # fmt: skip
+
+
 def commit_rewrite(
     table: Table,
     plan: CompactionPlan,
@@ -112,26 +143,12 @@ def commit_rewrite(
     """Commit the rewritten groups ``done`` in one ``replace`` snapshot (see the module doc); on a definite
     failure their files are deleted, on an unknown commit state kept. ``replaced_before``: data files
     earlier commits of the same compaction replaced (see :func:`dropped_keys`)."""
-    targets = frozenset(f.path for g, _ in done for f in g.files)
-    removed: list[str | FileKey] = sorted(targets)
-    dropped = dropped_keys(plan, [g for g, _ in done], replaced_before)
-    removed += dropped
-    gone = set(dropped)
-    scope = RemovalScope.of_files(
-        table.metadata,
-        data=(f for g, _ in done for f in g.files),
-        deletes=(d for g, _ in done for d in g.delete_files if (d.path, d.content_offset) in gone),
-    )
     added = [f for _, r in done for f in r.added]
-
-    def validate(base: TableMetadata) -> None:
-        _validate(table, plan, [g for g, _ in done], base, own)
-
-    seq = plan.starting_sequence_number if plan.options.use_starting_sequence_number else None
-    update = SnapshotUpdate(
-        "replace", added=added, removed=removed, validate=validate, data_sequence_number=seq or None,
-        removed_from=scope,
-    )  # fmt: skip
+    try:  # a failure before the commit starts is a definite one too: the new files go
+        update = _update(table, plan, done, added, replaced_before, own)
+    except Exception:
+        delete_files(table.io, [f.path for f in added], fault=None)
+        raise
     return commit(
         table, update, branch=plan.branch, faults=faults, sleep=sleep, owned=[f.path for f in added]
     )

@@ -423,3 +423,30 @@ def test_process_killed_mid_compaction(tmp_path: Path, mode: str) -> None:
     assert replace_snapshots(fresh) == 0
     assert referenced_before <= table_files(fresh)  # nothing was deleted: the orphans are the dead job's
     assert_still_compacts(cat, expected)
+
+
+@pytest.mark.parametrize(
+    "where", ["gpu_engine.commit.rewrite.RemovalScope.of_files", "gpu_engine.commit.compact.dropped_keys"]
+)
+@pytest.mark.parametrize("partial", [False, True], ids=["all-or-nothing", "partial"])
+def test_a_failure_while_preparing_the_commit_deletes_the_new_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str, partial: bool
+) -> None:
+    """Before the producer's commit starts (the removal scope, the delete files a group drops), a failure is
+    a definite one: the group's new files go, as after a failed commit."""
+    cat, tbl, expected = setup(tmp_path)
+
+    def boom(*args: Any, **kwargs: Any) -> Any:
+        raise Boom("cannot prepare the commit")
+
+    monkeypatch.setattr(where, boom)
+    if partial and where.endswith("of_files"):
+        result = tbl.compact(options=options(True), backend="cpu")
+        assert result.failures and all(f.stage == "commit" for f in result.failures)
+    else:
+        with pytest.raises(Boom):
+            tbl.compact(options=options(partial), backend="cpu")
+    fresh = assert_intact(cat, expected)
+    assert_no_stray_data_files(fresh)
+    monkeypatch.undo()
+    assert_still_compacts(cat, expected)
