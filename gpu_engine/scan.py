@@ -68,21 +68,21 @@ class TableScan:
         return pa.Table.from_batches(list(batches), schema=projection.arrow_schema)
 
     def _execute(self, progress: ScanProgress | None) -> tuple[Projection, Iterator[pa.RecordBatch]]:
-        plan = self.plan()
-        projection = self.projection(plan)
-        run, batches = execute(
-            self.table.metadata,
-            self.table.io,
-            plan,
-            projection,
-            backend=self.backend,
-            case_sensitive=self.options.case_sensitive,
-            workers=self.workers,
-            limit=self.limit,
-            progress=progress,
-        )
+        plan, projection, how = self._planned()
+        run, batches = execute(self.table.metadata, self.table.io, plan, projection, **how, progress=progress)
         self.runs.append(run)
         return projection, batches
+
+    def _planned(self) -> tuple[ScanPlan, Projection, dict[str, Any]]:
+        """The plan, its output projection and the execution options both executors take."""
+        plan = self.plan()
+        how = {
+            "backend": self.backend,
+            "case_sensitive": self.options.case_sensitive,
+            "workers": self.workers,
+            "limit": self.limit,
+        }
+        return plan, self.projection(plan), how
 
     def to_pandas(self, **kwargs: Any) -> Any:
         """:meth:`to_arrow` as a pandas DataFrame (``kwargs`` go to ``pyarrow.Table.to_pandas``)."""
@@ -105,19 +105,10 @@ class TableScan:
     def to_frame(self, frames: Frames, *, host_decode: bool = True) -> Any:
         """The rows as one frame of the frame library ``frames`` (what :meth:`to_cudf` does with cuDF's;
         :class:`gpu_engine.execute.frames.ArrowFrames` does the same steps with pyarrow on the host)."""
-        plan = self.plan()
-        projection = self.projection(plan)
+        decode = _args.boolean(host_decode, "host_decode", InvalidType)
+        plan, projection, how = self._planned()
         run, frame = execute_frame(
-            self.table.metadata,
-            self.table.io,
-            plan,
-            projection,
-            frames,
-            backend=self.backend,
-            case_sensitive=self.options.case_sensitive,
-            limit=self.limit,
-            host_decode=_args.boolean(host_decode, "host_decode", InvalidType),
-            workers=self.workers,
+            self.table.metadata, self.table.io, plan, projection, frames, **how, host_decode=decode
         )
         self.runs.append(run)
         return frame
