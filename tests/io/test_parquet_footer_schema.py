@@ -4,6 +4,7 @@ data pages are the same bytes."""
 
 from __future__ import annotations
 
+import datetime as dt
 import io
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from gpu_engine.iceberg import types as it
 from gpu_engine.iceberg.schema import Schema
 from gpu_engine.io.arrow_schema import to_arrow_schema
 from gpu_engine.io.fileio import LocalFileIO
-from gpu_engine.io.parquet_field_ids import with_field_ids
+from gpu_engine.io.parquet_footer_schema import conform_file, with_iceberg_schema
 from gpu_engine.io.parquet_read import ParquetSource
 
 F = it.NestedField
@@ -77,7 +78,7 @@ def _ids(t: pa.DataType | pa.Field) -> list[object]:
 def test_every_column_gets_its_field_id(tmp_path: Path, store_schema: bool) -> None:
     data = _without_ids(store_schema=store_schema)
     assert all(i is None for f in pq.ParquetFile(io.BytesIO(data)).schema_arrow for i in _ids(f))
-    patched = with_field_ids(data, SCHEMA)
+    patched = with_iceberg_schema(data, SCHEMA)
     got = pq.ParquetFile(io.BytesIO(patched))
     expected = to_arrow_schema(SCHEMA)
     assert [_ids(f) for f in got.schema_arrow] == [_ids(f) for f in expected]
@@ -94,9 +95,9 @@ def test_every_column_gets_its_field_id(tmp_path: Path, store_schema: bool) -> N
 
 
 def test_already_set_ids_are_replaced() -> None:
-    once = with_field_ids(_without_ids(), SCHEMA)
+    once = with_iceberg_schema(_without_ids(), SCHEMA)
     moved = Schema(tuple(F(f.field_id + 100, f.name, f.type, required=f.required) for f in SCHEMA.fields))
-    twice = with_field_ids(once, moved)
+    twice = with_iceberg_schema(once, moved)
     ids = [_ids(f)[0] for f in pq.ParquetFile(io.BytesIO(twice)).schema_arrow]
     assert ids == [101, 102, 103, 106, 110, 114]
 
@@ -104,15 +105,15 @@ def test_already_set_ids_are_replaced() -> None:
 def test_a_column_the_schema_lacks_is_named() -> None:
     short = Schema(tuple(f for f in SCHEMA.fields if f.name != "point"))
     with pytest.raises(SchemaMismatch, match=r"^f\.parquet: column 'point' is not in the table schema$"):
-        with_field_ids(_without_ids(), short, path="f.parquet")
+        with_iceberg_schema(_without_ids(), short, path="f.parquet")
     inner = Schema(
         (*SCHEMA.fields[:2], F(3, "point", it.StructType((F(4, "x", it.DOUBLE),))), *SCHEMA.fields[3:])
     )
     with pytest.raises(SchemaMismatch, match=r"column 'point\.y' is not in the table schema"):
-        with_field_ids(_without_ids(), inner)
+        with_iceberg_schema(_without_ids(), inner)
     flat = Schema((*SCHEMA.fields[:2], F(3, "point", it.DOUBLE), *SCHEMA.fields[3:]))
     with pytest.raises(SchemaMismatch, match=r"column 'point' is a group, the table's field is double"):
-        with_field_ids(_without_ids(), flat)
+        with_iceberg_schema(_without_ids(), flat)
 
 
 @pytest.mark.parametrize(
@@ -125,4 +126,67 @@ def test_a_column_the_schema_lacks_is_named() -> None:
 )
 def test_broken_files_are_refused(data: bytes, message: str) -> None:
     with pytest.raises(DataFileError, match=message):
-        with_field_ids(data, SCHEMA, path="bad.parquet")
+        with_iceberg_schema(data, SCHEMA, path="bad.parquet")
+
+
+TIMES = Schema((
+    F(1, "ts", it.TIMESTAMP),
+    F(2, "tstz", it.TIMESTAMPTZ),
+    F(3, "day", it.DATE),
+    F(4, "ns", it.TIMESTAMP_NS),
+))  # fmt: skip
+
+
+def _times(day_type: pa.DataType | None = None) -> bytes:
+    """Timestamps with the wrong UTC flag each (as cuDF writes one flag for all) and days as plain ints."""
+    table = pa.table({
+        "ts": pa.array([1_000_000, None], pa.timestamp("us", "UTC")),
+        "tstz": pa.array([2_000_000, 3], pa.timestamp("us")),
+        "day": pa.array([19_000, -1], day_type or pa.int32()),
+        "ns": pa.array([5, 6], pa.timestamp("ns", "UTC")),
+    })  # fmt: skip
+    out = io.BytesIO()
+    pq.write_table(table, out, coerce_timestamps=None, store_schema=False)
+    return out.getvalue()
+
+
+def test_timestamps_get_the_tables_utc_flag_and_dates_their_annotation() -> None:
+    data = _times()
+    before = pq.ParquetFile(io.BytesIO(data)).schema_arrow
+    assert [f.type for f in before] == [
+        pa.timestamp("us", "UTC"), pa.timestamp("us"), pa.int32(), pa.timestamp("ns", "UTC"),
+    ]  # fmt: skip
+    got = pq.ParquetFile(io.BytesIO(with_iceberg_schema(data, TIMES)))
+    assert [f.type for f in got.schema_arrow] == [
+        pa.timestamp("us"), pa.timestamp("us", "UTC"), pa.date32(), pa.timestamp("ns"),
+    ]  # fmt: skip
+    column = {got.schema.column(i).name: got.schema.column(i) for i in range(4)}
+    assert column["day"].converted_type == "DATE"
+    assert column["ts"].converted_type == "NONE"  # TIMESTAMP_MICROS means UTC: dropped
+    rows = got.read().to_pylist()
+    assert [r["day"] for r in rows] == [dt.date(2022, 1, 8), dt.date(1969, 12, 31)]
+    assert rows[0]["tstz"] == dt.datetime(1970, 1, 1, 0, 0, 2, tzinfo=dt.UTC)
+    assert rows[0]["ts"] == dt.datetime(1970, 1, 1, 0, 0, 1)
+    stats = got.metadata.row_group(0).column(2).statistics
+    assert (stats.min, stats.max) == (dt.date(1969, 12, 31), dt.date(2022, 1, 8))
+
+
+def test_a_column_stored_unlike_its_type_is_named() -> None:
+    with pytest.raises(SchemaMismatch, match=r"^t\.parquet: column 'day' is not stored as INT32"):
+        with_iceberg_schema(_times(pa.int64()), TIMES, path="t.parquet")
+    swapped = Schema((F(1, "ts", it.TIMESTAMP), F(2, "tstz", it.TIMESTAMPTZ), F(3, "day", it.TIMESTAMP),
+                      F(4, "ns", it.TIMESTAMP_NS)))  # fmt: skip
+    with pytest.raises(SchemaMismatch, match=r"column 'day' is not a timestamp, the table's is timestamp"):
+        with_iceberg_schema(_times(), swapped)
+
+
+def test_a_file_is_conformed_in_place(tmp_path: Path) -> None:
+    data = _times()
+    path = tmp_path / "t.parquet"
+    path.write_bytes(data + b"")
+    conform_file(str(path), TIMES)
+    assert path.read_bytes() == with_iceberg_schema(data, TIMES)
+    path.write_bytes(b"PAR1" + b"\x00" * 8 + b"\xff\x00\x00\x00PAR1")
+    with pytest.raises(DataFileError, match=r"t\.parquet: footer length 255 runs past the start"):
+        conform_file(str(path), TIMES)
+    assert path.read_bytes() == b"PAR1" + b"\x00" * 8 + b"\xff\x00\x00\x00PAR1"  # untouched on failure
