@@ -52,6 +52,19 @@ class ColumnMetrics:
     upper_bounds: dict[int, bytes] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class LeafStats:
+    """A primitive column's null and NaN counts and its least and greatest non-null, non-NaN values as
+    the module doc orders them (physical, as :func:`min_max` gives them: dates as days, times and
+    timestamps as integers in their unit, -0.0 before 0.0); None without such values, or where bounds
+    are not kept. Reduced where the rows are (a device), added by :meth:`MetricsCollector.add_stats`."""
+
+    nulls: int
+    nans: int
+    lower: Any = None
+    upper: Any = None
+
+
 @dataclass
 class _Stats:
     """Running metrics of one primitive field: counts, and min/max over non-null non-NaN values."""
@@ -132,22 +145,29 @@ class MetricsCollector:
             self._walk(entries.field(1), t.value_id, t.value, True)
 
     def _leaf(self, arr: pa.Array | pa.ChunkedArray, leaf: _Leaf) -> None:
-        mode = self.config.mode(leaf.field_id)
-        if not mode.counts:
+        counts, bounds = self.wanted(leaf.field_id, leaf.type, repeated=leaf.repeated)
+        if not counts:
             return
         nans = 0
         if leaf.type.name in ("float", "double"):
             nans = int(pc.sum(pc.is_nan(arr)).as_py() or 0)
-        lower = upper = None
-        if (
-            mode.bounds
-            and not leaf.repeated
-            and leaf.type.name not in _NO_BOUNDS
-            and arr.null_count < len(arr)
-        ):
-            lower, upper = _min_max(arr, leaf.type)
-        stats = self._stats.setdefault(leaf.field_id, _Stats())
-        stats.add(len(arr), arr.null_count, nans, lower, upper)
+        stats = LeafStats(arr.null_count, nans)
+        if bounds and arr.null_count < len(arr):
+            stats = LeafStats(arr.null_count, nans, *min_max(arr, leaf.type))
+        self.add_stats(leaf.field_id, len(arr), stats)
+
+    def wanted(self, field_id: int, t: it.PrimitiveType, *, repeated: bool = False) -> tuple[bool, bool]:
+        """Whether the counts of primitive field ``field_id`` (of type ``t``; inside a list or map where
+        ``repeated``) are kept, and whether its bounds are (see the module doc)."""
+        mode = self.config.mode(field_id)
+        bounds = mode.counts and mode.bounds and not repeated and t.name not in _NO_BOUNDS
+        return mode.counts, bounds
+
+    def add_stats(self, field_id: int, values: int, stats: LeafStats) -> None:
+        """Count ``values`` more values of primitive field ``field_id``, reduced to ``stats``."""
+        self._stats.setdefault(field_id, _Stats()).add(
+            values, stats.nulls, stats.nans, stats.lower, stats.upper
+        )
 
     def result(self) -> ColumnMetrics:
         out = ColumnMetrics()
@@ -178,7 +198,7 @@ def _physical(arr: pa.Array, t: it.PrimitiveType) -> pa.Array:
     return arr
 
 
-def _min_max(arr: pa.Array | pa.ChunkedArray, t: it.PrimitiveType) -> tuple[Any, Any]:
+def min_max(arr: pa.Array | pa.ChunkedArray, t: it.PrimitiveType) -> tuple[Any, Any]:
     """Minimum and maximum physical values of ``arr``'s non-null, non-NaN values (None, None: none)."""
     if isinstance(arr, pa.ChunkedArray):
         arr = pa.chunked_array([_physical(c, t) for c in arr.chunks])  # has rows: not empty

@@ -58,7 +58,7 @@ from ..iceberg.schema import Schema
 from ..iceberg.sorting import SortOrder
 from .arrow_conform import conform_batch, write_schema
 from .arrow_schema import field_id_of
-from .column_metrics import MetricsCollector
+from .column_metrics import ColumnMetrics, MetricsCollector
 from .data_input import record_batches
 from .dictionary_choice import dictionary_columns
 from .fileio import FileIO, _fsync_dir, local_path, on_local_disk
@@ -214,7 +214,7 @@ class _Writer:
         self.count = 0
         self.buffer_limit = max(2 * options.row_group_size_bytes, 512 << 20)  # all partitions together
         self.arrow_schema = write_schema(schema)
-        self.column_ids = _column_ids(self.arrow_schema)
+        self.column_ids = leaf_field_ids(self.arrow_schema)
         self.leaf_paths = list(self.column_ids)
         self.leaves = {f.name: {path for path, _ in leaf_paths(f)} for f in self.arrow_schema}
         self.writer_options = options.parquet_writer_options()
@@ -354,12 +354,7 @@ class _Writer:
         ppath = partition_path(self.spec, self.schema, key) if self.spec.fields else None
         path = self.provider.new_data_location(name, ppath)
         target = self.io.resolve(path)
-        if on_local_disk(self.io, target):
-            directory = os.path.dirname(local_path(target)) or "."
-            os.makedirs(directory, exist_ok=True)
-            tmp = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
-        else:
-            tmp = os.path.join(tempfile.gettempdir(), f".{name}.{uuid.uuid4().hex}.tmp")
+        tmp = staging_path(self.io, target, name)
         handle = self.files.create(tmp, path)
         try:
             out = SpliceFile(handle)
@@ -389,39 +384,14 @@ class _Writer:
         except BaseException:
             os.unlink(f.tmp)
             raise
-        _publish(self.io, f.tmp, f.target, f.path)
+        publish(self.io, f.tmp, f.target, f.path)
         return done
 
     def _content_file(self, f: _OpenFile, md: pq.FileMetaData, size: int) -> ContentFile:
-        ids = self.column_ids
-        sizes: dict[int, int] = {}
-        for g in range(md.num_row_groups):
-            rg = md.row_group(g)
-            for c in range(rg.num_columns):
-                col = rg.column(c)
-                fid = ids[col.path_in_schema]
-                if self.config.mode(fid).counts:
-                    sizes[fid] = sizes.get(fid, 0) + int(col.total_compressed_size)
-        offsets = sorted(
-            o for g in range(md.num_row_groups) if (o := _starting_offset(md.row_group(g))) is not None
-        )
-        m = f.metrics.result()
-        return ContentFile(
-            path=f.path,
-            file_format="PARQUET",
-            spec_id=self.spec_id,
-            partition=f.partition,
-            record_count=int(md.num_rows),
-            file_size_in_bytes=size,
-            column_sizes=sizes,
-            value_counts=m.value_counts,
-            null_value_counts=m.null_value_counts,
-            nan_value_counts=m.nan_value_counts,
-            lower_bounds=m.lower_bounds,
-            upper_bounds=m.upper_bounds,
-            split_offsets=tuple(offsets),
-            sort_order_id=self.sort_order_id,
-        )
+        return data_file_entry(
+            f.path, md, size, f.metrics.result(), self.column_ids, self.config,
+            spec_id=self.spec_id, partition=f.partition, sort_order_id=self.sort_order_id,
+        )  # fmt: skip
 
     def finish(self) -> list[ContentFile]:
         """Write every partition's tail into its open file and close it; with a pool and more than one
@@ -494,7 +464,63 @@ def _run_all(
     return ok
 
 
-def _publish(io: FileIO, tmp: str, target: str, recorded: str) -> None:
+def staging_path(io: FileIO, target: str, name: str) -> str:
+    """A new local path to write the file ``name`` (to be published at the resolved ``target``) into:
+    beside the target on local disk (its directory made), else in the system temporary directory. Its
+    name is one :func:`remove_orphan_files <gpu_engine.table.Table.remove_orphan_files>` knows as a
+    writer's staging file (``.<name>.<32 hex>.tmp``)."""
+    if on_local_disk(io, target):
+        directory = os.path.dirname(local_path(target)) or "."
+        os.makedirs(directory, exist_ok=True)
+        return os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
+    return os.path.join(tempfile.gettempdir(), f".{name}.{uuid.uuid4().hex}.tmp")
+
+
+def data_file_entry(
+    path: str,
+    md: pq.FileMetaData,
+    size: int,
+    metrics: ColumnMetrics,
+    column_ids: Mapping[str, int],
+    config: MetricsConfig,
+    *,
+    spec_id: int,
+    partition: tuple[Any, ...],
+    sort_order_id: int | None,
+) -> ContentFile:
+    """The manifest entry of the data file written at ``path``: counts and sizes from its footer ``md``
+    (column sizes by ``column_ids``, Parquet column path -> field id, where ``config`` keeps counts; split
+    offsets), ``metrics`` as counted from its rows."""
+    sizes: dict[int, int] = {}
+    for g in range(md.num_row_groups):
+        rg = md.row_group(g)
+        for c in range(rg.num_columns):
+            col = rg.column(c)
+            fid = column_ids[col.path_in_schema]
+            if config.mode(fid).counts:
+                sizes[fid] = sizes.get(fid, 0) + int(col.total_compressed_size)
+    offsets = sorted(
+        o for g in range(md.num_row_groups) if (o := _starting_offset(md.row_group(g))) is not None
+    )
+    return ContentFile(
+        path=path,
+        file_format="PARQUET",
+        spec_id=spec_id,
+        partition=partition,
+        record_count=int(md.num_rows),
+        file_size_in_bytes=size,
+        column_sizes=sizes,
+        value_counts=metrics.value_counts,
+        null_value_counts=metrics.null_value_counts,
+        nan_value_counts=metrics.nan_value_counts,
+        lower_bounds=metrics.lower_bounds,
+        upper_bounds=metrics.upper_bounds,
+        split_offsets=tuple(offsets),
+        sort_order_id=sort_order_id,
+    )
+
+
+def publish(io: FileIO, tmp: str, target: str, recorded: str) -> None:
     """Move the finished ``tmp`` to ``target`` without ever overwriting (FileExistsError); a failure after
     ``target`` was created removes it (the caller records only files that were published whole)."""
     try:
@@ -543,7 +569,7 @@ def _bloom_paths(
     return out
 
 
-def _column_ids(schema: pa.Schema) -> dict[str, int]:
+def leaf_field_ids(schema: pa.Schema) -> dict[str, int]:
     """Parquet column path (``path_in_schema``) -> field id of the leaf columns pyarrow writes."""
     out: dict[str, int] = {}
     for f in schema:
