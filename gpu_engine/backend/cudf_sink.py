@@ -1,0 +1,199 @@
+"""cuDF frames written as Parquet on the device (:class:`~gpu_engine.execute.frame_sink.FrameSink`).
+
+Encoded by libcudf through pylibcudf's writer options (cuDF 26.10; checked against its source: the
+``cudf.DataFrame.to_parquet`` layer adds pandas metadata and writes every timestamp unadjusted), all
+files of one :func:`~gpu_engine.execute.frame_write.write_frame` call in one call (one sink per file,
+the frame's rows cut by ``PartitionInfo``). Columns are named and given their nullability from the
+write schema; decimals are written as INT32 (precision <= 9) or INT64 (<= 18) by casting to cuDF's
+32- and 64-bit decimals first, dates (cuDF holds them as seconds) as INT32 days; the footer fixes
+(field ids, UTC flags, DATE) follow in :mod:`gpu_engine.io.parquet_footer_schema`. Refused, with the
+reason (:func:`cudf_encode_unsupported`): what cuDF cannot hold, a compression level or a codec its
+writer lacks, bloom filters, decimals of precision 19 to 35 (cuDF writes 16 bytes, the spec asks for the
+fewest) and decimals or dates inside structs and lists (not cast there).
+
+Counts and bounds are reduced on the device (:meth:`CudfSink.leaf_stats`): NaNs turned to nulls and
+counted, min and max of the rest, a zero bound's sign found from ``1 / x`` of the zeros.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from .._deps import require
+from ..iceberg import types as it
+from ..iceberg.manifest_schemas import decimal_bytes
+from ..io.column_metrics import LeafStats
+from ..io.write_options import WriteOptions
+from .cudf_frames import CudfFrames, cudf_unsupported
+
+_CODECS = {
+    "zstd": "ZSTD",
+    "snappy": "SNAPPY",
+    "lz4": "LZ4",
+    "gzip": "GZIP",
+    "brotli": "BROTLI",
+    "none": "NONE",
+}
+_PER_DAY = {"s": 86_400, "ms": 86_400_000, "us": 86_400_000_000, "ns": 86_400_000_000_000}
+_INT_BOUNDS = it.TIMESTAMP_NAMES | {"date"}
+
+
+def cudf_encode_unsupported(
+    schema: pa.Schema, options: WriteOptions, codec_written: Callable[[str], bool]
+) -> str | None:
+    """Why cuDF cannot write ``schema``'s columns with ``options`` (see the module doc), or None;
+    ``codec_written`` says whether the installed libcudf writes a codec (by its pylibcudf name)."""
+    why = cudf_unsupported(schema)
+    if why is not None:
+        return why
+    if options.compression_level is not None:
+        return (
+            f"table property write.parquet.compression-level={options.compression_level}: cuDF's Parquet "
+            "writer takes no compression level"
+        )
+    codec = options.compression_codec
+    if not codec_written(_CODECS[codec]):
+        return (
+            f"table property write.parquet.compression-codec={codec}: cuDF's Parquet writer has no "
+            f"{codec} encoder"
+        )
+    if options.bloom_filters:
+        column = options.bloom_filters[0][0]
+        return (
+            f"table property write.parquet.bloom-filter-enabled.column.{column}: cuDF's Parquet writer "
+            "writes no bloom filters"
+        )
+    for f in schema:
+        why = _not_encoded(f.type, f.name, top=True)
+        if why is not None:
+            return why
+    return None
+
+
+def _not_encoded(t: pa.DataType, path: str, *, top: bool) -> str | None:
+    if pa.types.is_decimal(t):
+        size = decimal_bytes(t.precision)
+        if t.precision > 18 and size < 16:
+            return (
+                f"column {path!r} ({t}): cuDF writes it in 16 bytes, the spec asks for the {size} its "
+                "precision needs"
+            )
+        if t.precision <= 18 and not top:
+            return f"column {path!r} ({t}): a narrow decimal inside a struct or list (cast at the top only)"
+    if pa.types.is_date32(t) and not top:
+        return f"column {path!r}: a date inside a struct or list (cuDF has no dates; cast at the top only)"
+    if pa.types.is_struct(t):
+        for i in range(t.num_fields):
+            why = _not_encoded(t.field(i).type, f"{path}.{t.field(i).name}", top=False)
+            if why is not None:
+                return why
+    elif pa.types.is_list(t) or pa.types.is_large_list(t):
+        return _not_encoded(t.value_type, f"{path}.element", top=False)
+    return None
+
+
+class CudfSink(CudfFrames):
+    """cuDF frames that also write Parquet (see the module doc)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._plc = require("pylibcudf", "writing Parquet with cuDF")
+
+    def encode_unsupported(self, schema: pa.Schema, options: WriteOptions) -> str | None:
+        types = self._plc.io.types.CompressionType
+
+        def written(name: str) -> bool:
+            return bool(self._plc.io.parquet.is_supported_write_parquet(getattr(types, name)))
+
+        return cudf_encode_unsupported(schema, options, written)
+
+    def encode(
+        self, frame: Any, schema: pa.Schema, paths: Sequence[str], rows: Sequence[int], options: WriteOptions
+    ) -> None:
+        plc = self._plc
+        data = {f.name: self._stored(frame[f.name], f.type) for f in schema}
+        table, _ = self._cudf.DataFrame(data).to_pylibcudf()
+        meta = plc.io.types.TableInputMetadata(table)
+        for column, f in zip(meta.column_metadata, schema, strict=True):
+            _describe(column, f)
+        built = (
+            plc.io.parquet.ParquetWriterOptions.builder(plc.io.SinkInfo(list(paths)), table)
+            .metadata(meta)
+            .compression(getattr(plc.io.types.CompressionType, _CODECS[options.compression_codec]))
+            .stats_level(plc.io.types.StatisticsFreq.STATISTICS_ROWGROUP)
+            .dictionary_policy(plc.io.types.DictionaryPolicy.ADAPTIVE)
+            .utc_timestamps(True)
+            .write_arrow_schema(False)
+            .build()
+        )
+        if len(paths) > 1:
+            starts = np.cumsum([0, *rows[:-1]]).tolist()
+            built.set_partitions(
+                [plc.io.types.PartitionInfo(s, n) for s, n in zip(starts, rows, strict=True)]
+            )
+        built.set_row_group_size_bytes(options.row_group_size_bytes)
+        built.set_max_page_size_bytes(options.page_size_bytes)
+        built.set_max_dictionary_size(options.dict_size_bytes)
+        plc.io.parquet.write_parquet(built)
+
+    def _stored(self, column: Any, t: pa.DataType) -> Any:
+        """``column`` as its Parquet type is written: dates as int32 days, narrow decimals narrow."""
+        if pa.types.is_date32(t):
+            unit, _ = np.datetime_data(column.dtype)
+            return (column.astype("int64") // _PER_DAY[unit]).astype("int32")
+        if pa.types.is_decimal(t) and t.precision <= 18:
+            dtype = self._cudf.Decimal32Dtype if t.precision <= 9 else self._cudf.Decimal64Dtype
+            return column.astype(dtype(t.precision, t.scale))
+        return column
+
+    def slice(self, frame: Any, start: int, n: int) -> Any:
+        return frame.iloc[start : start + n]
+
+    def leaf_stats(self, column: Any, t: it.PrimitiveType, bounds: bool) -> LeafStats:
+        nulls = int(column.null_count)
+        nans = 0
+        if t.name in ("float", "double"):
+            column = column.nans_to_nulls()
+            nans = int(column.null_count) - nulls
+        if not bounds or int(column.null_count) == len(column):
+            return LeafStats(nulls, nans)
+        values = column
+        if t.name in _INT_BOUNDS:
+            if getattr(values.dtype, "tz", None) is not None:
+                values = values.dt.tz_localize(None)
+            values = values.astype("int64")
+        lower, upper = _scalar(values.min()), _scalar(values.max())
+        if t.name == "date":
+            per_day = _PER_DAY[np.datetime_data(column.dtype)[0]]
+            lower, upper = lower // per_day, upper // per_day
+        elif t.name in ("float", "double") and (lower == 0 or upper == 0):
+            zeros = column[column == 0]
+            negative = int(((1.0 / zeros) < 0).sum())
+            if lower == 0:
+                lower = -0.0 if negative else 0.0
+            if upper == 0:
+                upper = -0.0 if negative == len(zeros) else 0.0
+        return LeafStats(nulls, nans, lower, upper)
+
+
+def _scalar(value: Any) -> Any:
+    """A reduction's result as a Python value (numpy scalars to int, float, bool)."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _describe(column: Any, f: pa.Field) -> None:
+    """Name, nullability and decimal precision of ``f`` (and its children) on pylibcudf's column metadata."""
+    column.set_name(f.name)
+    column.set_nullability(f.nullable)
+    t = f.type
+    if pa.types.is_decimal(t):
+        column.set_decimal_precision(t.precision)
+    elif pa.types.is_struct(t):
+        for i in range(t.num_fields):
+            _describe(column.child(i), t.field(i))
+    elif pa.types.is_list(t) or pa.types.is_large_list(t):
+        _describe(column.child(1), t.value_field)  # child 0: the offsets
