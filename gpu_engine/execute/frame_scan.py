@@ -21,6 +21,7 @@ from ..errors import UnsupportedFeature
 from ..iceberg.metadata import TableMetadata
 from ..io.fileio import FileIO
 from ..tasks import ScanPlan, ScanTask
+from .delete_cache import DeleteCache
 from .deletes import DeleteLoader
 from .frame_task import FramePart, decode, prepare
 from .frames import Frames
@@ -59,32 +60,69 @@ def execute_frame(
 ) -> tuple[ScanRun, Any]:
     """The scan's run record and its rows (at most ``limit``) as one frame of ``frames``; ``workers``
     threads prepare the tasks ahead of the decoder (default :func:`.scan.default_workers`)."""
+    run, stream = frame_stream(
+        md, io, plan, projection, frames, backend=backend, case_sensitive=case_sensitive, limit=limit,
+        host_decode=host_decode, workers=workers,
+    )  # fmt: skip
+    return run, frames.concat([frame for frame, _ in stream], projection.arrow_schema)
+
+
+def frame_stream(
+    md: TableMetadata,
+    io: FileIO,
+    plan: ScanPlan,
+    projection: Projection,
+    frames: Frames,
+    *,
+    backend: str = "auto",
+    case_sensitive: bool = True,
+    limit: int | None = None,
+    host_decode: bool = True,
+    workers: int | None = None,
+    delete_cache: DeleteCache | None = None,
+) -> tuple[ScanRun, Iterator[tuple[Any, int]]]:
+    """The scan's run record and its rows as a stream of frames of ``frames`` with their row counts, one
+    per decoder call (or host-decoded file), in task order; see :func:`execute_frame`. ``delete_cache``:
+    delete files kept for the other executions of the same job (:mod:`.delete_cache`). Columns the
+    library cannot hold are refused here, before the stream starts."""
     why = frames.unsupported(projection.arrow_schema)
     if why is not None:
         raise UnsupportedFeature(f"{frames.name}: {why}")
     choice = choose(backend)
     run = ScanRun(plan, projection, choice)
     mapping = read_name_mapping(md)
-    loader = DeleteLoader(md, io, plan.schema, plan.tasks, choice.name, mapping)
+    loader = DeleteLoader(md, io, plan.schema, plan.tasks, choice.name, mapping, delete_cache)
     ctx = TaskContext(md, io, projection, loader, choice.name, mapping, case_sensitive)
-    out: list[Any] = []
+    return run, _frames(run, ctx, plan, frames, limit, host_decode, workers)
+
+
+def _frames(
+    run: ScanRun,
+    ctx: TaskContext,
+    plan: ScanPlan,
+    frames: Frames,
+    limit: int | None,
+    host_decode: bool,
+    workers: int | None,
+) -> Iterator[tuple[Any, int]]:
     pending: list[FramePart] = []
     remaining = limit
 
-    def add(frame: Any, rows: int) -> None:
+    def out(frame: Any, rows: int) -> tuple[Any, int]:
         nonlocal remaining
         if remaining is not None:
             if rows > remaining:
-                frame = frames.head(frame, remaining)
-            remaining -= min(rows, remaining)
-        out.append(frame)
+                frame, rows = frames.head(frame, remaining), remaining
+            remaining -= rows
+        return frame, rows
 
-    def flush() -> None:
+    def flush() -> Iterator[tuple[Any, int]]:
         if pending:
-            add(*decode(pending, ctx, frames))
+            decoded = out(*decode(pending, ctx, frames))
             for part in pending:
                 ctx.deletes.release(part.task)
             pending.clear()
+            yield decoded
 
     def prepared(task: ScanTask) -> Iterator[tuple[ScanTask, FramePart | str]]:
         yield task, prepare(task, ctx)
@@ -92,11 +130,11 @@ def execute_frame(
     ahead = ordered(plan.tasks, prepared, workers=workers or default_workers(), depth=1)
     for task, got in ahead:
         if remaining is not None and pending and sum(len(p.pos) for p in pending) >= remaining:
-            flush()  # the held tasks' rows may reach the limit: decode them before reading more
+            yield from flush()  # the held tasks' rows may reach the limit: decode them before reading more
         if remaining is not None and remaining <= 0:
             break
         if isinstance(got, str):
-            flush()
+            yield from flush()
             if remaining is not None and remaining <= 0:
                 break
             if not host_decode:
@@ -106,14 +144,13 @@ def execute_frame(
                 )
             run.host_decoded.append((task.file.path, got))
             batches = list(execute_task(task, ctx))
-            table = pa.Table.from_batches(batches, schema=projection.arrow_schema)
-            add(frames.from_arrow_table(table), table.num_rows)
+            table = pa.Table.from_batches(batches, schema=run.projection.arrow_schema)
+            yield out(frames.from_arrow_table(table), table.num_rows)
             ctx.deletes.release(task)
             continue
         if pending and (got.key != pending[0].key or _full(pending, got)):
-            flush()
+            yield from flush()
             if remaining is not None and remaining <= 0:
                 break
         pending.append(got)
-    flush()
-    return run, frames.concat(out, projection.arrow_schema)
+    yield from flush()
