@@ -385,17 +385,21 @@ class Table:
         dry_run: bool = False,
         progress: CompactionProgress | None = None,
         faults: Faults | None = None,
+        parquet_io: str = "auto",
     ) -> CompactionResult:
         """Rewrite small files and merge-on-read deletes into target-sized files (Iceberg's
         ``rewrite_data_files``: ``options`` by Iceberg's names, e.g. ``{"min-input-files": "2"}``), as
         ``replace`` snapshots. ``strategy``: ``binpack``, ``sort`` (by ``sort_order`` or the table's) or
-        ``zorder`` (``sort_order="a, b"``). ``dry_run``: plan only (``result.plan.explain()``). See
+        ``zorder`` (``sort_order="a, b"``). ``dry_run``: plan only (``result.plan.explain()``).
+        ``parquet_io``: ``auto`` (cuDF's GPU Parquet reader and writer on the CUDA backend where cuDF is
+        installed), ``cudf``, ``pyarrow`` (host), ``arrow-frames`` (the cuDF path's steps with pyarrow);
+        each group's result says who did and, where pyarrow stood in, why. See
         :mod:`gpu_engine.commit.compact`."""
         from .commit.compact import compact
 
         return compact(
             self, strategy=strategy, sort_order=sort_order, options=options, where=where, branch=branch,
-            backend=backend, dry_run=dry_run, progress=progress, faults=faults,
+            backend=backend, dry_run=dry_run, progress=progress, faults=faults, parquet_io=parquet_io,
         )  # fmt: skip
 
     def rewrite_position_deletes(

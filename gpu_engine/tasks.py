@@ -205,6 +205,8 @@ class RewriteResult:
     order_seconds: float = 0.0
     write_seconds: float = 0.0
     backend: str = "cpu"
+    parquet_io: str = "pyarrow"  # who decoded and encoded the Parquet files: pyarrow, or a frame library
+    parquet_io_reason: str | None = None  # why pyarrow did, where a frame library was asked for
 
     @property
     def bytes_written(self) -> int:

@@ -81,6 +81,25 @@ def test_table_report(table: Table, capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert "data files rewritten" in out and "6" in out
     assert "strategy binpack" in out
+    assert "pyarrow: 1 group(s)" in out  # auto without a GPU
+
+
+def test_parquet_io_passes_through(table: Table, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = table.scan().to_arrow().sort_by("id")
+    report = _json(capsys, "compact", "db.t", "--catalog", NAME, "--parquet-io", "arrow-frames")
+    assert [g["parquet_io"] for g in report["groups"]] == ["arrow"]
+    assert table.refresh().scan().to_arrow().sort_by("id").equals(rows)
+    argv = ["compact", "db.t", "--catalog", NAME, "--strategy", "sort", "--sort-order", "id DESC"]
+    assert main([*argv, "--parquet-io", "arrow-frames", "--option", "rewrite-all=true"]) == 0
+    out = capsys.readouterr().out
+    assert "pyarrow: 1 group(s)" in out and "pyarrow because arrow:" in out
+    report = _json(capsys, *argv, "--parquet-io", "arrow-frames", "--option", "rewrite-all=true")
+    assert [g["parquet_io_reason"] for g in report["groups"]] == [
+        "arrow: the sort strategy orders the rows on the host"
+    ]
+    with pytest.raises(SystemExit) as exited:
+        main([*argv, "--parquet-io", "gpu"])
+    assert exited.value.code == 2 and "--parquet-io" in capsys.readouterr().err
 
 
 def test_bad_option_exits_2_naming_it(table: Table, capsys: pytest.CaptureFixture[str]) -> None:

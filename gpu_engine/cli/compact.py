@@ -13,6 +13,7 @@ from rich.table import Table as RichTable
 
 from ..commit.compact import CompactionResult
 from ..errors import InvalidOption
+from ..execute.group_rewrite import PARQUET_IO
 from ..tasks import FileGroup, RewriteResult
 from .common import key_values, open_table, table_options
 
@@ -32,6 +33,11 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--where", help="rewrite only files that may hold rows matching this filter")
     p.add_argument("--branch", default="main", help="the branch to compact (default main)")
     p.add_argument("--backend", default="auto", choices=["auto", "cpu", "cuda"], help="where kernels run")
+    p.add_argument(
+        "--parquet-io", default="auto", choices=list(PARQUET_IO),
+        help="who decodes and encodes Parquet: auto (cuDF on the cuda backend where installed), cudf, "
+        "pyarrow, arrow-frames (the cuDF path's steps with pyarrow)",
+    )  # fmt: skip
     p.add_argument("--dry-run", action="store_true", help="explain the plan; write nothing")
     p.add_argument("--spark", action="store_true", help="rewrite the file groups on Spark executors")
     p.add_argument(
@@ -83,6 +89,7 @@ def cmd_compact(args: argparse.Namespace, console: Console) -> int:
             result = table.compact(
                 args.strategy, sort_order=args.sort_order, options=options(args.option), where=args.where,
                 branch=args.branch, backend=args.backend, dry_run=args.dry_run, progress=_Bars(bar),
+                parquet_io=args.parquet_io,
             )  # fmt: skip
     if args.json:
         print(json.dumps({**result.to_json(), "plan": result.plan.explain().splitlines()}, indent=2))
@@ -100,6 +107,7 @@ def _spark_compact(args: argparse.Namespace, table: Any, bars: _Bars) -> Compact
     return compact(
         spark, table, strategy=args.strategy, sort_order=args.sort_order, options=options(args.option),
         where=args.where, branch=args.branch, backend=args.backend, dry_run=args.dry_run, progress=bars,
+        parquet_io=args.parquet_io,
     )  # fmt: skip
 
 
@@ -116,8 +124,20 @@ def _report(console: Console, result: CompactionResult) -> None:
         ("commits", ", ".join(str(c.snapshot_id) for c in result.commits) or "none"),
         ("failed groups", "\n".join(str(f) for f in result.failures) or "none"),
         ("backend", result.backend),
+        ("parquet io", _parquet_io(result)),
         ("seconds", f"{result.seconds:.2f}"),
     ]
     for what, value in rows:
         out.add_row(what, value)
     console.print(out)
+
+
+def _parquet_io(result: CompactionResult) -> str:
+    """Who decoded and encoded the groups' files: each reader/writer with its group count, and why
+    pyarrow stood in where it did."""
+    counts: dict[str, int] = {}
+    for g in result.groups:
+        counts[g.parquet_io] = counts.get(g.parquet_io, 0) + 1
+    lines = [f"{name}: {n} group(s)" for name, n in sorted(counts.items())]
+    reasons = sorted({g.parquet_io_reason for g in result.groups if g.parquet_io_reason})
+    return "\n".join(lines + [f"pyarrow because {why}" for why in reasons]) or "none"

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .. import _args
 from ..backend.select import check_backend_name, choose
 from ..errors import CommitStateUnknown, GpuEngineError, InvalidOption
+from ..execute.group_rewrite import check_parquet_io
 from ..execute.group_runner import GroupJob, GroupRunner, LocalRunner, discard
 from ..expressions import TRUE, Expression
 from ..iceberg.sorting import SortOrder
@@ -70,6 +71,8 @@ class GroupOutcome:
     order_seconds: float
     write_seconds: float
     snapshot_id: int
+    parquet_io: str = "pyarrow"  # who decoded and encoded the group's Parquet files
+    parquet_io_reason: str | None = None  # why pyarrow did where a frame library was asked for
 
 
 @dataclass(frozen=True)
@@ -197,12 +200,16 @@ def compact(
     faults: Faults | None = None,
     sleep: Callable[[float], None] = time.sleep,
     runner: GroupRunner | None = None,
+    parquet_io: str = "auto",
 ) -> CompactionResult:
     """Compact ``branch`` of ``table`` (see the module doc and :mod:`gpu_engine.planning.compaction`).
     ``runner``: where groups are rewritten (default: threads of this process; see
-    :mod:`gpu_engine.execute.group_runner`)."""
+    :mod:`gpu_engine.execute.group_runner`). ``parquet_io``: who decodes and encodes the Parquet files
+    (:mod:`gpu_engine.execute.group_rewrite`: ``auto`` is cuDF on the CUDA backend where it is
+    installed)."""
     start = time.perf_counter()
     check_backend_name(backend)  # before any group is shipped (a Spark runner's executors would all fail)
+    check_parquet_io(parquet_io)
     dry_run = _args.boolean(dry_run, "dry_run", InvalidOption)  # "no" would be truthy
     options = _args.mapping(options, "options", InvalidOption)  # a str was iterated per character
     if not dry_run:
@@ -215,7 +222,7 @@ def compact(
     )  # fmt: skip
     if dry_run:
         return CompactionResult(plan, dry_run=True, seconds=time.perf_counter() - start)
-    run = _Run(table, plan, backend, progress, faults, sleep)
+    run = _Run(table, plan, backend, progress, faults, sleep, parquet_io)
     if runner is None or isinstance(runner, LocalRunner):  # a Spark driver needs no device: executors choose
         run.backend = choose(backend).name  # what ran when no group runs ('cuda' without a device: an error)
     run.execute(runner or LocalRunner())
@@ -247,6 +254,7 @@ class _Run:
     progress: CompactionProgress | None
     faults: Faults | None
     sleep: Callable[[float], None]
+    parquet_io: str
     outcomes: list[GroupOutcome] = field(default_factory=list)
     failures: list[GroupFailure] = field(default_factory=list)
     commits: list[CommitResult] = field(default_factory=list)
@@ -265,7 +273,7 @@ class _Run:
         uncommitted: list[RewriteResult] = []
         io = self.table.io
         job = GroupJob(self.table.metadata, self.table.metadata_location, io, self.plan.strategy,
-                       self.backend_requested)  # fmt: skip
+                       self.backend_requested, self.parquet_io)  # fmt: skip
         outcomes = runner.run(
             job, self.plan.groups, concurrency=o.max_concurrent_file_group_rewrites, started=self._started
         )
@@ -356,5 +364,7 @@ class _Run:
                     order_seconds=r.order_seconds,
                     write_seconds=r.write_seconds,
                     snapshot_id=landed.snapshot_id,
+                    parquet_io=r.parquet_io,
+                    parquet_io_reason=r.parquet_io_reason,
                 )
             )

@@ -17,7 +17,7 @@ from ..iceberg.metadata import TableMetadata
 from ..io.fileio import FileIO
 from ..tasks import FileGroup, RewriteResult, RewriteStrategy
 from .delete_cache import DeleteCache
-from .rewrite import rewrite_group
+from .group_rewrite import rewrite_file_group
 
 Outcome = RewriteResult | Exception
 
@@ -31,6 +31,7 @@ class GroupJob:
     io: FileIO
     strategy: RewriteStrategy
     backend: str
+    parquet_io: str = "pyarrow"  # see :mod:`.group_rewrite`
 
 
 class GroupRunner(Protocol):
@@ -105,8 +106,9 @@ class LocalRunner:
         kept = DeleteCache()
 
         def work(g: FileGroup) -> RewriteResult:
-            return rewrite_group(
-                job.metadata, job.io, g, job.strategy, backend=job.backend, delete_cache=kept
-            )
+            return rewrite_file_group(
+                job.metadata, job.io, g, job.strategy, parquet_io=job.parquet_io, backend=job.backend,
+                delete_cache=kept,
+            )  # fmt: skip
 
         return pooled(groups, work, io=job.io, concurrency=concurrency, started=started)

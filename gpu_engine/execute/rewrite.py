@@ -23,6 +23,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TypeVar
 
 import pyarrow as pa
 
@@ -37,16 +38,19 @@ from ..io.fileio import FileIO
 from ..io.parquet_write import write_data_files
 from ..tasks import FileGroup, PlanSummary, RewriteResult, RewriteStrategy, ScanPlan
 from .delete_cache import DeleteCache
-from .projection import project
+from .projection import Projection, project
 from .rewrite_order import ordered
 from .scan import execute
 from .stream import prefetch
 
+T = TypeVar("T")
 _READ_AHEAD = 64 << 20  # Arrow bytes read ahead of the writer
 
 
 @dataclass
-class _Clock:
+class Clock:
+    """Seconds a rewrite spent reading, ordering and writing."""
+
     read: float = 0.0
     order: float = 0.0
     write: float = 0.0
@@ -70,25 +74,21 @@ def rewrite_group(
     other groups (:mod:`.delete_cache`)."""
     choice = choose(backend)
     schema = md.schema
-    extra = mc.rewritten_lineage(md)
-    columns = [f.name for f in schema.fields] + [f.name for f in extra]
-    plan = ScanPlan(schema, TRUE, group.tasks, PlanSummary(snapshot_id=None, tasks=len(group.tasks)))
-    projection = project(md, schema, columns)
+    plan, projection, write_schema = group_read(md, group)
     _, batches = execute(
         md, io, plan, projection, backend=choice.name, workers=workers, delete_cache=delete_cache
     )
-    clock = _Clock()
+    clock = Clock()
     counts = {"read": 0, "written": 0}
     budget = memory_budget_bytes or max(group.max_output_file_size, 64 << 20)
     # reads go on while the writer encodes: up to a share of the budget ahead of it
     ahead = prefetch(batches, max_bytes=min(_READ_AHEAD, budget // 2), size=lambda b: b.nbytes)
-    source = _timed(_counted(ahead, counts, "read"), clock, "read")
+    source = timed(_counted(ahead, counts, "read"), clock, "read")
     rows = ordered(
         source, strategy, schema, projection.arrow_schema, backend=choice.name,
         budget_bytes=budget, expected_rows=_expected_rows(group), spill_dir=spill_dir,
     )  # fmt: skip
-    rows = _timed(rows, clock, "order", exclude=clock)
-    write_schema = Schema((*schema.fields, *extra), schema_id=schema.schema_id)
+    rows = timed(rows, clock, "order", exclude=clock)
     spec = md.spec_by_id(group.output_spec_id)
     props = {**md.properties, "write.target-file-size-bytes": str(group.max_output_file_size)}
     order = _table_order(md, strategy)
@@ -106,7 +106,7 @@ def rewrite_group(
         if group.spec_id is None:  # rows of other specs: the writer splits them by partition and rolls
             write(rows)
         else:
-            _chunks(rows, _rows_per_file(group), group.expected_output_files, write)
+            _chunks(rows, rows_per_file(group), group.expected_output_files, write)
         clock.write = time.perf_counter() - start - clock.read - clock.order
     except BaseException:
         for f in written:
@@ -122,6 +122,17 @@ def rewrite_group(
         write_seconds=max(clock.write, 0.0),
         backend=choice.name,
     )
+
+
+def group_read(md: TableMetadata, group: FileGroup) -> tuple[ScanPlan, Projection, Schema]:
+    """How a group's rows are read and written: the plan of its tasks, the projection (the current schema
+    and, on v3 tables, the row-lineage columns) and the schema the new files are written with."""
+    schema = md.schema
+    extra = mc.rewritten_lineage(md)
+    columns = [f.name for f in schema.fields] + [f.name for f in extra]
+    plan = ScanPlan(schema, TRUE, group.tasks, PlanSummary(snapshot_id=None, tasks=len(group.tasks)))
+    write_schema = Schema((*schema.fields, *extra), schema_id=schema.schema_id)
+    return plan, project(md, schema, columns), write_schema
 
 
 def _expected_rows(group: FileGroup) -> int:
@@ -143,7 +154,7 @@ def _expected_rows(group: FileGroup) -> int:
     return live
 
 
-def _rows_per_file(group: FileGroup) -> int:
+def rows_per_file(group: FileGroup) -> int:
     """Rows of each output file but the last: the live rows of ``split_size`` input bytes."""
     rows, size = _expected_rows(group), group.input_bytes
     if size <= 0:
@@ -231,12 +242,10 @@ def _counted(batches: Iterator[pa.RecordBatch], counts: dict[str, int], key: str
         yield b
 
 
-def _timed(
-    batches: Iterator[pa.RecordBatch], clock: _Clock, attr: str, exclude: _Clock | None = None
-) -> Iterator[pa.RecordBatch]:
-    """``batches``, adding the time spent producing each to ``clock.<attr>`` (less, with ``exclude``, the
+def timed(items: Iterator[T], clock: Clock, attr: str, exclude: Clock | None = None) -> Iterator[T]:
+    """``items``, adding the time spent producing each to ``clock.<attr>`` (less, with ``exclude``, the
     read time spent meanwhile: the ordering stage pulls from the timed read stage)."""
-    it = iter(batches)
+    it = iter(items)
     while True:
         start = time.perf_counter()
         before = exclude.read if exclude is not None else 0.0
@@ -249,7 +258,7 @@ def _timed(
         yield b
 
 
-def _spent(start: float, exclude: _Clock | None, before: float) -> float:
+def _spent(start: float, exclude: Clock | None, before: float) -> float:
     spent = time.perf_counter() - start
     return spent - ((exclude.read - before) if exclude is not None else 0.0)
 

@@ -37,13 +37,15 @@ def compact(
     progress: CompactionProgress | None = None,
     fail_attempts: Mapping[int, int] | None = None,
     crash_after_write: bool = False,
+    parquet_io: str = "auto",
 ) -> CompactionResult:
     """Compact ``table`` with its file groups rewritten on ``spark``'s executors (see the module doc);
-    ``fail_attempts`` and ``crash_after_write`` are test hooks (see :class:`SparkRunner`)."""
+    ``fail_attempts`` and ``crash_after_write`` are test hooks (see :class:`SparkRunner`); ``parquet_io``
+    as for :meth:`Table.compact <gpu_engine.table.Table.compact>`, ``auto`` decided on each executor."""
     given = dict(_args.mapping(options, "options", InvalidOption))
     given.setdefault("max-concurrent-file-group-rewrites", str(spark.sparkContext.defaultParallelism))
     return compact_table(
         table, strategy=strategy, sort_order=sort_order, options=given, where=where, branch=branch,
-        backend=backend, dry_run=dry_run, progress=progress,
+        backend=backend, dry_run=dry_run, progress=progress, parquet_io=parquet_io,
         runner=SparkRunner(spark, fail_attempts=fail_attempts, crash_after_write=crash_after_write),
     )  # fmt: skip

@@ -26,8 +26,8 @@ import pyarrow as pa
 from ..errors import GpuEngineError
 from ..execute.changelog import execute_changelog
 from ..execute.delete_cache import DeleteCache
+from ..execute.group_rewrite import rewrite_file_group
 from ..execute.projection import Projection
-from ..execute.rewrite import rewrite_group
 from ..execute.scan import execute
 from ..iceberg.metadata import TableMetadata
 from ..io.fileio import FileIO
@@ -54,6 +54,7 @@ class GroupPayload:
     group: FileGroup
     strategy: RewriteStrategy
     backend: str
+    parquet_io: str = "pyarrow"  # see gpu_engine.execute.group_rewrite ("auto" decided on the executor)
     fail_attempts: int = 0  # test hook: attempts (Spark's attemptNumber) below this fail, ...
     crash_after_write: bool = False  # ... by raising before writing, or by killing the worker after it
 
@@ -170,9 +171,10 @@ def rewrite_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatc
             bind_device(payload.backend)
             md = _metadata(payload.metadata_location, payload.stamp, payload.io)
             kept = _DELETES
-            result = rewrite_group(
-                md, payload.io, payload.group, payload.strategy, backend=payload.backend, delete_cache=kept
-            )
+            result = rewrite_file_group(
+                md, payload.io, payload.group, payload.strategy, parquet_io=payload.parquet_io,
+                backend=payload.backend, delete_cache=kept,
+            )  # fmt: skip
             if failing:
                 os._exit(17)  # a worker killed after writing: its files stay behind, unreferenced
             yield pa.RecordBatch.from_pydict(

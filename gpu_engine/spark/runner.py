@@ -61,7 +61,8 @@ class SparkRunner:
         sc.setJobGroup(self.job_group, f"gpu-engine rewrite of file group {group.index}", True)
         payload = GroupPayload(
             job.metadata_location, stamp_of(job.metadata), job.io, group, job.strategy, job.backend,
-            fail_attempts=self.fail_attempts.get(group.index, 0), crash_after_write=self.crash_after_write,
+            job.parquet_io, fail_attempts=self.fail_attempts.get(group.index, 0),
+            crash_after_write=self.crash_after_write,
         )  # fmt: skip
         frame = self.spark.createDataFrame(
             [(group.index, pickle.dumps(payload))], "group_index bigint, payload binary"

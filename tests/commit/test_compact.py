@@ -27,6 +27,7 @@ import gpu_engine as ge
 from gpu_engine.commit.compact import CompactionResult
 from gpu_engine.errors import InvalidOption, UnsupportedFeature
 from gpu_engine.execute import group_runner, rewrite_order
+from gpu_engine.execute.group_rewrite import rewrite_file_group
 from gpu_engine.execute.rewrite import rewrite_group
 from gpu_engine.iceberg import types as it
 from gpu_engine.iceberg.content_file import ContentFile
@@ -719,29 +720,32 @@ def test_output_spec_id_sets_the_spec_and_partition_of_the_new_files(
 # -- timings -------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("strategy", ["binpack", "sort"])
+@pytest.mark.parametrize(
+    ("strategy", "parquet_io"), [("binpack", "pyarrow"), ("sort", "pyarrow"), ("binpack", "arrow-frames")]
+)
 def test_each_group_reports_its_read_order_and_write_time(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, strategy: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, strategy: str, parquet_io: str
 ) -> None:
-    """Each group's ``read_seconds``, ``order_seconds`` and ``write_seconds``: none negative, together no more
-    than the time its ``rewrite_group`` call took (measured around it here) nor than the compaction's wall
-    time; a group that read and wrote files spent time on both, and a sort spent time ordering (a timing
-    left at zero, or counted twice, fails)."""
+    """Each group's ``read_seconds``, ``order_seconds`` and ``write_seconds``: none negative, together no
+    more than the time its ``rewrite_file_group`` call took (measured around it here) nor than the
+    compaction's wall time; a group that read and wrote files spent time on both, and a sort spent time
+    ordering (a timing left at zero, or counted twice, fails); on either Parquet path."""
     tbl, _ = build(tmp_path, 2, partitioned=True, eq=False)
     calls: dict[int, float] = {}
 
     def timed(*args: Any, **kwargs: Any) -> RewriteResult:
         start = time.perf_counter()
-        out = rewrite_group(*args, **kwargs)
+        out = rewrite_file_group(*args, **kwargs)
         calls[out.group_index] = time.perf_counter() - start
         return out
 
-    monkeypatch.setattr(group_runner, "rewrite_group", timed)
+    monkeypatch.setattr(group_runner, "rewrite_file_group", timed)
     start = time.perf_counter()
     result = tbl.compact(strategy, sort_order=SORT if strategy == "sort" else None, options=REWRITE_ALL,
-                         backend="cpu")  # fmt: skip
+                         backend="cpu", parquet_io=parquet_io)  # fmt: skip
     wall = time.perf_counter() - start
     assert len(result.groups) == 3 and sorted(calls) == [0, 1, 2]  # one per region
+    assert {g.parquet_io for g in result.groups} == {"arrow" if parquet_io == "arrow-frames" else "pyarrow"}
     assert 0 < result.seconds <= wall
     for g in result.groups:
         timings = (g.read_seconds, g.order_seconds, g.write_seconds)

@@ -85,9 +85,13 @@ def assert_still_compacts(cat: SqlCatalog, expected: pa.Table) -> None:
 
 def patch_rewrite_group(monkeypatch: pytest.MonkeyPatch, fake: Callable[..., Any]) -> None:
     """Replace ``rewrite_group`` where the compaction calls it (``gpu_engine.commit.compact``, or the
-    group runner it hands groups to)."""
+    group runner it hands groups to, or the module choosing the Parquet path)."""
     patched = 0
-    for name in ("gpu_engine.commit.compact", "gpu_engine.execute.group_runner"):
+    for name in (
+        "gpu_engine.commit.compact",
+        "gpu_engine.execute.group_runner",
+        "gpu_engine.execute.group_rewrite",
+    ):
         try:
             module = importlib.import_module(name)
         except ImportError:

@@ -41,6 +41,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyiceberg.table import StaticTable
 
+from gpu_engine._deps import optional
 from gpu_engine.errors import UnsupportedFeature
 from gpu_engine.iceberg import serde
 from gpu_engine.iceberg import types as it
@@ -307,12 +308,24 @@ def _data_dir_files(tbl: Table) -> set[str]:
     return {str(p) for p in root.rglob("*") if p.is_file()} if root.is_dir() else set()
 
 
+FRAMES = {"arrow-frames": "arrow", "cudf": "cudf"}  # parquet_io -> the frame library's name
+
+
+def _parquet_io_usable(parquet_io: str) -> None:
+    if parquet_io == "cudf" and optional("cudf") is None:
+        pytest.skip("cuDF is not installed")
+
+
+@pytest.mark.parametrize(
+    "parquet_io", ["pyarrow", "arrow-frames", pytest.param("cudf", marks=pytest.mark.gpu)]
+)
 @pytest.mark.parametrize("rel", TABLES)
-def test_rewrite_all_keeps_every_row(rel: str, tmp_path: Path) -> None:
+def test_rewrite_all_keeps_every_row(rel: str, parquet_io: str, tmp_path: Path) -> None:
     if rel == MISSING:
         pytest.fail(f"fixtures not found at {FIXTURES}")
     if rel in ENGINE_CANNOT:
         pytest.skip(f"engine refuses this table: {ENGINE_CANNOT[rel][1]}")
+    _parquet_io_usable(parquet_io)
     fixture_state = tree_state(SHARED / rel)
     tbl = committable_copy(rel, tmp_path / "table")
     md = tbl.metadata
@@ -325,7 +338,7 @@ def test_rewrite_all_keeps_every_row(rel: str, tmp_path: Path) -> None:
     if rel in COMPACT_CANNOT:
         error, match = COMPACT_CANNOT[rel]
         with pytest.raises(error, match=match):
-            tbl.compact(options=OPTIONS, backend="cpu")
+            tbl.compact(options=OPTIONS, backend="cpu", parquet_io=parquet_io)
         tbl.refresh()
         assert tbl.metadata.current_snapshot_id == md.current_snapshot_id
         assert not _data_dir_files(tbl), "a refused compaction left files behind"
@@ -333,9 +346,13 @@ def test_rewrite_all_keeps_every_row(rel: str, tmp_path: Path) -> None:
         return
 
     lineage_before = _with_lineage(tbl) if md.format_version >= 3 else None
-    result = tbl.compact(options=OPTIONS, backend="cpu")
+    result = tbl.compact(options=OPTIONS, backend="cpu", parquet_io=parquet_io)
     tbl.refresh()
     assert not result.failures, result.failures
+    for g in result.groups:  # the frame path took every group it takes (pyarrow stood in for the others)
+        took = g.parquet_io_reason is None
+        assert g.parquet_io == (FRAMES[parquet_io] if parquet_io in FRAMES and took else "pyarrow"), g
+        assert took or str(g.parquet_io_reason).startswith(f"{FRAMES.get(parquet_io)}: "), g
     assert result.commits, "a rewrite-all compaction committed nothing"
 
     # (1)-(3) the same rows, by every reader

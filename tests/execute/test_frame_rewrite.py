@@ -1,0 +1,200 @@
+"""A file group rewritten through frames (the pyarrow twin of cuDF's path) writes the files the host path
+writes: the same rows in the same files, the same metrics; groups the frame path does not take go to the
+host path with the reason recorded. (Every fixture table is compacted through frames in
+tests/commit/test_compact_fixtures.py.)"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpu_engine._deps import optional
+from gpu_engine.errors import BackendUnavailable, InvalidOption
+from gpu_engine.execute.frame_rewrite import rewrite_group_frames
+from gpu_engine.execute.frames import ArrowFrames
+from gpu_engine.execute.group_rewrite import resolve_parquet_io, rewrite_file_group
+from gpu_engine.execute.rewrite import rewrite_group
+from gpu_engine.table import Table
+from gpu_engine.tasks import FileGroup, RewriteResult
+
+from ..commit._compact_support import _canon, assert_rows_equal, gen_rows, new_table, read_file
+
+METRICS = (
+    "record_count",
+    "value_counts",
+    "null_value_counts",
+    "nan_value_counts",
+    "lower_bounds",
+    "upper_bounds",
+)
+
+
+def table_with_deletes(tmp_path: Path, version: int, *, partitioned: bool = False, appends: int = 6) -> Table:
+    _, tbl = new_table(tmp_path, version, partitioned=partitioned)
+    for i in range(appends):
+        tbl.append(gen_rows(i * 300, 300, seed=i))
+    tbl.delete("id in (3, 5, 301, 302, 900, 1201)", backend="cpu")
+    tbl.delete("id >= 600 and id < 640", backend="cpu")
+    on = ["id", "region"] if partitioned else ["id"]  # partition-scoped keys carry the partition column
+    keys = tbl.scan(filter="id in (7, 1500)", columns=on).to_arrow()
+    tbl.delete_rows(keys, on=on, backend="cpu")
+    return tbl
+
+
+def files_of(result: RewriteResult) -> list[tuple[dict[str, Any], list[tuple[Any, ...]]]]:
+    """Each file's metrics and rows in order (floats by their bits: NaN equal to NaN)."""
+    return [
+        (
+            {m: getattr(f, m) for m in METRICS},
+            [tuple(_canon(v) for v in r.values()) for r in read_file(f.path).to_pylist()],
+        )
+        for f in result.added
+    ]
+
+
+def groups(tbl: Table, **options: str) -> tuple[Any, tuple[FileGroup, ...]]:
+    plan = tbl.compact(options={"rewrite-all": "true", **options}, dry_run=True).plan
+    return plan, plan.groups
+
+
+@pytest.mark.parametrize("version", [2, 3])
+@pytest.mark.parametrize("partitioned", [False, True], ids=["unpartitioned", "partitioned"])
+@pytest.mark.parametrize("fraction", [None, 0.3, 0.45], ids=["one-file", "target-0.3", "target-0.45"])
+def test_the_files_the_host_path_writes(
+    tmp_path: Path, version: int, partitioned: bool, fraction: float | None
+) -> None:
+    tbl = table_with_deletes(tmp_path, version, partitioned=partitioned)
+    options = {}
+    if fraction is not None:  # several output files per group, a short last one or a tail joining it
+        total = sum(t.file.file_size_in_bytes for t in tbl.scan().plan().tasks)
+        options["target-file-size-bytes"] = str(int(total * fraction / (3 if partitioned else 1)))
+    plan, planned = groups(tbl, **options)
+    assert planned
+    several = 0
+    for g in planned:
+        host = rewrite_group(tbl.metadata, tbl.io, g, plan.strategy, backend="cpu")
+        frames = rewrite_group_frames(tbl.metadata, tbl.io, g, plan.strategy, ArrowFrames(), backend="cpu")
+        assert files_of(frames) == files_of(host), g
+        assert (frames.rows_read, frames.rows_written) == (host.rows_read, host.rows_written)
+        assert frames.parquet_io == "arrow" and host.parquet_io == "pyarrow"
+        assert all(f.spec_id == g.output_spec_id and f.partition == g.partition for f in frames.added)
+        several += len(frames.added) > 1
+    assert (several > 0) == (fraction is not None)
+
+
+@pytest.mark.parametrize(("parts", "files"), [(2.05, 2), (2.5, 3), (1.0, 1)])
+def test_a_short_tail_joins_the_file_before_it_as_on_the_host(
+    tmp_path: Path, parts: float, files: int
+) -> None:
+    """Split sizes of ``parts`` files' worth: a remainder of at most a tenth of a file (2.05) joins the
+    last full file, a larger one (2.5) is a file of its own, as the host path cuts them."""
+    tbl = table_with_deletes(tmp_path, 2)
+    plan, (g,) = groups(tbl)
+    cut = dataclasses.replace(g, expected_output_files=3, split_size=int(g.input_bytes / parts))
+    host = rewrite_group(tbl.metadata, tbl.io, cut, plan.strategy, backend="cpu")
+    frames = rewrite_group_frames(tbl.metadata, tbl.io, cut, plan.strategy, ArrowFrames(), backend="cpu")
+    assert len(host.added) == files
+    assert files_of(frames) == files_of(host)
+
+
+def test_the_rest_past_the_expected_files_is_cut_at_the_maximum_size(tmp_path: Path) -> None:
+    """A group whose rows outgrow its expected files (fewer were planned): the last file's rest is split
+    into equal files no larger than the maximum output size (by the input's bytes per row)."""
+    tbl = table_with_deletes(tmp_path, 2)
+    plan, (g,) = groups(tbl)
+    small = dataclasses.replace(
+        g, expected_output_files=1, split_size=g.input_bytes // 4, max_output_file_size=g.input_bytes // 3
+    )
+    r = rewrite_group_frames(tbl.metadata, tbl.io, small, plan.strategy, ArrowFrames(), backend="cpu")
+    counts = [f.record_count for f in r.added]
+    assert len(counts) == 3 and max(counts) - min(counts) <= 1, counts
+    assert sum(counts) == r.rows_written == r.rows_read
+
+
+def test_groups_the_frame_path_does_not_take_go_to_the_host_with_the_reason(tmp_path: Path) -> None:
+    tbl = table_with_deletes(tmp_path, 2)
+    plan = tbl.compact("sort", sort_order="id", options={"rewrite-all": "true"}, dry_run=True).plan
+    (g,) = plan.groups
+    r = rewrite_file_group(tbl.metadata, tbl.io, g, plan.strategy, parquet_io="arrow-frames", backend="cpu")
+    assert r.parquet_io == "pyarrow"
+    assert r.parquet_io_reason == "arrow: the sort strategy orders the rows on the host"
+    with pytest.raises(ValueError, match=r"is not rewritten through frames: the sort strategy"):
+        rewrite_group_frames(tbl.metadata, tbl.io, g, plan.strategy, ArrowFrames(), backend="cpu")
+    mixed = dataclasses.replace(g, spec_id=None)
+    binpack = dataclasses.replace(plan.strategy, kind="binpack", sort_order=None)
+    r = rewrite_file_group(tbl.metadata, tbl.io, mixed, binpack, parquet_io="arrow-frames", backend="cpu")
+    assert r.parquet_io_reason == "arrow: files of other partition specs are repartitioned on the host"
+
+
+def test_a_property_the_library_cannot_follow_sends_the_group_to_the_host_before_reading(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gpu_engine.execute import frame_scan
+
+    tbl = table_with_deletes(tmp_path, 2)
+    plan, (g,) = groups(tbl)
+    monkeypatch.setattr(ArrowFrames, "encode_unsupported", lambda self, schema, options: "no zstd here")
+
+    def unread(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("read through frames although nothing could be written")
+
+    monkeypatch.setattr(frame_scan, "frame_stream", unread)
+    r = rewrite_file_group(tbl.metadata, tbl.io, g, plan.strategy, parquet_io="arrow-frames", backend="cpu")
+    assert (r.parquet_io, r.parquet_io_reason) == ("pyarrow", "arrow: no zstd here")
+
+
+def test_which_parquet_io_runs() -> None:
+    assert resolve_parquet_io("auto", "cpu") == "pyarrow"
+    assert resolve_parquet_io("arrow-frames", "cpu") == "arrow-frames"
+    with pytest.raises(
+        InvalidOption, match=r"^parquet_io='gpu': expected one of auto, pyarrow, cudf, arrow-frames$"
+    ):
+        resolve_parquet_io("gpu", "cpu")
+
+
+def test_compaction_results_say_who_wrote_each_group(tmp_path: Path) -> None:
+    tbl = table_with_deletes(tmp_path, 3, partitioned=True)
+    before = tbl.scan().to_arrow()
+    result = tbl.compact(options={"rewrite-all": "true"}, backend="cpu", parquet_io="arrow-frames")
+    assert result.groups and {g.parquet_io for g in result.groups} == {"arrow"}
+    assert all(g["parquet_io"] == "arrow" for g in result.to_json()["groups"])
+    tbl.refresh()
+    assert_rows_equal(tbl.scan().to_arrow(), before)
+    with pytest.raises(InvalidOption, match=r"parquet_io='x'"):
+        tbl.compact(options={"rewrite-all": "true"}, parquet_io="x")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("version", [2, 3])
+@pytest.mark.parametrize("fraction", [None, 0.3], ids=["one-file", "target-0.3"])
+def test_cudf_writes_the_files_the_host_path_writes(
+    tmp_path: Path, version: int, fraction: float | None
+) -> None:
+    if optional("cudf") is None:
+        pytest.skip("cuDF is not installed")
+    from gpu_engine.backend.cudf_sink import CudfSink
+
+    tbl = table_with_deletes(tmp_path, version, partitioned=True)
+    options = {}
+    if fraction is not None:
+        total = sum(t.file.file_size_in_bytes for t in tbl.scan().plan().tasks)
+        options["target-file-size-bytes"] = str(int(total * fraction / 3))
+    plan, planned = groups(tbl, **options)
+    for g in planned:
+        host = rewrite_group(tbl.metadata, tbl.io, g, plan.strategy, backend="cpu")
+        got = rewrite_group_frames(tbl.metadata, tbl.io, g, plan.strategy, CudfSink(), backend="cuda")
+        assert files_of(got) == files_of(host), g
+        assert got.parquet_io == "cudf"
+
+
+def test_cudf_asked_for_without_cudf_is_an_error_naming_it(tmp_path: Path) -> None:
+    if optional("cudf") is not None:
+        pytest.skip("cuDF is installed here")
+    tbl = table_with_deletes(tmp_path, 2)
+    head = tbl.metadata.current_snapshot_id
+    with pytest.raises(BackendUnavailable, match=r"needs the 'cudf' package, which is not installed"):
+        tbl.compact(options={"rewrite-all": "true"}, backend="cpu", parquet_io="cudf")
+    assert tbl.refresh().metadata.current_snapshot_id == head
