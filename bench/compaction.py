@@ -37,9 +37,11 @@ Peers (each measurement in a fresh subprocess, so its peak RSS is its own; the t
   unsupported with its error.
 * ``gpu-engine-cpu`` -- ``tbl.compact(options={"rewrite-all": "true"}, backend="cpu")``: every data file
   rewritten with its deletes applied, one replace commit.
-* ``gpu-engine-cuda`` -- the same with ``backend="cuda"``, and ``raw-cudf`` -- ``cudf.read_parquet(paths)``,
-  the rows of the precomputed mask (a device array built before the clock starts), ``to_parquet(out,
-  compression="ZSTD")``: only with a real CUDA device (else recorded as skipped with the reason).
+* ``gpu-engine-cuda`` -- the same with ``backend="cuda"`` (pyarrow decodes and encodes);
+  ``gpu-engine-cudf`` -- with cuDF's GPU Parquet reader and writer too (``parquet_io="cudf"``); and
+  ``raw-cudf`` -- ``cudf.read_parquet(paths)``, the rows of the precomputed mask (a device array built
+  before the clock starts), ``to_parquet(out, compression="ZSTD")``: only with a real CUDA device (else
+  recorded as skipped with the reason).
 
 Each worker first runs the same call on a small warm-up table of the same workload (imports, JIT compiled
 kernels from the shared numba cache, first-call effects; its time is ``first_call_s``), then the timed call
@@ -89,21 +91,24 @@ PEER_PACKAGES = (
     "pyiceberg", "pyiceberg-core", "sqlalchemy", "cudf-cu12", "cudf-cu13", "cupy-cuda12x", "cupy-cuda13x",
     "matplotlib",
 )  # fmt: skip
-RAW_PA, PYICEBERG, OURS_CPU, OURS_CUDA, RAW_CUDF = (
+RAW_PA, PYICEBERG, OURS_CPU, OURS_CUDA, OURS_CUDF, RAW_CUDF = (
     "raw-pyarrow",
     "pyiceberg",
     "gpu-engine-cpu",
     "gpu-engine-cuda",
+    "gpu-engine-cudf",
     "raw-cudf",
 )
-PEERS = (RAW_PA, PYICEBERG, OURS_CPU, OURS_CUDA, RAW_CUDF)
-OURS = (OURS_CPU, OURS_CUDA)
-CUDA_PEERS = (OURS_CUDA, RAW_CUDF)
+PEERS = (RAW_PA, PYICEBERG, OURS_CPU, OURS_CUDA, OURS_CUDF, RAW_CUDF)
+OURS = (OURS_CPU, OURS_CUDA, OURS_CUDF)
+CUDA_PEERS = (OURS_CUDA, OURS_CUDF, RAW_CUDF)
+PARQUET_IO = {OURS_CPU: "pyarrow", OURS_CUDA: "pyarrow", OURS_CUDF: "cudf"}
 LABELS = {
     RAW_PA: "raw pyarrow read+filter+write",
     PYICEBERG: "PyIceberg overwrite(scan().to_arrow())",
     OURS_CPU: "gpu-engine compact (cpu)",
     OURS_CUDA: "gpu-engine compact (cuda)",
+    OURS_CUDF: "gpu-engine compact (cuda, cuDF Parquet)",
     RAW_CUDF: "raw cuDF read+filter+write",
 }
 COLORS = {
@@ -111,6 +116,7 @@ COLORS = {
     PYICEBERG: "#777777",
     OURS_CPU: "#2a7ab9",
     OURS_CUDA: "#76b900",
+    OURS_CUDF: "#3f6600",
     RAW_CUDF: "#b9d98a",
 }
 CATALOG_NAME = "bench"
@@ -179,6 +185,22 @@ TARGETS = (
         "gpu-raw-cudf",
         "GPU throughput >= 0.5x raw cuDF read+write of the same files",
         OURS_CUDA,
+        RAW_CUDF,
+        tuple(WORKLOADS),
+        0.5,
+    ),
+    Target(
+        "gpu-cudf-input-rate",
+        "GPU with cuDF's Parquet reader and writer >= 5 GB/s of input",
+        OURS_CUDF,
+        None,
+        tuple(WORKLOADS),
+        5000.0,
+    ),
+    Target(
+        "gpu-cudf-raw-cudf",
+        "GPU with cuDF's Parquet reader and writer >= 0.5x raw cuDF read+write of the same files",
+        OURS_CUDF,
         RAW_CUDF,
         tuple(WORKLOADS),
         0.5,
@@ -347,9 +369,8 @@ def prepare(peer: str, table_dir: Path) -> Prepared:
         tbl = ge.load_catalog(CATALOG_NAME, uri=props["uri"], warehouse=props["warehouse"]).load_table(
             IDENTIFIER
         )
-        return Prepared(
-            lambda: tbl.compact(options={"rewrite-all": "true"}, backend=backend), describe_compaction
-        )
+        how = {"backend": backend, "parquet_io": PARQUET_IO[peer]}
+        return Prepared(lambda: tbl.compact(options={"rewrite-all": "true"}, **how), describe_compaction)
     if peer == PYICEBERG:
         from pyiceberg.catalog.sql import SqlCatalog
 
@@ -407,6 +428,8 @@ def describe_compaction(res: Any) -> dict[str, Any]:
         "order_s": sum(g.order_seconds for g in res.groups),
         "write_s": sum(g.write_seconds for g in res.groups),
         "rows_written": sum(g.rows for g in res.groups),
+        "parquet_io": sorted({g.parquet_io for g in res.groups}),
+        "parquet_io_reasons": sorted({g.parquet_io_reason for g in res.groups if g.parquet_io_reason}),
     }
 
 
@@ -629,8 +652,10 @@ def evaluate_targets(
         for key in (w for w in t.workloads if w in results):
             mine = results[key].get(t.ours, {})
             theirs = results[key].get(t.peer, {}) if t.peer else {"status": "ok"}
-            if t.ours == OURS_CUDA and not device["cuda"]:
+            if t.ours in (OURS_CUDA, OURS_CUDF) and not device["cuda"]:
                 per[key] = {"value": None, "met": None, "why": "not measured: no CUDA device here"}
+            elif not mine:
+                per[key] = {"value": None, "met": None, "why": f"not measured: {t.ours} was not run"}
             elif mine.get("status") != "ok":
                 per[key] = {"value": None, "met": False, "why": f"gpu-engine {mine.get('status')}"}
             elif theirs.get("status") != "ok":
@@ -776,7 +801,9 @@ def run_driver(args: argparse.Namespace) -> int:
                 PYICEBERG: "pt = SqlCatalog(same catalog DB).load_table('db.t'); pt.overwrite(pt.scan()."
                 "to_arrow())",
                 OURS_CPU: "tbl.compact(options={'rewrite-all': 'true'}, backend='cpu')",
-                OURS_CUDA: "tbl.compact(options={'rewrite-all': 'true'}, backend='cuda')",
+                OURS_CUDA: "tbl.compact(options={'rewrite-all': 'true'}, backend='cuda', "
+                "parquet_io='pyarrow')",
+                OURS_CUDF: "tbl.compact(options={'rewrite-all': 'true'}, backend='cuda', parquet_io='cudf')",
                 RAW_CUDF: "cudf.read_parquet(data_file_paths)[live_mask_on_device].to_parquet(out, "
                 "compression='ZSTD'); mask copied to the device before the clock",
             },

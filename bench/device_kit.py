@@ -294,7 +294,7 @@ def steps(python: str, bench_out: Path, *, quick: bool, cudf: bool = False) -> l
         "--peers",
         "gpu-engine-cpu",
         "gpu-engine-cuda",
-        *(["raw-cudf"] if cudf else []),
+        *(["gpu-engine-cudf", "raw-cudf"] if cudf else []),
     ]
     # the image's pytest-benchmark warns under xdist (an error with -W error); short tracebacks and a cap on
     # failures, so that a run with many of them still ends with its summary inside the step's time
