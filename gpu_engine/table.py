@@ -242,17 +242,19 @@ class Table:
 
     def append(
         self,
-        data: Data,
+        data: Data | Any,
         *,
         branch: str = "main",
         backend: str = "auto",
         merge_schema: bool = False,
         faults: Faults | None = None,
     ) -> AppendResult:
-        """Write ``data`` (an Arrow table, batch, reader or iterable of batches) as data files and commit them
-        as an ``append`` snapshot; this handle then points at the new metadata. ``merge_schema``: first add
-        the data's new columns and widen types (required columns stay required), see
-        :mod:`gpu_engine.commit.append`. ``faults``: a test hook (see :mod:`gpu_engine.commit.producer`)."""
+        """Write ``data`` (an Arrow table, batch, reader or iterable of batches; or a cuDF DataFrame, encoded
+        on the GPU by cuDF's Parquet writer, see :mod:`gpu_engine.execute.frame_append`) as data files and
+        commit them as an ``append`` snapshot; this handle then points at the new metadata.
+        ``merge_schema``: first add the data's new columns and widen types (required columns stay
+        required; Arrow data only), see :mod:`gpu_engine.commit.append`. ``faults``: a test hook (see
+        :mod:`gpu_engine.commit.producer`)."""
         from .commit.append import append
 
         choose(backend)  # a bad name, or 'cuda' without a device, fails whether or not a kernel runs

@@ -15,12 +15,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from ..errors import InvalidOption
+from ..execute.frame_append import write_frame_data
+from ..execute.frame_sink import FrameSink
 from ..iceberg.content_file import ContentFile
+from ..io.data_input import is_cudf_frame
 from ..io.parquet_write import Data, write_table_data
 from .merge_schema import merge_view
 from .producer import check_committable, commit
@@ -42,23 +45,35 @@ class AppendResult:
 
 def append(
     table: Table,
-    data: Data,
+    data: Data | Any,
     *,
     branch: str = "main",
     backend: str = "auto",
     merge_schema: bool = False,
     faults: Faults | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    sink: FrameSink | None = None,
 ) -> AppendResult:
-    """Write ``data`` (an Arrow table, record batch, reader or iterable of batches) and commit an append.
-    ``merge_schema``: first evolve the table's schema to hold ``data``'s (see the module doc)."""
+    """Write ``data`` (an Arrow table, record batch, reader or iterable of batches; or a cuDF DataFrame,
+    written by cuDF's GPU Parquet writer: :mod:`gpu_engine.execute.frame_append`) and commit an append.
+    ``merge_schema``: first evolve the table's schema to hold ``data``'s (see the module doc); Arrow data
+    only. ``sink``: the frame library ``data`` is a frame of (default: cuDF's, for a cuDF DataFrame)."""
     check_committable(table)
+    if sink is None and is_cudf_frame(data):
+        from ..backend.cudf_sink import CudfSink
+
+        sink = CudfSink()
     if merge_schema:
+        if sink is not None:
+            raise InvalidOption("merge_schema: evolve the schema from Arrow data (a frame's rows are not)")
         _merge_schema(table, data)
     md = table.metadata
     if faults is not None:
         faults("data")
-    files = write_table_data(table.io, md, data, backend=backend)
+    if sink is not None:
+        files = write_frame_data(table.io, md, data, sink, backend=backend)
+    else:
+        files = write_table_data(table.io, md, data, backend=backend)
     update = SnapshotUpdate.append(files)
     result = commit(table, update, branch=branch, faults=faults, sleep=sleep, owned=[f.path for f in files])
     return AppendResult(result.snapshot_id, tuple(files), sum(f.record_count for f in files), result)

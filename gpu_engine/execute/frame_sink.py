@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+import numpy as np
 import pyarrow as pa
 
 from ..iceberg import types as it
@@ -37,6 +38,20 @@ class FrameSink(Frames, Protocol):
         in order. Columns are ``schema``'s top-level fields (names, order, nullability; ``frame`` holds
         them as :meth:`cast` makes them), without field ids; codec, row group, page and dictionary sizes
         from ``options``."""
+        ...
+
+    def column_names(self, frame: Any) -> list[str]: ...
+
+    def arrow_type(self, column: Any) -> pa.DataType:
+        """The Arrow type ``column``'s values convert to (as ``to_arrow`` makes them, uncast)."""
+        ...
+
+    def nbytes(self, frame: Any) -> int:
+        """The bytes ``frame``'s columns take in memory."""
+        ...
+
+    def take(self, frame: Any, rows: np.ndarray) -> Any:
+        """The rows of ``frame`` at the positions ``rows`` (int64, in that order)."""
         ...
 
     def slice(self, frame: Any, start: int, n: int) -> Any:

@@ -176,6 +176,18 @@ class ArrowFrames:
                 store_schema=False,
             )  # fmt: skip
 
+    def column_names(self, frame: pa.Table) -> list[str]:
+        return list(frame.column_names)
+
+    def arrow_type(self, column: pa.Array) -> pa.DataType:
+        return column.type
+
+    def nbytes(self, frame: pa.Table) -> int:
+        return int(frame.nbytes)
+
+    def take(self, frame: pa.Table, rows: np.ndarray) -> pa.Table:
+        return frame.take(pa.array(rows, pa.int64()))
+
     def slice(self, frame: pa.Table, start: int, n: int) -> pa.Table:
         return frame.slice(start, n)
 

@@ -100,6 +100,12 @@ def _refuse_obvious(data: object, what: str, kinds: str) -> None:
         raise InvalidData(f"{what}: expected {kinds}, not {_kind(data)}")
 
 
+def is_cudf_frame(data: object) -> bool:
+    """Whether ``data`` is a cuDF DataFrame (told apart without importing cuDF)."""
+    kind = type(data)
+    return kind.__name__ == "DataFrame" and kind.__module__.split(".")[0] == "cudf"
+
+
 def _kind(value: object) -> str:
     if value is None:
         return "None"

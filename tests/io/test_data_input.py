@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 from gpu_engine.errors import InvalidData
-from gpu_engine.io.data_input import arrow_table, record_batches
+from gpu_engine.io.data_input import arrow_table, is_cudf_frame, record_batches
 from gpu_engine.table import Table
 
 from ..commit._support import keyed_rows, region_table, table_files
@@ -101,3 +101,10 @@ def test_the_kinds_a_write_takes_give_the_same_batches() -> None:
         assert got.equals(GOOD) or got.equals(pa.Table.from_batches(batches[:1]))
     assert arrow_table(batches[0]).equals(pa.Table.from_batches(batches[:1]))
     assert arrow_table(GOOD) is GOOD
+
+
+def test_cudf_frames_are_told_apart_without_importing_cudf() -> None:
+    frame_type = type("DataFrame", (), {"__module__": "cudf.core.dataframe"})
+    other = type("DataFrame", (), {"__module__": "pandas.core.frame"})
+    assert is_cudf_frame(frame_type())
+    assert not is_cudf_frame(other()) and not is_cudf_frame(pa.table({"a": [1]}))
