@@ -54,6 +54,8 @@ def _unsupported(t: pa.DataType, path: str) -> str | None:
 
 
 def _no_cudf_type(t: pa.DataType) -> bool:
+    if isinstance(t, pa.BaseExtensionType):  # arrow.uuid (what uuid columns are written as): its storage
+        t = t.storage_type
     return bool(
         pa.types.is_binary(t)
         or pa.types.is_large_binary(t)
@@ -140,7 +142,7 @@ class CudfFrames:
         return self._cudf.Series(keep)
 
     def filter(self, column: Any, mask: Any) -> Any:
-        return column[mask].reset_index(drop=True)
+        return column[mask.values].reset_index(drop=True)  # by position (a Series mask aligns by label)
 
     def assemble(self, columns: Sequence[tuple[str, Any]], schema: pa.Schema, num_rows: int) -> Any:
         if not columns:

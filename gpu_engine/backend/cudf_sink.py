@@ -31,14 +31,10 @@ from ..io.column_metrics import LeafStats
 from ..io.write_options import WriteOptions
 from .cudf_frames import CudfFrames, cudf_unsupported
 
-_CODECS = {
-    "zstd": "ZSTD",
-    "snappy": "SNAPPY",
-    "lz4": "LZ4",
-    "gzip": "GZIP",
-    "brotli": "BROTLI",
-    "none": "NONE",
-}
+# the codecs libcudf's Parquet writer encodes (writer_impl.cu's to_parquet_compression: LZ4 as LZ4_RAW);
+# also asked of the installed libcudf
+_CODECS = {"zstd": "ZSTD", "snappy": "SNAPPY", "lz4": "LZ4", "none": "NONE"}
+_KIB, _INT32_MAX = 1024, 2**31 - 1  # libcudf's limits on the row group, page and dictionary sizes
 _PER_DAY = {"s": 86_400, "ms": 86_400_000, "us": 86_400_000_000, "ns": 86_400_000_000_000}
 _INT_BOUNDS = it.TIMESTAMP_NAMES | {"date"}
 
@@ -57,11 +53,26 @@ def cudf_encode_unsupported(
             "writer takes no compression level"
         )
     codec = options.compression_codec
-    if not codec_written(_CODECS[codec]):
+    if codec not in _CODECS or not codec_written(_CODECS[codec]):
         return (
             f"table property write.parquet.compression-codec={codec}: cuDF's Parquet writer has no "
             f"{codec} encoder"
         )
+    sizes = [
+        ("write.parquet.row-group-size-bytes", options.row_group_size_bytes, _KIB, None),
+        ("write.parquet.page-size-bytes", options.page_size_bytes, _KIB, _INT32_MAX),
+        ("write.parquet.dict-size-bytes", options.dict_size_bytes, None, _INT32_MAX),
+    ]
+    for key, value, low, high in sizes:
+        if (low is not None and value < low) or (high is not None and value > high):
+            bounds = (
+                f"at least {low}"
+                if high is None
+                else f"at most {high}"
+                if low is None
+                else f"{low} to {high}"
+            )
+            return f"table property {key}={value}: cuDF's Parquet writer takes {bounds}"
     if options.bloom_filters:
         column = options.bloom_filters[0][0]
         return (
@@ -69,13 +80,15 @@ def cudf_encode_unsupported(
             "writes no bloom filters"
         )
     for f in schema:
-        why = _not_encoded(f.type, f.name, top=True)
+        why = _not_encoded(f.type, f.name, top=True, under_null=f.nullable)
         if why is not None:
             return why
     return None
 
 
-def _not_encoded(t: pa.DataType, path: str, *, top: bool) -> str | None:
+def _not_encoded(t: pa.DataType, path: str, *, top: bool, under_null: bool = False) -> str | None:
+    """Why column ``path`` of type ``t`` is not written (``top``: a table column; ``under_null``: inside a
+    nullable struct, up to the nearest list)."""
     if pa.types.is_decimal(t):
         size = decimal_bytes(t.precision)
         if t.precision > 18 and size < 16:
@@ -88,8 +101,17 @@ def _not_encoded(t: pa.DataType, path: str, *, top: bool) -> str | None:
     if pa.types.is_date32(t) and not top:
         return f"column {path!r}: a date inside a struct or list (cuDF has no dates; cast at the top only)"
     if pa.types.is_struct(t):
+        if path.rsplit(".", 1)[-1] == "list":
+            return f"column {path!r}: libcudf names every field of a struct called 'list' 'element'"
         for i in range(t.num_fields):
-            why = _not_encoded(t.field(i).type, f"{path}.{t.field(i).name}", top=False)
+            f = t.field(i)
+            where = f"{path}.{f.name}"
+            if under_null and not f.nullable:
+                return (
+                    f"column {where!r}: a required field inside an optional struct (libcudf gives it the "
+                    "struct's nulls, then refuses to write it required)"
+                )
+            why = _not_encoded(f.type, where, top=False, under_null=under_null or f.nullable)
             if why is not None:
                 return why
     elif pa.types.is_list(t) or pa.types.is_large_list(t):
@@ -180,7 +202,7 @@ class CudfSink(CudfFrames):
         values = column
         if t.name in _INT_BOUNDS:
             if getattr(values.dtype, "tz", None) is not None:
-                values = values.dt.tz_localize(None)
+                values = values.dt.tz_convert(None)  # the stored UTC values (tz_localize converts)
             values = values.astype("int64")
         lower, upper = _scalar(values.min()), _scalar(values.max())
         if t.name == "date":

@@ -23,6 +23,9 @@ def refused(schema: pa.Schema, **props: str) -> str | None:
     return cudf_encode_unsupported(schema, options, lambda name: name in ALL_CODECS)
 
 
+REQUIRED = pa.field("r", pa.int32(), nullable=False)
+
+
 def one(t: pa.DataType) -> pa.Schema:
     return pa.schema([pa.field("id", pa.int64()), pa.field("x", t)])
 
@@ -49,12 +52,24 @@ def test_written_on_the_device(t: pa.DataType) -> None:
         (pa.struct([pa.field("p", pa.decimal128(9, 2))]), r"^column 'x\.p' \(decimal128\(9, 2\)\): a narrow"),
         (pa.list_(pa.field("element", pa.date32())), r"^column 'x\.element': a date inside a struct or list"),
         (pa.binary(), r"^column 'x' \(Arrow binary\): cuDF holds no binary"),
+        (pa.struct([REQUIRED]), r"^column 'x\.r': a required field inside an optional struct"),
+        (pa.struct([pa.field("s", pa.struct([REQUIRED]))]), r"^column 'x\.s\.r': a required"),
+        (pa.struct([pa.field("list", pa.struct([REQUIRED]))]), r"^column 'x\.list': libcudf names every"),
     ],
 )  # fmt: skip
 def test_columns_refused_name_themselves(t: pa.DataType, message: str) -> None:
     why = refused(one(t))
     assert why is not None
     assert re.search(message, why), why
+
+
+def test_required_fields_written_where_no_struct_null_reaches_them() -> None:
+    inner = pa.struct([pa.field("r", pa.int32(), nullable=False), pa.field("o", pa.int32())])
+    schema = pa.schema([
+        pa.field("s", inner, nullable=False),  # a required struct: its required fields are never null
+        pa.field("l", pa.list_(pa.field("element", inner, nullable=False))),  # a list resets the rule
+    ])  # fmt: skip
+    assert refused(schema) is None
 
 
 def test_properties_cudf_cannot_follow_name_themselves() -> None:
@@ -66,6 +81,19 @@ def test_properties_cudf_cannot_follow_name_themselves() -> None:
         "table property write.parquet.compression-codec=gzip: cuDF's Parquet writer has no gzip encoder"
     )
     assert refused(schema, **{"write.parquet.compression-codec": "uncompressed"}) is None
+    assert refused(schema, **{"write.parquet.compression-codec": "brotli"}) == (
+        "table property write.parquet.compression-codec=brotli: cuDF's Parquet writer has no brotli encoder"
+    )
+    assert refused(schema, **{"write.parquet.row-group-size-bytes": "1000"}) == (
+        "table property write.parquet.row-group-size-bytes=1000: cuDF's Parquet writer takes at least 1024"
+    )
+    assert refused(schema, **{"write.parquet.page-size-bytes": "512"}) == (
+        "table property write.parquet.page-size-bytes=512: cuDF's Parquet writer takes 1024 to 2147483647"
+    )
+    assert refused(schema, **{"write.parquet.dict-size-bytes": str(2**31)}) == (
+        "table property write.parquet.dict-size-bytes=2147483648: cuDF's Parquet writer takes at most "
+        "2147483647"
+    )
     bloom = refused(schema, **{"write.parquet.bloom-filter-enabled.column.id": "true"})
     assert bloom is not None and bloom.startswith(
         "table property write.parquet.bloom-filter-enabled.column.id: "
@@ -209,7 +237,7 @@ def test_the_writer_call(monkeypatch: pytest.MonkeyPatch) -> None:
         "id": _Column("id"), "day": _Column("day", np.dtype("datetime64[s]")), "price": _Column("price"),
         "big": _Column("big"), "s": _Column("s"),
     }  # fmt: skip
-    options = WriteOptions.from_properties({"write.parquet.row-group-size-bytes": "1000"})
+    options = WriteOptions.from_properties({"write.parquet.row-group-size-bytes": "100000"})
     sink.encode(frame, schema, ["/a.parquet", "/b.parquet"], [3, 4], options)
     log = plc.log
     table = ["id", "day.astype(int64)//86400.astype(int32)", "price.astype(decimal32(9,2))", "big", "s"]
@@ -234,7 +262,7 @@ def test_the_writer_call(monkeypatch: pytest.MonkeyPatch) -> None:
         ("write_arrow_schema", False),  # no Arrow schema without field ids for pyarrow to prefer
         ("build",),
         ("set_partitions", [(0, 3), (3, 4)]),
-        ("set_row_group_size_bytes", 1000),
+        ("set_row_group_size_bytes", 100000),
         ("set_max_page_size_bytes", 1 << 20),
         ("set_max_dictionary_size", 2 << 20),
         ("write_parquet",),
