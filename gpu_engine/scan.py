@@ -16,7 +16,7 @@ import pyarrow as pa
 from . import _args
 from .backend.select import check_backend_name
 from .errors import InvalidType, UnsupportedFeature
-from .execute.frame_scan import execute_frame
+from .execute.frame_scan import frame_stream
 from .execute.frames import Frames
 from .execute.projection import Projection, project
 from .execute.scan import ScanProgress, ScanRun, execute
@@ -107,9 +107,10 @@ class TableScan:
         :class:`gpu_engine.execute.frames.ArrowFrames` does the same steps with pyarrow on the host)."""
         decode = _args.boolean(host_decode, "host_decode", InvalidType)
         plan, projection, how = self._planned()
-        run, frame = execute_frame(
+        run, stream = frame_stream(
             self.table.metadata, self.table.io, plan, projection, frames, **how, host_decode=decode
         )
+        frame = frames.concat([part for part, _ in stream], projection.arrow_schema)
         self.runs.append(run)
         return frame
 

@@ -1,4 +1,4 @@
-"""A scan executed into one data frame of a frame library (cuDF: ``TableScan.to_cudf``).
+"""A scan executed into data frames of a frame library (cuDF: ``TableScan.to_cudf``, compaction).
 
 Tasks are prepared on worker threads, in task order and a few ahead of the decoder (footer, column
 resolution, row-group pruning, delete positions); consecutive tasks whose files resolve to the same
@@ -45,28 +45,6 @@ def _full(pending: list[FramePart], more: FramePart) -> bool:
     return files > BATCH_FILES or size > BATCH_BYTES or rows >= _MAX_ROWS
 
 
-def execute_frame(
-    md: TableMetadata,
-    io: FileIO,
-    plan: ScanPlan,
-    projection: Projection,
-    frames: Frames,
-    *,
-    backend: str = "auto",
-    case_sensitive: bool = True,
-    limit: int | None = None,
-    host_decode: bool = True,
-    workers: int | None = None,
-) -> tuple[ScanRun, Any]:
-    """The scan's run record and its rows (at most ``limit``) as one frame of ``frames``; ``workers``
-    threads prepare the tasks ahead of the decoder (default :func:`.scan.default_workers`)."""
-    run, stream = frame_stream(
-        md, io, plan, projection, frames, backend=backend, case_sensitive=case_sensitive, limit=limit,
-        host_decode=host_decode, workers=workers,
-    )  # fmt: skip
-    return run, frames.concat([frame for frame, _ in stream], projection.arrow_schema)
-
-
 def frame_stream(
     md: TableMetadata,
     io: FileIO,
@@ -81,10 +59,11 @@ def frame_stream(
     workers: int | None = None,
     delete_cache: DeleteCache | None = None,
 ) -> tuple[ScanRun, Iterator[tuple[Any, int]]]:
-    """The scan's run record and its rows as a stream of frames of ``frames`` with their row counts, one
-    per decoder call (or host-decoded file), in task order; see :func:`execute_frame`. ``delete_cache``:
-    delete files kept for the other executions of the same job (:mod:`.delete_cache`). Columns the
-    library cannot hold are refused here, before the stream starts."""
+    """The scan's run record and its rows (at most ``limit``) as a stream of frames of ``frames`` with
+    their row counts, one per decoder call (or host-decoded file), in task order (see the module doc);
+    ``workers`` threads prepare the tasks ahead of the decoder (default :func:`.scan.default_workers`).
+    ``delete_cache``: delete files kept for the other executions of the same job (:mod:`.delete_cache`).
+    Columns the library cannot hold are refused here, before the stream starts."""
     why = frames.unsupported(projection.arrow_schema)
     if why is not None:
         raise UnsupportedFeature(f"{frames.name}: {why}")

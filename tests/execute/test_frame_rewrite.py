@@ -21,15 +21,7 @@ from gpu_engine.table import Table
 from gpu_engine.tasks import FileGroup, RewriteResult
 
 from ..commit._compact_support import _canon, assert_rows_equal, gen_rows, new_table, read_file
-
-METRICS = (
-    "record_count",
-    "value_counts",
-    "null_value_counts",
-    "nan_value_counts",
-    "lower_bounds",
-    "upper_bounds",
-)
+from .test_frame_write import METRICS
 
 
 def table_with_deletes(tmp_path: Path, version: int, *, partitioned: bool = False, appends: int = 6) -> Table:
