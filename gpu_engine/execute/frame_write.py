@@ -44,7 +44,7 @@ from ..io.fileio import FileIO
 from ..io.locations import LocationProvider, location_provider
 from ..io.metrics_config import MetricsConfig, metrics_config
 from ..io.parquet_footer_schema import conform_file
-from ..io.parquet_write import data_file_entry, leaf_field_ids, publish, staging_path
+from ..io.parquet_write import NOTHING_STORED, data_file_entry, leaf_field_ids, publish, staging_path
 from ..io.partition_split import partition_path
 from ..io.write_options import WriteOptions
 from .frame_sink import FrameSink
@@ -77,6 +77,8 @@ def write_frame(
     why = sink.encode_unsupported(target, options)
     if why is not None:
         raise UnsupportedFeature(f"{sink.name} cannot write these rows as the table asks: {why}")
+    if len(target) == 0 and sum(rows) > 0:
+        raise UnsupportedFeature(NOTHING_STORED)
     if any(n <= 0 for n in rows) or sum(rows) != sink.num_rows(frame):
         raise ValueError(f"file row counts {list(rows)} do not add up to the frame's {sink.num_rows(frame)}")
     frame = _conformed(sink, frame, target)

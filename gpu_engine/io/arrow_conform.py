@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 from ..errors import SchemaMismatch, UnsupportedFeature
 from ..iceberg import types as it
 from ..iceberg.schema import Schema
+from .arrow_nested import list_values
 from .arrow_schema import default_maker, field_metadata
 
 
@@ -129,11 +130,11 @@ def _conform(
     ):
         element = it.NestedField(t.element_id, "element", t.element, t.element_required)
         inner = _inner_live(arr, live)
-        values = _conform_field(arr.flatten(), element, target.value_type, f"{name}.element", inner, 0)
+        values = _conform_field(list_values(arr), element, target.value_type, f"{name}.element", inner, 0)
         return pa.ListArray.from_arrays(_offsets(pc.list_value_length(arr)), values, type=target, mask=mask)
     if isinstance(t, it.MapType) and pa.types.is_map(arr.type):
         entries = _entries(arr)
-        flat = entries.flatten()
+        flat = list_values(entries)
         key = it.NestedField(t.key_id, "key", t.key, True)
         value = it.NestedField(t.value_id, "value", t.value, t.value_required)
         inner = _inner_live(entries, live)

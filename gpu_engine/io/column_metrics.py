@@ -33,6 +33,7 @@ import pyarrow.compute as pc
 from ..iceberg import serde
 from ..iceberg import types as it
 from ..iceberg.schema import Schema
+from .arrow_nested import list_values
 from .metrics_config import MetricsConfig
 
 _MAX_CODE_POINT = 0x10FFFF
@@ -138,9 +139,9 @@ class MetricsCollector:
                 if index >= 0:
                     self._walk(kids[index], f.field_id, f.type, repeated)
         elif isinstance(t, it.ListType):
-            self._walk(arr.flatten(), t.element_id, t.element, True)
+            self._walk(list_values(arr), t.element_id, t.element, True)
         else:
-            entries = arr.cast(pa.list_(pa.struct([arr.type.key_field, arr.type.item_field]))).flatten()
+            entries = list_values(arr.cast(pa.list_(pa.struct([arr.type.key_field, arr.type.item_field]))))
             self._walk(entries.field(0), t.key_id, t.key, True)
             self._walk(entries.field(1), t.value_id, t.value, True)
 

@@ -50,7 +50,7 @@ from typing import Any, TypeAlias
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..errors import InvalidType
+from ..errors import InvalidType, UnsupportedFeature
 from ..iceberg.content_file import ContentFile
 from ..iceberg.metadata import TableMetadata
 from ..iceberg.partitioning import PartitionSpec
@@ -80,6 +80,10 @@ from .partition_split import partition_path, split_by_partition
 from .thrift_compact import Struct
 from .write_options import WriteOptions
 
+NOTHING_STORED = (
+    "the table schema has no column a data file stores (only unknown-typed ones, which are not written): "
+    "its rows cannot be written"
+)
 Data: TypeAlias = pa.Table | pa.RecordBatch | pa.RecordBatchReader | Iterable[pa.RecordBatch]
 _MAX_WORKERS = 32  # threads encoding
 _MAX_GROUPS = 4  # row groups being encoded at once (their Arrow bytes held)
@@ -132,6 +136,8 @@ def write_data_files(
         target = writer.arrow_schema
         try:
             for batch in batches:
+                if len(target) == 0 and batch.num_rows > 0:
+                    raise UnsupportedFeature(NOTHING_STORED)
                 conformed = conform_batch(batch, schema, target)
                 for key, part in split_by_partition(conformed, schema, spec, backend):
                     writer.add(key, part)

@@ -24,7 +24,7 @@ from gpu_engine.iceberg.content_file import ContentFile
 from gpu_engine.iceberg.partitioning import PartitionField, PartitionSpec
 from gpu_engine.iceberg.schema import Schema
 from gpu_engine.iceberg.sorting import SortField, SortOrder
-from gpu_engine.io.arrow_conform import write_schema
+from gpu_engine.io.arrow_conform import conform_batch, write_schema
 from gpu_engine.io.arrow_schema import to_arrow_schema
 from gpu_engine.io.parquet_write import write_data_files
 from gpu_engine.io.write_options import WriteOptions
@@ -273,3 +273,15 @@ def test_cudf_refuses_what_it_cannot_write_as_asked(tmp_path: Path) -> None:
         UnsupportedFeature, match=r"column 'dec30' \(decimal128\(30, 4\)\): cuDF writes it in 16"
     ):
         frame_write(tmp_path, schema, cudf.DataFrame.from_arrow(table), sink=CudfSink())
+
+
+def test_nested_uuids_without_elements_and_unstored_schemas(tmp_path: Path) -> None:
+    schema = Schema((F(1, "m", it.MapType(2, it.UUID, 3, it.LONG)),))
+    table = pa.table({"m": pa.array([None, None], pa.map_(pa.binary(16), pa.int64()))})
+    [host] = write(tmp_path / "host", schema, table)
+    frame = pa.Table.from_batches([conform_batch(table.to_batches()[0], schema, write_schema(schema))])
+    [got] = frame_write(tmp_path, schema, frame)
+    assert metrics(got) == metrics(host) and got.value_counts == {2: 0, 3: 0}
+    unknown = Schema((F(1, "u", it.UNKNOWN),))
+    with pytest.raises(UnsupportedFeature, match=r"its rows cannot be written"):
+        frame_write(tmp_path, unknown, pa.table({"u": pa.nulls(2)}))

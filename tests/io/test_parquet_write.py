@@ -38,6 +38,8 @@ from gpu_engine.iceberg import types as it
 from gpu_engine.iceberg.content_file import ContentFile
 from gpu_engine.iceberg.partitioning import PartitionField, PartitionSpec
 from gpu_engine.iceberg.schema import Schema, schema_to_json
+from gpu_engine.io.arrow_conform import write_schema
+from gpu_engine.io.arrow_nested import storage_type
 from gpu_engine.io.arrow_schema import field_id_of, to_arrow_schema
 from gpu_engine.io.fileio import LocalFileIO
 from gpu_engine.io.parquet_read import ParquetSource
@@ -1190,3 +1192,36 @@ def test_a_cold_partitions_rows_do_not_hold_their_whole_batch(
     files = write_data_files(IO, str(tmp_path), schema, spec, batches)
     assert sum(f.record_count for f in files) == n and len(files) == 51
     assert max(worst) < 3, max(worst)
+
+
+@pytest.mark.parametrize(
+    ("t", "rows", "leaves"),
+    [
+        (it.MapType(2, it.UUID, 3, it.LONG), [None, None], {2: 0, 3: 0}),
+        (it.ListType(2, it.ListType(3, it.UUID)), [[None], None, []], {3: 0}),
+        (it.ListType(2, it.MapType(3, it.UUID, 4, it.LONG)), [[None], None], {3: 0, 4: 0}),
+        (it.MapType(2, it.STRING, 3, it.MapType(4, it.UUID, 5, it.INT)), [[("a", None)]], {2: 1, 4: 0, 5: 0}),
+    ],
+    ids=["map-key", "list-list", "list-map", "map-map"],
+)  # fmt: skip
+def test_uuids_nested_in_lists_and_maps_without_elements(
+    tmp_path: Path, t: it.IcebergType, rows: list[Any], leaves: dict[int, int]
+) -> None:
+    """pyarrow cannot build an empty uuid child: rows holding no uuid element at all (only nulls or empty
+    lists) once failed every write of such a column, and its metrics."""
+    schema = Schema((F(1, "c", t),))
+    table = pa.table({"c": pa.array(rows, storage_type(write_schema(schema).field("c").type))})
+    [f] = write(tmp_path, schema, table)
+    assert read_ours(f.path, schema).column("c").to_pylist() == rows
+    assert {k: v for k, v in f.value_counts.items() if k in leaves} == leaves
+
+
+def test_rows_of_a_schema_with_no_stored_column_are_refused(tmp_path: Path) -> None:
+    """Only ``unknown`` columns (not stored): the rows cannot be kept, and were once dropped silently."""
+    schema = Schema((F(1, "u", it.UNKNOWN),))
+    with pytest.raises(
+        UnsupportedFeature, match=r"no column a data file stores .*: its rows cannot be written"
+    ):
+        write(tmp_path, schema, pa.table({"u": pa.nulls(3)}))
+    assert write(tmp_path, schema, pa.table({"u": pa.nulls(0)})) == []
+    assert not list(tmp_path.rglob("*.parquet"))
