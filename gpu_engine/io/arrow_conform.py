@@ -134,7 +134,7 @@ def _conform(
         return pa.ListArray.from_arrays(_offsets(pc.list_value_length(arr)), values, type=target, mask=mask)
     if isinstance(t, it.MapType) and pa.types.is_map(arr.type):
         entries = _entries(arr)
-        flat = list_values(entries)
+        flat = list_values(arr)
         key = it.NestedField(t.key_id, "key", t.key, True)
         value = it.NestedField(t.value_id, "value", t.value, t.value_required)
         inner = _inner_live(entries, live)
@@ -177,10 +177,10 @@ def _without_nulls(arr: pa.Array) -> pa.Array:
     if pa.types.is_struct(t):
         return pa.StructArray.from_arrays([arr.field(i) for i in range(t.num_fields)], fields=list(t))
     if pa.types.is_list(t):
-        return pa.ListArray.from_arrays(_offsets(pc.list_value_length(arr)), arr.flatten(), type=t)
+        return pa.ListArray.from_arrays(_offsets(pc.list_value_length(arr)), list_values(arr), type=t)
     if pa.types.is_map(t):
         entries = _entries(arr)
-        flat = entries.flatten()
+        flat = list_values(arr)
         offsets = _offsets(pc.list_value_length(entries))
         return pa.MapArray.from_arrays(offsets, flat.field(0), flat.field(1), type=t)
     return pa.Array.from_buffers(t, len(arr), [None, *arr.buffers()[1:]], null_count=0, offset=arr.offset)

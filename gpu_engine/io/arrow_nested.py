@@ -3,8 +3,8 @@
 pyarrow 26 cannot build an empty child array of an extension type: flattening a list of ``arrow.uuid`` (or a
 map keyed by one, or a list of such lists) whose rows hold no element at all, only nulls or empty lists,
 fails with "MakeBuilder: cannot construct builder for type extension<arrow.uuid>" (an all-null uuid map
-column could not be appended). :func:`list_values` then returns an empty array of the element type with
-every extension type replaced by its storage type, which holds, counts and converts the same.
+column could not be appended). :func:`list_values` then assembles the empty array of the element type from
+its parts (extension arrays from their storage), with no builder.
 """
 
 from __future__ import annotations
@@ -13,25 +13,31 @@ import pyarrow as pa
 
 
 def list_values(lists: pa.Array) -> pa.Array:
-    """``lists.flatten()`` (the elements of the valid lists, in order) of a list array."""
+    """``lists.flatten()`` (the elements of the valid lists, in order) of a list or map array (of a map:
+    its key-value structs)."""
     try:
-        return lists.flatten()
+        return lists.flatten() if not pa.types.is_map(lists.type) else _entries(lists).flatten()
     except pa.ArrowNotImplementedError:
         offsets = lists.offsets
         if len(offsets) and offsets[-1].as_py() != offsets[0].as_py():
             raise  # there are elements: not the empty-extension case
-        return pa.array([], storage_type(lists.type.value_type))
+        t = lists.type
+        return empty(pa.struct([t.key_field, t.item_field]) if pa.types.is_map(t) else t.value_type)
 
 
-def storage_type(t: pa.DataType) -> pa.DataType:
-    """``t`` with every extension type in it replaced by its storage type."""
+def _entries(maps: pa.Array) -> pa.Array:
+    return maps.cast(pa.list_(pa.struct([maps.type.key_field, maps.type.item_field])))
+
+
+def empty(t: pa.DataType) -> pa.Array:
+    """An array of no value of type ``t``, made without a builder."""
     if isinstance(t, pa.BaseExtensionType):
-        return storage_type(t.storage_type)
+        return pa.ExtensionArray.from_storage(t, empty(t.storage_type))
     if pa.types.is_struct(t):
-        return pa.struct([t.field(i).with_type(storage_type(t.field(i).type)) for i in range(t.num_fields)])
+        return pa.StructArray.from_arrays([empty(f.type) for f in t], fields=list(t))
+    none = pa.array([0], pa.int32())
     if pa.types.is_map(t):
-        key, item = t.key_field, t.item_field
-        return pa.map_(key.with_type(storage_type(key.type)), item.with_type(storage_type(item.type)))
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return pa.list_(t.value_field.with_type(storage_type(t.value_type)))
-    return t
+        return pa.MapArray.from_arrays(none, empty(t.key_type), empty(t.item_type), type=t)
+    if pa.types.is_list(t):
+        return pa.ListArray.from_arrays(none, empty(t.value_type), type=t)
+    return pa.array([], t)

@@ -141,7 +141,7 @@ class MetricsCollector:
         elif isinstance(t, it.ListType):
             self._walk(list_values(arr), t.element_id, t.element, True)
         else:
-            entries = list_values(arr.cast(pa.list_(pa.struct([arr.type.key_field, arr.type.item_field]))))
+            entries = list_values(arr)
             self._walk(entries.field(0), t.key_id, t.key, True)
             self._walk(entries.field(1), t.value_id, t.value, True)
 
