@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import UnsupportedFeature
+from ..io.arrow_nested import list_values
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,7 @@ def comparable(arr: pa.Array, name: str) -> list[pa.Array]:
 def _element_ids(arr: pa.Array, name: str) -> pa.Array:
     """Each list as a string of its elements' group numbers (8 bytes each), groups of equal elements
     numbered as :func:`match_rows` groups rows: equal lists give equal strings, and only they do."""
-    values = arr.flatten()  # the elements of the valid lists, in order
+    values = list_values(arr)  # the elements of the valid lists, in order
     lengths = pc.fill_null(pc.list_value_length(arr), 0).to_numpy(zero_copy_only=False).astype(np.int64)
     ids = np.zeros(len(values), "<i8")
     if len(values):
