@@ -24,7 +24,6 @@ import numpy as np
 import pyarrow as pa
 
 from .._deps import require
-from ..errors import SchemaMismatch
 from ..iceberg import types as it
 from ..iceberg.manifest_schemas import decimal_bytes
 from ..io.column_metrics import LeafStats
@@ -138,7 +137,7 @@ class CudfSink(CudfFrames):
         self, frame: Any, schema: pa.Schema, paths: Sequence[str], rows: Sequence[int], options: WriteOptions
     ) -> None:
         plc = self._plc
-        data = {f.name: self._stored(frame[f.name], f.name, f.type) for f in schema}
+        data = {f.name: self._stored(frame[f.name], f.type) for f in schema}
         table, _ = self._cudf.DataFrame(data).to_pylibcudf()
         meta = plc.io.types.TableInputMetadata(table)
         for column, f in zip(meta.column_metadata, schema, strict=True):
@@ -163,14 +162,11 @@ class CudfSink(CudfFrames):
         built.set_max_dictionary_size(options.dict_size_bytes)
         plc.io.parquet.write_parquet(built)
 
-    def _stored(self, column: Any, name: str, t: pa.DataType) -> Any:
+    def _stored(self, column: Any, t: pa.DataType) -> Any:
         """``column`` as its Parquet type is written: dates as int32 days, narrow decimals narrow."""
         if pa.types.is_date32(t):
-            unit, _ = np.datetime_data(column.dtype)
-            ticks = column.astype("int64")
-            if bool((ticks % _PER_DAY[unit] != 0).any()):
-                raise SchemaMismatch(f"column {name!r}: a date column holds times that are not midnight")
-            return (ticks // _PER_DAY[unit]).astype("int32")
+            unit, _ = np.datetime_data(column.dtype)  # whole days (appends check: times_of_day)
+            return (column.astype("int64") // _PER_DAY[unit]).astype("int32")
         if pa.types.is_decimal(t) and t.precision <= 18:
             dtype = self._cudf.Decimal32Dtype if t.precision <= 9 else self._cudf.Decimal64Dtype
             return column.astype(dtype(t.precision, t.scale))
@@ -181,6 +177,10 @@ class CudfSink(CudfFrames):
 
     def arrow_type(self, column: Any) -> pa.DataType:
         return column.iloc[:0].to_arrow().type
+
+    def times_of_day(self, column: Any) -> bool:
+        unit, _ = np.datetime_data(column.dtype)
+        return bool((column.astype("int64") % _PER_DAY[unit] != 0).any())
 
     def nbytes(self, frame: Any) -> int:
         return int(frame.memory_usage(index=False).sum())

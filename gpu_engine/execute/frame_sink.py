@@ -46,6 +46,10 @@ class FrameSink(Frames, Protocol):
         """The Arrow type ``column``'s values convert to (as ``to_arrow`` makes them, uncast)."""
         ...
 
+    def times_of_day(self, column: Any) -> bool:
+        """Whether a timestamp column holds a value that is not a midnight (a date column can hold none)."""
+        ...
+
     def nbytes(self, frame: Any) -> int:
         """The bytes ``frame``'s columns take in memory."""
         ...

@@ -182,6 +182,12 @@ class ArrowFrames:
     def arrow_type(self, column: pa.Array) -> pa.DataType:
         return column.type
 
+    def times_of_day(self, column: pa.Array) -> bool:
+        ticks = column.view(pa.int64())
+        per_day = pa.scalar(_PER_DAY[column.type.unit], pa.int64())
+        rest = pc.subtract(ticks, pc.multiply(pc.divide(ticks, per_day), per_day))
+        return bool(pc.any(pc.not_equal(rest, 0)).as_py())
+
     def nbytes(self, frame: pa.Table) -> int:
         return int(frame.nbytes)
 
@@ -198,6 +204,9 @@ class ArrowFrames:
         if not bounds or column.null_count == len(column):
             return LeafStats(column.null_count, nans)
         return LeafStats(column.null_count, nans, *min_max(column, t))
+
+
+_PER_DAY = {"s": 86_400, "ms": 86_400_000, "us": 86_400_000_000, "ns": 86_400_000_000_000}
 
 
 def _as_cudf_writes(f: pa.Field) -> pa.Field:

@@ -246,7 +246,7 @@ class _Writer:
             # a few rows sliced from a large batch (a cold partition's) would keep all of it while
             # buffered, unseen by the byte counts: copied out
             batch = pa.concat_batches([batch])
-        part = self.parts.setdefault(tuple(map(_same_value, key)), _Partition(key))
+        part = self.parts.setdefault(partition_key(key), _Partition(key))
         per_row = batch.nbytes / max(batch.num_rows, 1)
         start, n = 0, batch.num_rows
         least = self.options.row_group_min_rows  # rows a group holds at least (Java checks its size then)
@@ -436,6 +436,11 @@ class _Writer:
         for done in self.done:
             with contextlib.suppress(Exception):
                 self.io.delete(self.io.resolve(done.path), missing_ok=True)
+
+
+def partition_key(values: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A partition tuple as a dict key equal for the tuples Iceberg Java's partition keys find equal."""
+    return tuple(map(_same_value, values))
 
 
 def _same_value(value: Any) -> Any:

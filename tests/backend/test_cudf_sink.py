@@ -197,12 +197,6 @@ class _Column:
     def __floordiv__(self, n: int) -> _Column:
         return _Column(f"{self.name}//{n}", self.dtype)
 
-    def __mod__(self, n: int) -> _Column:
-        return _Column(f"{self.name}%{n}", self.dtype)
-
-    def __ne__(self, other: object) -> Any:  # the whole-days check: no value has a time of day
-        return type("Mask", (), {"any": lambda self: False})()
-
 
 class _Frame(dict[str, Any]):
     def to_pylibcudf(self) -> tuple[list[str], dict[str, Any]]:

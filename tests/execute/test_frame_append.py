@@ -150,3 +150,74 @@ def test_a_cudf_frame_append_writes_what_an_arrow_append_writes(tmp_path: Path, 
     got = by_frames.append(cudf.DataFrame.from_arrow(data), backend="cuda")  # found to be a cuDF frame
     assert canonical(by_frames) == canonical(by_arrow)
     assert entries(got) == entries(expected)
+
+
+# -- found by a differential hunt against the Arrow append ------------------------------------------------
+
+
+def test_dates_held_as_timestamps_must_be_whole_days(tmp_path: Path) -> None:
+    _, tbl = tables(tmp_path, [])
+    for unit, ticks in [("s", 86_401), ("ms", -1), ("us", 1)]:
+        frame = pa.table({"id": [1], "day": pa.array([ticks], pa.timestamp(unit))})
+        with pytest.raises(
+            SchemaMismatch, match=r"column 'day': a date column holds times that are not midnight"
+        ):
+            append(tbl, frame, backend="cpu", sink=TWIN)
+    append(
+        tbl,
+        pa.table({"id": [1], "day": pa.array([-86_400_000], pa.timestamp("ms"))}),
+        backend="cpu",
+        sink=TWIN,
+    )
+    assert tbl.refresh().scan().to_arrow().column("day").to_pylist() == [dt.date(1969, 12, 31)]
+
+
+def test_a_column_given_twice_is_refused(tmp_path: Path) -> None:
+    _, tbl = tables(tmp_path, [])
+    frame = pa.Table.from_arrays([pa.array([1]), pa.array([1]), pa.array([2])], names=["id", "a", "a"])
+    with pytest.raises(SchemaMismatch, match=r"column 'a' appears twice"):
+        append(tbl, frame, backend="cpu", sink=TWIN)
+
+
+def test_every_nan_is_one_partition(tmp_path: Path) -> None:
+    by_arrow, by_frames = tables(tmp_path, ["x"])
+    quiet, computed = float("nan"), float("inf") - float("inf")  # two NaN bit patterns
+    data = pa.table({"id": [1, 2, 3, 4], "x": [quiet, computed, 0.0, -0.0]})
+    expected = by_arrow.append(data, backend="cpu")
+    got = append(by_frames, data, backend="cpu", sink=TWIN)
+    assert (
+        sorted(f.record_count for f in got.files)
+        == sorted(f.record_count for f in expected.files)
+        == [1, 1, 2]
+    )
+
+
+def test_required_nested_fields_as_the_arrow_append_takes_them(tmp_path: Path) -> None:
+    cat: SqlCatalog = sql_catalog(tmp_path)
+    struct = pa.struct([pa.field("x", pa.int32(), nullable=False)])
+    schema = pa.schema([
+        pa.field("id", pa.int64(), nullable=False), pa.field("s", struct),
+        pa.field("l", pa.list_(pa.field("element", pa.int32(), nullable=False))),
+    ])  # fmt: skip
+    tbl = cat.create_table("db.n", schema=schema, properties={"format-version": "2"})
+    loose = pa.struct([pa.field("x", pa.int32())])
+    # a null struct with a null beneath it in its required field: valid rows
+    nulls_beneath = pa.StructArray.from_arrays(
+        [pa.array([None, 3], pa.int32())], fields=list(loose), mask=pa.array([True, False])
+    )
+    append(tbl, pa.table({"id": [1, 2], "s": nulls_beneath}), backend="cpu", sink=TWIN)
+    assert [r["s"] for r in tbl.refresh().scan().to_arrow().sort_by("id").to_pylist()] == [None, {"x": 3}]
+    refused = [
+        ("s.x", pa.table({"id": [1], "s": pa.array([{"x": None}], loose)})),
+        ("l.element", pa.table({"id": [1], "l": pa.array([[1, None]], pa.list_(pa.int32()))})),
+    ]
+    for name, frame in refused:
+        with pytest.raises(SchemaMismatch, match=name.replace(".", r"\.")):
+            append(tbl, frame, backend="cpu", sink=TWIN)
+
+
+def test_binary_of_any_offset_width(tmp_path: Path) -> None:
+    cat: SqlCatalog = sql_catalog(tmp_path)
+    tbl = cat.create_table("db.b", schema=pa.schema([("b", pa.binary())]), properties={"format-version": "2"})
+    append(tbl, pa.table({"b": pa.array([b"\x00\xff", None], pa.binary())}), backend="cpu", sink=TWIN)
+    assert tbl.refresh().scan().to_arrow().column("b").to_pylist() == [b"\x00\xff", None]
