@@ -1,11 +1,18 @@
 """Compaction of one file group through frames (cuDF: read, deletes applied and written on the device).
 
-The frame twin of :func:`.rewrite.rewrite_group` for the ``binpack`` strategy on a group of one partition
-of the output spec: the group's rows are read by :func:`.frame_scan.frame_stream` (every delete applied,
-row lineage materialised, as the host path) and written by :func:`.frame_write.write_frame`, cut into
-files as the host path cuts them (:func:`.rewrite.rows_per_file` rows each, at most
-``expected_output_files``, the last taking the rest, a remainder of at most a tenth of a file joining
-the file before it). Rows are held until a file's worth is known (a file and one decoder call at most).
+The frame twin of :func:`.rewrite.rewrite_group` for a group of one partition of the output spec: the
+group's rows are read by :func:`.frame_scan.frame_stream` (every delete applied, row lineage
+materialised, as the host path) and written by :func:`.frame_write.write_frame`, cut into files as the
+host path cuts them (:func:`.rewrite.rows_per_file` rows each, at most ``expected_output_files``, the last
+taking the rest, a remainder of at most a tenth of a file joining the file before it). ``binpack`` holds
+rows until a file's worth is known (a file and one decoder call at most). ``sort`` and ``zorder`` hold the
+whole group (up to :data:`ORDER_BYTES` of input): the permutation is the host path's
+(:func:`.rewrite_order.order_indices` on a host copy of the columns the order reads, its words and sort on
+the group's backend) and the rows are gathered where the frame is; files record the table's sort order
+when the rows follow it, as the host path's do. (The host path orders a group larger than its memory
+budget through spill files; for ``zorder`` that clusters by ranges, where frames give the exact Morton
+order of the whole group.)
+
 Files are cut by rows, the input's bytes per row standing for the output's: the last file's rest is
 split into equal files of at most the maximum output size by that measure (the host writer rolls on the
 bytes it wrote instead).
@@ -17,24 +24,34 @@ host and records why). Files written are deleted when the rewrite fails.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from typing import Any
+
+import pyarrow as pa
 
 from ..backend.select import choose
 from ..iceberg.content_file import ContentFile
 from ..iceberg.metadata import TableMetadata
+from ..iceberg.schema import Schema
 from ..io.fileio import FileIO
 from ..tasks import FileGroup, RewriteResult, RewriteStrategy
 from .delete_cache import DeleteCache
 from .frame_scan import frame_stream
 from .frame_sink import FrameSink
 from .frame_write import write_frame
-from .rewrite import Clock, group_read, rows_per_file, timed, without_lineage_metrics
+from .rewrite import Clock, group_read, rows_per_file, table_order, timed, without_lineage_metrics
+from .rewrite_order import order_indices
+
+ORDER_BYTES = 4 << 30  # input bytes of a group ordered through frames at most (held whole on the device)
 
 
 def frame_unsupported(group: FileGroup, strategy: RewriteStrategy) -> str | None:
     """Why ``group`` is not rewritten through frames, or None."""
-    if strategy.kind != "binpack":
-        return f"the {strategy.kind} strategy orders the rows on the host"
+    if strategy.kind != "binpack" and group.input_bytes > ORDER_BYTES:
+        return (
+            f"a {strategy.kind} of more than {ORDER_BYTES >> 30} GiB of input ({group.input_bytes:,} bytes) "
+            "is ordered on the host, through spill files"
+        )
     if group.spec_id is None:
         return "files of other partition specs are repartitioned on the host"
     return None
@@ -65,16 +82,21 @@ def rewrite_group_frames(
     )  # fmt: skip
     spec = md.spec_by_id(group.output_spec_id)
     props = {**md.properties, "write.target-file-size-bytes": str(group.max_output_file_size)}
+    clock = Clock()
+    if strategy.kind == "binpack":
+        source = timed(stream, clock, "read")
+    else:  # read and ordered whole, each timed
+        source = _ordered(sink, stream, strategy, md, projection.arrow_schema, choice.name, clock)
+    order = table_order(md, strategy)
     per_file, files = rows_per_file(group), max(group.expected_output_files, 1)
     written: list[ContentFile] = []
-    clock = Clock()
     rows_read = 0
 
     def write(frame: Any, rows: list[int]) -> None:
         start = time.perf_counter()
         new = write_frame(
             io, md.location, schema, spec, group.partition, frame, sink, rows, properties=props,
-            spec_id=group.output_spec_id, table_order=md.sort_order,
+            spec_id=group.output_spec_id, sort_order=order, table_order=md.sort_order,
         )  # fmt: skip
         written.extend(new)
         clock.write += time.perf_counter() - start
@@ -82,7 +104,7 @@ def rewrite_group_frames(
     held: list[Any] = []
     held_rows = 0
     try:
-        for frame, n in timed(stream, clock, "read"):
+        for frame, n in source:
             rows_read += n
             if not n:
                 continue
@@ -109,10 +131,49 @@ def rewrite_group_frames(
         rows_read=rows_read,
         rows_written=sum(f.record_count for f in written),
         read_seconds=clock.read,
+        order_seconds=clock.order,
         write_seconds=clock.write,
         backend=choice.name,
         parquet_io=sink.name,
     )
+
+
+def _ordered(
+    sink: FrameSink,
+    stream: Iterator[tuple[Any, int]],
+    strategy: RewriteStrategy,
+    md: TableMetadata,
+    arrow_schema: pa.Schema,
+    backend: str,
+    clock: Clock,
+) -> Iterator[tuple[Any, int]]:
+    """The group's rows as one frame in the strategy's order: the permutation computed from a host copy of
+    the columns the order reads (:func:`.rewrite_order.order_indices`: the host path's order, its words
+    and sort on ``backend``), the rows gathered where the frame is."""
+    frames = [(frame, n) for frame, n in timed(stream, clock, "read") if n]
+    rows = sum(n for _, n in frames)
+    whole = sink.concat([frame for frame, _ in frames], arrow_schema)
+    del frames
+    start = time.perf_counter()
+    if rows > 1:
+        keys = _order_columns(strategy, md.schema)
+        host = pa.table(
+            [sink.to_arrow(sink.column(whole, name), arrow_schema.field(name).type) for name in keys],
+            schema=pa.schema([arrow_schema.field(name) for name in keys]),
+        )
+        whole = sink.take(whole, order_indices(host, strategy, md.schema, backend))
+    clock.order += time.perf_counter() - start
+    yield whole, rows
+
+
+def _order_columns(strategy: RewriteStrategy, schema: Schema) -> list[str]:
+    """The table columns (top-level names) holding the fields ``strategy`` orders by."""
+    if strategy.kind == "sort":
+        assert strategy.sort_order is not None
+        ids = [i for f in strategy.sort_order.fields for i in f.source_ids]
+    else:
+        ids = [schema.find_field(name).field_id for name in strategy.zorder_columns]
+    return sorted({schema.paths_by_id[i][0] for i in ids}, key=[f.name for f in schema.fields].index)
 
 
 def _max_rows(group: FileGroup, per_file: int) -> int:

@@ -91,7 +91,7 @@ def rewrite_group(
     rows = timed(rows, clock, "order", exclude=clock)
     spec = md.spec_by_id(group.output_spec_id)
     props = {**md.properties, "write.target-file-size-bytes": str(group.max_output_file_size)}
-    order = _table_order(md, strategy)
+    order = table_order(md, strategy)
     written: list[ContentFile] = []
 
     def write(chunk: Iterator[pa.RecordBatch]) -> None:
@@ -263,7 +263,7 @@ def _spent(start: float, exclude: Clock | None, before: float) -> float:
     return spent - ((exclude.read - before) if exclude is not None else 0.0)
 
 
-def _table_order(md: TableMetadata, strategy: RewriteStrategy) -> SortOrder | None:
+def table_order(md: TableMetadata, strategy: RewriteStrategy) -> SortOrder | None:
     """The table's sort order the rows are written in (recorded as the files' ``sort_order_id``), if any."""
     if strategy.kind != "sort" or strategy.sort_order is None:
         return None

@@ -88,7 +88,8 @@ def _ordered_batches(
     yield from out.to_batches()
 
 
-def _indices(table: pa.Table, strategy: RewriteStrategy, schema: Schema, backend: str) -> np.ndarray:
+def order_indices(table: pa.Table, strategy: RewriteStrategy, schema: Schema, backend: str) -> np.ndarray:
+    """Row indices that put ``table`` (at least the columns the strategy reads) in the strategy's order."""
     if strategy.kind == "sort":
         assert strategy.sort_order is not None
         return sort_indices(table, schema, strategy.sort_order, backend=backend)
@@ -98,7 +99,7 @@ def _indices(table: pa.Table, strategy: RewriteStrategy, schema: Schema, backend
 def _in_memory(table: pa.Table, strategy: RewriteStrategy, schema: Schema, backend: str) -> pa.Table:
     if table.num_rows <= 1:
         return table
-    return table.take(pa.array(_indices(table, strategy, schema, backend), pa.int64()))
+    return table.take(pa.array(order_indices(table, strategy, schema, backend), pa.int64()))
 
 
 def _external(
@@ -193,7 +194,7 @@ def _partition_pass(
                     writers[0].write_batch(batch)
                     continue
                 joint = pa.concat_tables([pa.Table.from_batches([batch], schema=arrow_schema), bounds])
-                order = _indices(joint, strategy, schema, backend)
+                order = order_indices(joint, strategy, schema, backend)
                 position = np.empty(len(order), dtype=np.int64)
                 position[order] = np.arange(len(order), dtype=np.int64)
                 bound_pos = np.sort(position[batch.num_rows :])

@@ -721,7 +721,8 @@ def test_output_spec_id_sets_the_spec_and_partition_of_the_new_files(
 
 
 @pytest.mark.parametrize(
-    ("strategy", "parquet_io"), [("binpack", "pyarrow"), ("sort", "pyarrow"), ("binpack", "arrow-frames")]
+    ("strategy", "parquet_io"),
+    [("binpack", "pyarrow"), ("sort", "pyarrow"), ("binpack", "arrow-frames"), ("sort", "arrow-frames")],
 )
 def test_each_group_reports_its_read_order_and_write_time(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, strategy: str, parquet_io: str

@@ -13,6 +13,7 @@ import pytest
 
 from gpu_engine._deps import optional
 from gpu_engine.errors import BackendUnavailable, InvalidOption
+from gpu_engine.execute import frame_rewrite
 from gpu_engine.execute.frame_rewrite import rewrite_group_frames
 from gpu_engine.execute.frames import ArrowFrames
 from gpu_engine.execute.group_rewrite import resolve_parquet_io, rewrite_file_group
@@ -106,16 +107,49 @@ def test_the_rest_past_the_expected_files_is_cut_at_the_maximum_size(tmp_path: P
     assert sum(counts) == r.rows_written == r.rows_read
 
 
-def test_groups_the_frame_path_does_not_take_go_to_the_host_with_the_reason(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("strategy", "order"),
+    [("sort", "name DESC NULLS LAST, id"), ("sort", "bucket(4, b), x DESC"), ("sort", "truncate(1, name)"),
+     ("zorder", "a, x"), ("zorder", "name, b")],
+)  # fmt: skip
+@pytest.mark.parametrize("fraction", [None, 0.3], ids=["one-file", "target-0.3"])
+def test_ordered_groups_write_what_the_host_path_writes(
+    tmp_path: Path, strategy: str, order: str, fraction: float | None
+) -> None:
+    tbl = table_with_deletes(tmp_path, 3)
+    tbl.replace_sort_order("name DESC NULLS LAST, id")  # files in this order record its id
+    options = {"rewrite-all": "true"}
+    if fraction is not None:
+        total = sum(t.file.file_size_in_bytes for t in tbl.scan().plan().tasks)
+        options["target-file-size-bytes"] = str(int(total * fraction))
+    plan = tbl.compact(strategy, sort_order=order, options=options, dry_run=True).plan
+    (g,) = plan.groups
+    host = rewrite_group(tbl.metadata, tbl.io, g, plan.strategy, backend="cpu")
+    frames = rewrite_group_frames(tbl.metadata, tbl.io, g, plan.strategy, ArrowFrames(), backend="cpu")
+    assert files_of(frames) == files_of(host)
+    assert [f.sort_order_id for f in frames.added] == [f.sort_order_id for f in host.added]
+    assert frames.order_seconds > 0 and frames.parquet_io == "arrow"
+
+
+def test_groups_the_frame_path_does_not_take_go_to_the_host_with_the_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     tbl = table_with_deletes(tmp_path, 2)
     plan = tbl.compact("sort", sort_order="id", options={"rewrite-all": "true"}, dry_run=True).plan
     (g,) = plan.groups
+    monkeypatch.setattr(frame_rewrite, "ORDER_BYTES", g.input_bytes - 1)
     r = rewrite_file_group(tbl.metadata, tbl.io, g, plan.strategy, parquet_io="arrow-frames", backend="cpu")
     assert r.parquet_io == "pyarrow"
-    assert r.parquet_io_reason == "arrow: the sort strategy orders the rows on the host"
-    with pytest.raises(ValueError, match=r"is not rewritten through frames: the sort strategy"):
+    assert r.parquet_io_reason is not None
+    assert r.parquet_io_reason.startswith("arrow: a sort of more than 0 GiB of input (")
+    assert r.parquet_io_reason.endswith("bytes) is ordered on the host, through spill files")
+    with pytest.raises(ValueError, match=r"is not rewritten through frames: a sort of more than"):
         rewrite_group_frames(tbl.metadata, tbl.io, g, plan.strategy, ArrowFrames(), backend="cpu")
     mixed = dataclasses.replace(g, spec_id=None)
+    r = rewrite_file_group(
+        tbl.metadata, tbl.io, mixed, plan.strategy, parquet_io="arrow-frames", backend="cpu"
+    )
+    assert r.parquet_io_reason is not None and "of more than" in r.parquet_io_reason
     binpack = dataclasses.replace(plan.strategy, kind="binpack", sort_order=None)
     r = rewrite_file_group(tbl.metadata, tbl.io, mixed, binpack, parquet_io="arrow-frames", backend="cpu")
     assert r.parquet_io_reason == "arrow: files of other partition specs are repartitioned on the host"
@@ -190,3 +224,18 @@ def test_cudf_asked_for_without_cudf_is_an_error_naming_it(tmp_path: Path) -> No
     with pytest.raises(BackendUnavailable, match=r"needs the 'cudf' package, which is not installed"):
         tbl.compact(options={"rewrite-all": "true"}, backend="cpu", parquet_io="cudf")
     assert tbl.refresh().metadata.current_snapshot_id == head
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("strategy", "order"), [("sort", "name DESC NULLS LAST, id"), ("zorder", "a, x")])
+def test_cudf_orders_as_the_host_path_orders(tmp_path: Path, strategy: str, order: str) -> None:
+    if optional("cudf") is None:
+        pytest.skip("cuDF is not installed")
+    from gpu_engine.backend.cudf_sink import CudfSink
+
+    tbl = table_with_deletes(tmp_path, 3)
+    plan = tbl.compact(strategy, sort_order=order, options={"rewrite-all": "true"}, dry_run=True).plan
+    (g,) = plan.groups
+    host = rewrite_group(tbl.metadata, tbl.io, g, plan.strategy, backend="cpu")
+    got = rewrite_group_frames(tbl.metadata, tbl.io, g, plan.strategy, CudfSink(), backend="cuda")
+    assert files_of(got) == files_of(host)
