@@ -13,9 +13,11 @@ when the rows follow it, as the host path's do. (The host path orders a group la
 budget through spill files; for ``zorder`` that clusters by ranges, where frames give the exact Morton
 order of the whole group.)
 
-Files are cut by rows, the input's bytes per row standing for the output's: the last file's rest is
-split into equal files of at most the maximum output size by that measure (the host writer rolls on the
-bytes it wrote instead).
+Files are cut by rows: the input's bytes per row stand for the output's until files are written, then
+the bytes per row written do. The last file's rest is split into equal files of at most the maximum
+output size by that measure, and a file that still comes out past the maximum (rows that encode larger
+than the input did: ordered rows compress worse) is written again, cut by its own bytes per row. (The host
+writer rolls on the bytes it writes, row group by row group.)
 
 What this path does not do is said by :func:`frame_unsupported` (the caller rewrites such groups on the
 host and records why). Files written are deleted when the rewrite fails.
@@ -92,12 +94,28 @@ def rewrite_group_frames(
     written: list[ContentFile] = []
     rows_read = 0
 
-    def write(frame: Any, rows: list[int]) -> None:
-        start = time.perf_counter()
-        new = write_frame(
+    largest = group.max_output_file_size
+    per_row: list[float] = []  # bytes per row of the files written so far (none yet: unknown)
+
+    def encode(frame: Any, rows: list[int]) -> list[ContentFile]:
+        return write_frame(
             io, md.location, schema, spec, group.partition, frame, sink, rows, properties=props,
             spec_id=group.output_spec_id, sort_order=order, table_order=md.sort_order,
         )  # fmt: skip
+
+    def write(frame: Any, rows: list[int]) -> None:
+        """Write ``rows`` (row counts of consecutive files), each cut further where the bytes per row seen
+        so far would take it past the maximum output size; files that still come out past it (the rows
+        encode larger than the input did: ordered rows compress worse) are written again, cut by their
+        own bytes per row."""
+        start = time.perf_counter()
+        new = encode(frame, _capped(rows, per_row[0] if per_row else None, largest))
+        size = sum(f.file_size_in_bytes for f in new)
+        per_row[:] = [size / max(1, sum(rows))]
+        if any(f.file_size_in_bytes > largest and f.record_count > 1 for f in new):
+            for f in new:
+                io.delete(io.resolve(f.path), missing_ok=True)
+            new = encode(frame, _capped(rows, per_row[0], largest))
         written.extend(new)
         clock.write += time.perf_counter() - start
 
@@ -174,6 +192,18 @@ def _order_columns(strategy: RewriteStrategy, schema: Schema) -> list[str]:
     else:
         ids = [schema.find_field(name).field_id for name in strategy.zorder_columns]
     return sorted({schema.paths_by_id[i][0] for i in ids}, key=[f.name for f in schema.fields].index)
+
+
+def _capped(rows: list[int], per_row: float | None, largest: int) -> list[int]:
+    """``rows`` with each count cut into equal parts of at most ``largest`` bytes at ``per_row`` bytes a
+    row (unchanged while ``per_row`` is unknown)."""
+    if per_row is None or per_row <= 0:
+        return rows
+    out: list[int] = []
+    for n in rows:
+        pieces = max(1, min(n, -(-int(n * per_row) // largest)))
+        out += [n // pieces + (1 if i < n % pieces else 0) for i in range(pieces)]
+    return out
 
 
 def _max_rows(group: FileGroup, per_file: int) -> int:

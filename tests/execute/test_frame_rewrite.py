@@ -9,6 +9,8 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from gpu_engine._deps import optional
@@ -239,3 +241,29 @@ def test_cudf_orders_as_the_host_path_orders(tmp_path: Path, strategy: str, orde
     host = rewrite_group(tbl.metadata, tbl.io, g, plan.strategy, backend="cpu")
     got = rewrite_group_frames(tbl.metadata, tbl.io, g, plan.strategy, CudfSink(), backend="cuda")
     assert files_of(got) == files_of(host)
+
+
+def test_files_that_encode_larger_than_the_input_are_cut_at_the_maximum_size(tmp_path: Path) -> None:
+    """Input stored in id order compresses well; ordered by a bucket of the id it does not: files cut at
+    the input's bytes per row came out several times the maximum size. They are cut again by the bytes
+    per row written (and later files by those), all rows kept in order."""
+    _, tbl = new_table(tmp_path, 2)
+    for k in range(4):
+        ids = pa.array(range(k * 20_000, (k + 1) * 20_000), pa.int64())
+        tbl.append(pa.table({"id": ids, "b": pc.multiply(ids, 3)}), backend="cpu")
+    total = sum(t.file.file_size_in_bytes for t in tbl.scan().plan().tasks)
+    options = {"rewrite-all": "true", "target-file-size-bytes": str(total // 2)}
+    plan = tbl.compact("sort", sort_order="bucket(1000, id), id", options=options, dry_run=True).plan
+    (g,) = plan.groups
+    r = rewrite_group_frames(tbl.metadata, tbl.io, g, plan.strategy, ArrowFrames(), backend="cpu")
+    assert len(r.added) > g.expected_output_files
+    assert all(f.file_size_in_bytes <= g.max_output_file_size for f in r.added), [
+        (f.record_count, f.file_size_in_bytes) for f in r.added
+    ]
+    assert sum(f.record_count for f in r.added) == r.rows_read == 80_000
+    ids = pa.concat_tables([read_file(f.path) for f in r.added]).column("id").to_pylist()
+    host = rewrite_group(tbl.metadata, tbl.io, g, plan.strategy, backend="cpu")
+    assert ids == pa.concat_tables([read_file(f.path) for f in host.added]).column("id").to_pylist()
+    kept = {t.file.path for t in tbl.scan().plan().tasks} | {f.path for f in (*r.added, *host.added)}
+    on_disk = {str(p) for p in Path(tbl.location.removeprefix("file://"), "data").rglob("*.parquet")}
+    assert on_disk == {path.removeprefix("file://") for path in kept}  # the oversized files deleted
