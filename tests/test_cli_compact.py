@@ -93,7 +93,7 @@ def test_parquet_io_passes_through(
     assert [g["parquet_io"] for g in report["groups"]] == ["arrow"]
     assert table.refresh().scan().to_arrow().sort_by("id").equals(rows)
     argv = ["compact", "db.t", "--catalog", NAME, "--strategy", "sort", "--sort-order", "id DESC"]
-    monkeypatch.setattr(frame_rewrite, "ORDER_BYTES", 0)  # sorts too large for frames: the host orders
+    monkeypatch.setattr(frame_rewrite, "WHOLE_BYTES", 0)  # sorts too large for frames: the host orders
     assert main([*argv, "--parquet-io", "arrow-frames", "--option", "rewrite-all=true"]) == 0
     out = capsys.readouterr().out
     assert "pyarrow: 1 group(s)" in out and "pyarrow because arrow:" in out

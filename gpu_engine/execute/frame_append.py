@@ -16,21 +16,17 @@ reduced and footers fixed by the frame library). Checked first, naming the colum
   host copy by the host writer's rules (a null where its parent is valid refused; nulls beneath a null
   parent, which Arrow and cuDF keep there, dropped) and copied back.
 
-Partition keys are computed on the host from a copy of the partition source columns only (the transform
-kernels of ``backend``), partitions told apart as Iceberg Java's partition keys are (every NaN one
-partition: :func:`~gpu_engine.io.parquet_write.partition_key`); each partition's rows are gathered where
-the frame is. Files are cut at about ``write.target-file-size-bytes`` of the frame's in-memory bytes per
-row (encoded files come out smaller, compression being unknown until written; Java's writers roll on the
-bytes written). Every file written is deleted when the write fails.
+Rows are split by partition where the frame is (:func:`.frame_partition.split_frame`: keys from a host
+copy of the partition source columns). Files are cut at about ``write.target-file-size-bytes`` of the
+frame's in-memory bytes per row (encoded files come out smaller, compression being unknown until written;
+Java's writers roll on the bytes written). Every file written is deleted when the write fails.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 
 from ..errors import SchemaMismatch
@@ -39,13 +35,10 @@ from ..iceberg.metadata import TableMetadata
 from ..iceberg.schema import Schema
 from ..io.arrow_conform import conform_batch, write_schema
 from ..io.fileio import FileIO
-from ..io.parquet_write import partition_key
-from ..io.partition_split import split_by_partition
 from ..io.write_options import WriteOptions
+from .frame_partition import split_frame
 from .frame_sink import FrameSink
 from .frame_write import write_frame
-
-_ROW = "\x00row"  # the row index column of the partition source copy (no Iceberg name holds a NUL)
 
 
 def write_frame_data(
@@ -62,7 +55,7 @@ def write_frame_data(
     per_file = max(1, int(options.target_file_size_bytes / max(sink.nbytes(frame) / n, 1.0)))
     written: list[ContentFile] = []
     try:
-        for key, rows in _partitions(sink, frame, schema, md, backend):
+        for key, rows in split_frame(sink, frame, schema, spec, write_schema(schema), backend):
             m = sink.num_rows(rows)
             cuts = [per_file] * (m // per_file) + ([m % per_file] if m % per_file else [])
             written += write_frame(
@@ -185,25 +178,3 @@ def _plain(t: pa.DataType) -> Any:
     if _is_binary(t):
         return "binary"
     return t
-
-
-def _partitions(
-    sink: FrameSink, frame: Any, schema: Schema, md: TableMetadata, backend: str
-) -> Iterator[tuple[tuple[Any, ...], Any]]:
-    """(partition tuple, that partition's rows) of ``frame`` in the default spec, first seen first."""
-    spec = md.spec
-    n = sink.num_rows(frame)
-    if not spec.fields:
-        yield (), frame
-        return
-    target = write_schema(schema)
-    tops = sorted({schema.paths_by_id[f.source_id][0] for f in spec.fields if f.transform != "void"})
-    host = [sink.to_arrow(sink.column(frame, name), target.field(name).type) for name in tops]
-    batch = pa.record_batch([*host, pa.array(np.arange(n, dtype=np.int64))], names=[*tops, _ROW])
-    groups: dict[tuple[Any, ...], tuple[tuple[Any, ...], list[np.ndarray]]] = {}
-    for key, part in split_by_partition(batch, schema, spec, backend):
-        # one partition per key as Java's partition keys compare (every NaN the same key): merged
-        groups.setdefault(partition_key(key), (key, []))[1].append(part.column(_ROW).to_numpy())
-    for key, parts in groups.values():
-        rows = np.sort(np.concatenate(parts)) if len(parts) > 1 else parts[0]
-        yield key, frame if len(rows) == n else sink.take(frame, rows)

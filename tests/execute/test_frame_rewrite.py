@@ -139,12 +139,12 @@ def test_groups_the_frame_path_does_not_take_go_to_the_host_with_the_reason(
     tbl = table_with_deletes(tmp_path, 2)
     plan = tbl.compact("sort", sort_order="id", options={"rewrite-all": "true"}, dry_run=True).plan
     (g,) = plan.groups
-    monkeypatch.setattr(frame_rewrite, "ORDER_BYTES", g.input_bytes - 1)
+    monkeypatch.setattr(frame_rewrite, "WHOLE_BYTES", g.input_bytes - 1)
     r = rewrite_file_group(tbl.metadata, tbl.io, g, plan.strategy, parquet_io="arrow-frames", backend="cpu")
     assert r.parquet_io == "pyarrow"
     assert r.parquet_io_reason is not None
     assert r.parquet_io_reason.startswith("arrow: a sort of more than 0 GiB of input (")
-    assert r.parquet_io_reason.endswith("bytes) is ordered on the host, through spill files")
+    assert r.parquet_io_reason.endswith("bytes) is done on the host, through spill files")
     with pytest.raises(ValueError, match=r"is not rewritten through frames: a sort of more than"):
         rewrite_group_frames(tbl.metadata, tbl.io, g, plan.strategy, ArrowFrames(), backend="cpu")
     mixed = dataclasses.replace(g, spec_id=None)
@@ -154,7 +154,8 @@ def test_groups_the_frame_path_does_not_take_go_to_the_host_with_the_reason(
     assert r.parquet_io_reason is not None and "of more than" in r.parquet_io_reason
     binpack = dataclasses.replace(plan.strategy, kind="binpack", sort_order=None)
     r = rewrite_file_group(tbl.metadata, tbl.io, mixed, binpack, parquet_io="arrow-frames", backend="cpu")
-    assert r.parquet_io_reason == "arrow: files of other partition specs are repartitioned on the host"
+    assert r.parquet_io_reason is not None
+    assert r.parquet_io_reason.startswith("arrow: a repartition (files of other specs) of more than 0 GiB")
 
 
 def test_a_property_the_library_cannot_follow_sends_the_group_to_the_host_before_reading(
@@ -267,3 +268,34 @@ def test_files_that_encode_larger_than_the_input_are_cut_at_the_maximum_size(tmp
     kept = {t.file.path for t in tbl.scan().plan().tasks} | {f.path for f in (*r.added, *host.added)}
     on_disk = {str(p) for p in Path(tbl.location.removeprefix("file://"), "data").rglob("*.parquet")}
     assert on_disk == {path.removeprefix("file://") for path in kept}  # the oversized files deleted
+
+
+@pytest.mark.parametrize("strategy", ["binpack", "sort"])
+def test_files_of_other_specs_are_repartitioned(tmp_path: Path, strategy: str) -> None:
+    """A group of files of an older spec: its rows split by the current spec's partitions where the frame
+    is, each partition's rows in the host path's order."""
+    tbl = table_with_deletes(tmp_path, 2)  # unpartitioned files
+    with tbl.update_spec() as u:
+        u.add_field("region")
+        u.add_field("bucket(2, id)")
+    tbl.append(gen_rows(5_000, 50, seed=9), backend="cpu")
+    plan = tbl.compact(
+        strategy, sort_order="name DESC NULLS LAST, id" if strategy == "sort" else None,
+        options={"rewrite-all": "true"}, dry_run=True,
+    ).plan  # fmt: skip
+    [old] = [g for g in plan.groups if g.spec_id is None]
+    host = rewrite_group(tbl.metadata, tbl.io, old, plan.strategy, backend="cpu")
+    frames = rewrite_group_frames(tbl.metadata, tbl.io, old, plan.strategy, ArrowFrames(), backend="cpu")
+
+    def by_partition(r: RewriteResult) -> dict[Any, list[tuple[Any, ...]]]:
+        out: dict[Any, list[tuple[Any, ...]]] = {}
+        for f in r.added:
+            out.setdefault(f.partition, []).extend(
+                tuple(_canon(v) for v in row.values()) for row in read_file(f.path).to_pylist()
+            )
+        return out
+
+    assert by_partition(frames) == by_partition(host)
+    assert len(by_partition(frames)) == 6  # three regions x two buckets
+    assert all(f.spec_id == old.output_spec_id for f in frames.added)
+    assert frames.rows_read == frames.rows_written == host.rows_written
