@@ -94,6 +94,19 @@ def test_same_result_as_single_process(spark: Any, tmp_path: Path, version: int,
     assert _metrics(_added(many, distributed)) == _metrics(_added(one, local))
 
 
+def test_executors_rewrite_through_the_parquet_path_asked_for(spark: Any, tmp_path: Path) -> None:
+    """``parquet_io`` travels with each group to the executors ("arrow-frames": the cuDF path's steps with
+    pyarrow), with the same result as in one process."""
+    cat = _catalog(tmp_path)
+    local, distributed = _build(cat, "local", 3, "mixed"), _build(cat, "dist", 3, "mixed")
+    options = {"min-input-files": "2"}
+    one = local.compact(options=options, backend="cpu", parquet_io="arrow-frames")
+    many = compact(spark, distributed, options=options, backend="cpu", parquet_io="arrow-frames")
+    assert {g.parquet_io for g in many.groups} == {g.parquet_io for g in one.groups} == {"arrow"}
+    assert distributed.scan().to_arrow().sort_by("id").equals(local.scan().to_arrow().sort_by("id"))
+    assert _metrics(_added(many, distributed)) == _metrics(_added(one, local))
+
+
 # Dremio's products table (SOURCES.md): 1000 rows in 5 data files partitioned by category (widget and
 # gizmo 2 files each, gadget 1); equality deletes of product ids 0-29, five 100-id ranges and color 'green',
 # then a position delete of product ids 50-52 (in widget's files): 450 rows remain.
