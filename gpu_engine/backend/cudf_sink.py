@@ -24,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 from .._deps import require
+from ..errors import DataFileError
 from ..iceberg import types as it
 from ..iceberg.manifest_schemas import decimal_bytes
 from ..io.column_metrics import LeafStats
@@ -160,7 +161,11 @@ class CudfSink(CudfFrames):
         built.set_row_group_size_bytes(options.row_group_size_bytes)
         built.set_max_page_size_bytes(options.page_size_bytes)
         built.set_max_dictionary_size(options.dict_size_bytes)
-        plc.io.parquet.write_parquet(built)
+        try:
+            plc.io.parquet.write_parquet(built)
+        except RuntimeError as exc:  # libcudf's checks (e.g. a null in a required nested field)
+            more = f" and {len(paths) - 1} more" if len(paths) > 1 else ""
+            raise DataFileError(f"{paths[0]}{more}: cuDF's Parquet writer failed: {exc}") from None
 
     def _stored(self, column: Any, t: pa.DataType) -> Any:
         """``column`` as its Parquet type is written: dates as int32 days, narrow decimals narrow."""

@@ -13,6 +13,7 @@ import pytest
 
 from gpu_engine.backend import cudf_frames, cudf_sink
 from gpu_engine.backend.cudf_sink import CudfSink, cudf_encode_unsupported
+from gpu_engine.errors import DataFileError
 from gpu_engine.io.write_options import WriteOptions
 
 ALL_CODECS = {"ZSTD", "SNAPPY", "LZ4", "NONE"}
@@ -24,6 +25,7 @@ def refused(schema: pa.Schema, **props: str) -> str | None:
 
 
 REQUIRED = pa.field("r", pa.int32(), nullable=False)
+OPTIONS = WriteOptions()
 
 
 def one(t: pa.DataType) -> pa.Schema:
@@ -139,6 +141,7 @@ class _Plc:
 
     def __init__(self) -> None:
         self.log: list[Any] = []
+        self.fail = False
         plc = self
 
         class Types:
@@ -171,6 +174,8 @@ class _Plc:
             @staticmethod
             def write_parquet(options: Any) -> None:
                 plc.log.append(("write_parquet",))
+                if plc.fail:
+                    raise RuntimeError("CUDF failure at: writer_impl.cu: nullability")
 
             @staticmethod
             def is_supported_write_parquet(codec: Any) -> bool:
@@ -261,3 +266,15 @@ def test_the_writer_call(monkeypatch: pytest.MonkeyPatch) -> None:
         ("set_max_dictionary_size", 2 << 20),
         ("write_parquet",),
     ]
+
+
+def test_a_writer_failure_names_the_files(monkeypatch: pytest.MonkeyPatch) -> None:
+    plc = _Plc()
+    plc.fail = True
+    monkeypatch.setattr(cudf_frames, "require", lambda name, what: _Cudf())
+    monkeypatch.setattr(cudf_sink, "require", lambda name, what: plc)
+    schema = pa.schema([pa.field("id", pa.int64())])
+    with pytest.raises(DataFileError, match=r"^/a\.parquet and 1 more: cuDF's Parquet writer failed: CUDF"):
+        CudfSink().encode(
+            _Frame(id=_Column("id")), schema, ["/a.parquet", "/b.parquet"], [1, 1], WriteOptions()
+        )
