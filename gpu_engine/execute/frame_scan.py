@@ -84,52 +84,77 @@ def _frames(
     host_decode: bool,
     workers: int | None,
 ) -> Iterator[tuple[Any, int]]:
-    pending: list[FramePart] = []
-    remaining = limit
-
-    def out(frame: Any, rows: int) -> tuple[Any, int]:
-        nonlocal remaining
-        if remaining is not None:
-            if rows > remaining:
-                frame, rows = frames.head(frame, remaining), remaining
-            remaining -= rows
-        return frame, rows
-
-    def flush() -> Iterator[tuple[Any, int]]:
-        if pending:
-            decoded = out(*decode(pending, ctx, frames))
-            for part in pending:
-                ctx.deletes.release(part.task)
-            pending.clear()
-            yield decoded
-
     def prepared(task: ScanTask) -> Iterator[tuple[ScanTask, FramePart | str]]:
         yield task, prepare(task, ctx)
 
     ahead = ordered(plan.tasks, prepared, workers=workers or default_workers(), depth=1)
-    for task, got in ahead:
-        if remaining is not None and pending and sum(len(p.pos) for p in pending) >= remaining:
-            yield from flush()  # the held tasks' rows may reach the limit: decode them before reading more
-        if remaining is not None and remaining <= 0:
-            break
-        if isinstance(got, str):
-            yield from flush()
-            if remaining is not None and remaining <= 0:
+    try:
+        yield from _Decoder(run, ctx, frames, limit, host_decode).decode_all(ahead)
+    finally:
+        close = getattr(ahead, "close", None)
+        if close is not None:
+            close()  # the workers preparing tasks ahead stop
+
+
+class _Decoder:
+    """Decodes the prepared tasks in batches (see the module doc), counting rows against the limit."""
+
+    def __init__(self, run: ScanRun, ctx: TaskContext, frames: Frames, limit: int | None, host_decode: bool):
+        self.run, self.ctx, self.frames, self.host_decode = run, ctx, frames, host_decode
+        self.remaining = limit
+        self.pending: list[FramePart] = []
+
+    def _done(self) -> bool:
+        return self.remaining is not None and self.remaining <= 0
+
+    def _out(self, frame: Any, rows: int) -> tuple[Any, int]:
+        if self.remaining is not None:
+            if rows > self.remaining:
+                frame, rows = self.frames.head(frame, self.remaining), self.remaining
+            self.remaining -= rows
+        return frame, rows
+
+    def _flush(self) -> Iterator[tuple[Any, int]]:
+        if self.pending:
+            decoded = self._out(*decode(self.pending, self.ctx, self.frames))
+            for part in self.pending:
+                self.ctx.deletes.release(part.task)
+            self.pending.clear()
+            yield decoded
+
+    def decode_all(self, ahead: Iterator[tuple[ScanTask, FramePart | str]]) -> Iterator[tuple[Any, int]]:
+        """The frames of the tasks of ``ahead``. With a limit, a task is taken only while rows are still
+        wanted: a limit met before a missing or corrupt file is no error, as for ``to_arrow``."""
+        while not self._done():
+            held = sum(len(p.pos) for p in self.pending)
+            if self.remaining is not None and self.pending and held >= self.remaining:
+                yield from self._flush()  # the held rows may reach the limit: decoded before reading on
+                continue
+            try:
+                task, got = next(ahead)
+            except StopIteration:
                 break
-            if not host_decode:
-                raise UnsupportedFeature(
-                    f"{got}; {frames.name} cannot decode it as the host reader does "
-                    "(host_decode=True decodes such files on the host and copies them over)"
-                )
-            run.host_decoded.append((task.file.path, got))
-            batches = list(execute_task(task, ctx))
-            table = pa.Table.from_batches(batches, schema=run.projection.arrow_schema)
-            yield out(frames.from_arrow_table(table), table.num_rows)
-            ctx.deletes.release(task)
-            continue
-        if pending and (got.key != pending[0].key or _full(pending, got)):
-            yield from flush()
-            if remaining is not None and remaining <= 0:
-                break
-        pending.append(got)
-    yield from flush()
+            if isinstance(got, str):
+                yield from self._flush()
+                if not self._done():
+                    yield self._host_decoded(task, got)
+                continue
+            if self.pending and (got.key != self.pending[0].key or _full(self.pending, got)):
+                yield from self._flush()
+                if self._done():
+                    break
+            self.pending.append(got)
+        yield from self._flush()
+
+    def _host_decoded(self, task: ScanTask, why: str) -> tuple[Any, int]:
+        """A file the frame library cannot decode as the host reader does, decoded by it (or refused)."""
+        if not self.host_decode:
+            raise UnsupportedFeature(
+                f"{why}; {self.frames.name} cannot decode it as the host reader does "
+                "(host_decode=True decodes such files on the host and copies them over)"
+            )
+        self.run.host_decoded.append((task.file.path, why))
+        batches = list(execute_task(task, self.ctx))
+        table = pa.Table.from_batches(batches, schema=self.run.projection.arrow_schema)
+        self.ctx.deletes.release(task)
+        return self._out(self.frames.from_arrow_table(table), table.num_rows)

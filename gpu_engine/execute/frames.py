@@ -90,12 +90,23 @@ class ArrowFrames:
         for path, row_groups in sources:
             with io.open_input(path) as handle:
                 try:
-                    table = pq.ParquetFile(handle).read_row_groups(list(row_groups), columns=list(columns))
+                    parquet = pq.ParquetFile(handle, page_checksum_verification=True)  # as the host reader
+                    table = parquet.read_row_groups(list(row_groups), columns=list(columns))
                 except (OSError, pa.ArrowException) as exc:
                     raise DataFileError(f"{path}: unreadable Parquet data: {exc}") from None
             tables.append(table.replace_schema_metadata(None))
-        # files may differ in a column's nullability (a field made optional later): unified, as cuDF reads
-        return pa.concat_tables(tables, promote_options="default") if len(tables) > 1 else tables[0]
+        if len(tables) == 1:
+            return tables[0]
+        # files of one Parquet schema may still differ in nullability (a field made optional later) and in
+        # the Arrow type hint their writer stored (string or large_string, a time zone's spelling): read as
+        # the first file's types, nullable, as cuDF reads them
+        first = pa.schema([f.with_nullable(True) for f in tables[0].schema])
+        try:
+            tables = [t if t.schema.equals(first) else t.cast(first) for t in tables]
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+            paths = ", ".join(path for path, _ in sources)
+            raise DataFileError(f"{paths}: files read together hold different column types: {exc}") from None
+        return pa.concat_tables(tables)
 
     def num_rows(self, frame: pa.Table) -> int:
         return int(frame.num_rows)

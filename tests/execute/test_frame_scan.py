@@ -24,11 +24,11 @@ import pytest
 import gpu_engine as ge
 from gpu_engine._deps import optional
 from gpu_engine.backend.cudf_frames import cudf_unsupported
-from gpu_engine.errors import InvalidType, UnsupportedFeature
+from gpu_engine.errors import DataFileError, InvalidType, UnsupportedFeature
 from gpu_engine.execute.frames import ArrowFrames
 from gpu_engine.scan import TableScan
 
-from ..commit._support import sql_catalog
+from ..commit._support import CATALOG_NAME, sql_catalog
 from ..planning._support import MISSING, inventory_paths, load
 from .gen_table import GeneratedDeletesTable
 from .test_fixture_scans import ENGINE_CANNOT
@@ -396,3 +396,55 @@ def test_tasks_prepared_on_any_number_of_threads_give_the_same_rows(
         tbl = ge.load_table(Path(tables[kind, True].metadata_location))
         for limit in (None, 5, 300):
             _same(dataclasses.replace(tbl.scan(limit=limit), workers=workers))
+
+
+# -- found by a differential hunt against to_arrow ----------------------------------------------------------
+
+
+def _two_files(tmp_path: Path) -> ge.Table:
+    cat = sql_catalog(tmp_path)
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("s", pa.string())])
+    tbl = cat.create_table("db.t", schema=schema, properties={"write.parquet.compression-codec": "none"})
+    # "bbbbbbbb" is no bound of its page: a byte of it changed is a change of the values only
+    tbl.append(pa.table({"id": [1, 2, 3], "s": ["aaaaaaaa", "bbbbbbbb", "cccccccc"]}, schema=schema))
+    tbl.append(pa.table({"id": [4, 5, 6], "s": ["dddddddd", "eeeeeeee", "ffffffff"]}, schema=schema))
+    return tbl
+
+
+def test_a_limit_met_before_a_missing_file_is_no_error(tmp_path: Path) -> None:
+    tbl = _two_files(tmp_path)
+    paths = [t.file.path for t in tbl.scan().plan().tasks]
+    Path(paths[-1].removeprefix("file://")).unlink()  # the file of the last task
+    for limit in (1, 2):
+        got = _same(tbl.scan(limit=limit))
+        assert got.num_rows == limit
+    with pytest.raises(DataFileError, match="not found"):
+        tbl.scan().to_frame(ArrowFrames())
+
+
+def test_a_page_failing_its_checksum_is_refused_as_by_the_host_reader(tmp_path: Path) -> None:
+    tbl = _two_files(tmp_path)
+    files = [Path(t.file.path.removeprefix("file://")) for t in tbl.scan().plan().tasks]
+    [path] = [f for f in files if b"bbbbbbbb" in f.read_bytes()]  # stored plainly, uncompressed
+    data = bytearray(path.read_bytes())
+    data[data.index(b"bbbbbbbb")] = ord("X")  # the page still decodes; its CRC no longer matches
+    path.write_bytes(bytes(data))
+    with pytest.raises(DataFileError, match="CRC"):
+        tbl.scan().to_arrow()
+    with pytest.raises(DataFileError, match="CRC"):
+        tbl.scan().to_frame(ArrowFrames())
+
+
+def test_files_whose_stored_arrow_types_differ_are_decoded_together(tmp_path: Path) -> None:
+    """This engine stores large_string in its files' Arrow schema, PyIceberg string: one Parquet layout."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    tbl = _two_files(tmp_path)
+    pt = SqlCatalog(CATALOG_NAME, uri=f"sqlite:///{tmp_path / 'catalog.db'}").load_table("db.t")
+    pt.append(pa.table({"id": [7], "s": ["g"]}, schema=pa.schema([("id", pa.int64()), ("s", pa.string())])))
+    tbl = tbl.refresh()
+    frames = _Counting()
+    got = tbl.scan().to_frame(frames)
+    assert sorted(got.column("id").to_pylist()) == [1, 2, 3, 4, 5, 6, 7]
+    assert len(frames.calls) == 1  # one decoder call for the three files
+    _same(tbl.scan())
