@@ -4,7 +4,7 @@
 The partition source columns only are copied to the host; :func:`split_by_partition` computes the keys
 there (the transform kernels of ``backend``) and numbers the rows of each partition; partitions are told
 apart as Iceberg Java's partition keys are (every NaN one partition:
-:func:`~gpu_engine.io.parquet_write.partition_key`), and each partition's rows are gathered from the
+:func:`~gpu_engine.io.partition_split.partition_key`), and each partition's rows are gathered from the
 frame in their order.
 """
 
@@ -18,8 +18,7 @@ import pyarrow as pa
 
 from ..iceberg.partitioning import PartitionSpec
 from ..iceberg.schema import Schema
-from ..io.parquet_write import partition_key
-from ..io.partition_split import split_by_partition
+from ..io.partition_split import partition_key, split_by_partition
 from .frame_sink import FrameSink
 
 _ROW = "\x00row"  # the row index column of the source copy (no Iceberg name holds a NUL)

@@ -40,11 +40,12 @@ from ..iceberg.schema import Schema
 from ..iceberg.sorting import SortOrder
 from ..io.arrow_conform import write_schema
 from ..io.column_metrics import ColumnMetrics, MetricsCollector
+from ..io.file_publish import data_file_entry, leaf_field_ids, publish, staging_path
 from ..io.fileio import FileIO
 from ..io.locations import LocationProvider, location_provider
 from ..io.metrics_config import MetricsConfig, metrics_config
 from ..io.parquet_footer_schema import conform_file
-from ..io.parquet_write import NOTHING_STORED, data_file_entry, leaf_field_ids, publish, staging_path
+from ..io.parquet_write import NOTHING_STORED
 from ..io.partition_split import partition_path
 from ..io.write_options import WriteOptions
 from .frame_sink import FrameSink

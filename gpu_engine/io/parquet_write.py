@@ -35,10 +35,7 @@ written (UnsupportedFeature). Files go where the table's location provider says 
 from __future__ import annotations
 
 import contextlib
-import math
 import os
-import shutil
-import tempfile
 import threading
 import uuid
 from collections import deque
@@ -57,15 +54,14 @@ from ..iceberg.partitioning import PartitionSpec
 from ..iceberg.schema import Schema
 from ..iceberg.sorting import SortOrder
 from .arrow_conform import conform_batch, write_schema
-from .arrow_schema import field_id_of
-from .column_metrics import ColumnMetrics, MetricsCollector
+from .column_metrics import MetricsCollector
 from .data_input import record_batches
 from .dictionary_choice import dictionary_columns
-from .fileio import FileIO, _fsync_dir, local_path, on_local_disk
+from .file_publish import data_file_entry, leaf_field_ids, publish, staging_path
+from .fileio import FileIO
 from .locations import LocationProvider, location_provider
 from .metrics_config import MetricsConfig, metrics_config
 from .open_files import OpenFiles, SlotFile
-from .parquet_read import _starting_offset
 from .parquet_splice import (
     EncodedPart,
     SpliceFile,
@@ -76,7 +72,7 @@ from .parquet_splice import (
     leaf_paths,
     schema_footer,
 )
-from .partition_split import partition_path, split_by_partition
+from .partition_split import partition_key, partition_path, split_by_partition
 from .thrift_compact import Struct
 from .write_options import WriteOptions
 
@@ -438,19 +434,6 @@ class _Writer:
                 self.io.delete(self.io.resolve(done.path), missing_ok=True)
 
 
-def partition_key(values: tuple[Any, ...]) -> tuple[Any, ...]:
-    """A partition tuple as a dict key equal for the tuples Iceberg Java's partition keys find equal."""
-    return tuple(map(_same_value, values))
-
-
-def _same_value(value: Any) -> Any:
-    """A dict key equal for equal partition values: every NaN one value, -0.0 and 0.0 two (as Iceberg
-    Java's partition keys; identity-partition readers take the value from the partition tuple)."""
-    if isinstance(value, float):
-        return ("nan",) if math.isnan(value) else ("float", value, math.copysign(1.0, value))
-    return value
-
-
 def _run_all(
     pool: ThreadPoolExecutor, jobs: Sequence[Callable[[], ContentFile]], done: list[ContentFile]
 ) -> list[ContentFile]:
@@ -475,94 +458,6 @@ def _run_all(
     return ok
 
 
-def staging_path(io: FileIO, target: str, name: str) -> str:
-    """A new local path to write the file ``name`` (to be published at the resolved ``target``) into:
-    beside the target on local disk (its directory made), else in the system temporary directory. Its
-    name is one :func:`remove_orphan_files <gpu_engine.table.Table.remove_orphan_files>` knows as a
-    writer's staging file (``.<name>.<32 hex>.tmp``)."""
-    if on_local_disk(io, target):
-        directory = os.path.dirname(local_path(target)) or "."
-        os.makedirs(directory, exist_ok=True)
-        return os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
-    return os.path.join(tempfile.gettempdir(), f".{name}.{uuid.uuid4().hex}.tmp")
-
-
-def data_file_entry(
-    path: str,
-    md: pq.FileMetaData,
-    size: int,
-    metrics: ColumnMetrics,
-    column_ids: Mapping[str, int],
-    config: MetricsConfig,
-    *,
-    spec_id: int,
-    partition: tuple[Any, ...],
-    sort_order_id: int | None,
-) -> ContentFile:
-    """The manifest entry of the data file written at ``path``: counts and sizes from its footer ``md``
-    (column sizes by ``column_ids``, Parquet column path -> field id, where ``config`` keeps counts; split
-    offsets), ``metrics`` as counted from its rows."""
-    sizes: dict[int, int] = {}
-    for g in range(md.num_row_groups):
-        rg = md.row_group(g)
-        for c in range(rg.num_columns):
-            col = rg.column(c)
-            fid = column_ids[col.path_in_schema]
-            if config.mode(fid).counts:
-                sizes[fid] = sizes.get(fid, 0) + int(col.total_compressed_size)
-    offsets = sorted(
-        o for g in range(md.num_row_groups) if (o := _starting_offset(md.row_group(g))) is not None
-    )
-    return ContentFile(
-        path=path,
-        file_format="PARQUET",
-        spec_id=spec_id,
-        partition=partition,
-        record_count=int(md.num_rows),
-        file_size_in_bytes=size,
-        column_sizes=sizes,
-        value_counts=metrics.value_counts,
-        null_value_counts=metrics.null_value_counts,
-        nan_value_counts=metrics.nan_value_counts,
-        lower_bounds=metrics.lower_bounds,
-        upper_bounds=metrics.upper_bounds,
-        split_offsets=tuple(offsets),
-        sort_order_id=sort_order_id,
-    )
-
-
-def publish(io: FileIO, tmp: str, target: str, recorded: str) -> None:
-    """Move the finished ``tmp`` to ``target`` without ever overwriting (FileExistsError); a failure after
-    ``target`` was created removes it (the caller records only files that were published whole)."""
-    try:
-        if not on_local_disk(io, target):
-            with open(tmp, "rb") as f:
-                io.write_bytes(target, f.read())
-            return
-        path = local_path(target)
-        created = False
-        try:
-            try:
-                os.link(tmp, path)  # atomic, and fails when the target exists
-                created = True
-            except FileExistsError:
-                raise FileExistsError(f"{recorded} already exists: new files are never overwritten") from None
-            except OSError:  # no hard links here: copy into an exclusively created file
-                with open(tmp, "rb") as src, open(path, "xb") as dst:
-                    created = True
-                    shutil.copyfileobj(src, dst, 1 << 20)
-                    dst.flush()
-                    os.fsync(dst.fileno())
-            _fsync_dir(os.path.dirname(path) or ".")
-        except BaseException:
-            if created:
-                with contextlib.suppress(OSError):
-                    os.unlink(path)
-            raise
-    finally:
-        os.unlink(tmp)
-
-
 def _bloom_paths(
     schema: Schema, column_ids: Mapping[str, int], columns: Sequence[tuple[str, float]]
 ) -> dict[str, float]:
@@ -577,15 +472,4 @@ def _bloom_paths(
             continue
         if fid in path_of:
             out[path_of[fid]] = fpp
-    return out
-
-
-def leaf_field_ids(schema: pa.Schema) -> dict[str, int]:
-    """Parquet column path (``path_in_schema``) -> field id of the leaf columns pyarrow writes."""
-    out: dict[str, int] = {}
-    for f in schema:
-        for path, leaf in leaf_paths(f):
-            fid = field_id_of(leaf)
-            assert fid is not None
-            out[path] = fid
     return out

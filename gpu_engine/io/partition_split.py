@@ -190,3 +190,16 @@ def _java_float(value: float, single: bool) -> str:
         .replace("e+", "E")
         .replace("e", "E")
     )
+
+
+def partition_key(values: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A partition tuple as a dict key equal for the tuples Iceberg Java's partition keys find equal."""
+    return tuple(map(_same_value, values))
+
+
+def _same_value(value: Any) -> Any:
+    """A dict key equal for equal partition values: every NaN one value, -0.0 and 0.0 two (as Iceberg
+    Java's partition keys; identity-partition readers take the value from the partition tuple)."""
+    if isinstance(value, float):
+        return ("nan",) if math.isnan(value) else ("float", value, math.copysign(1.0, value))
+    return value

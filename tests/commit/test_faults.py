@@ -21,7 +21,7 @@ from gpu_engine.commit import producer, retry
 from gpu_engine.commit.append import append
 from gpu_engine.commit.delete import DeleteResult
 from gpu_engine.errors import CommitConflict, CommitStateUnknown
-from gpu_engine.io import parquet_write
+from gpu_engine.io import file_publish, parquet_write
 from gpu_engine.io.fileio import LocalFileIO
 from gpu_engine.io.fileio import _fsync_dir as fsync_dir
 from gpu_engine.io.position_delete_write import write_position_deletes
@@ -416,7 +416,7 @@ def test_delete_failure_while_writing_delete_files(
             fsync_dir(directory)
 
         monkeypatch.setattr(parquet_write, "_workers", lambda: 2)
-        monkeypatch.setattr(parquet_write, "_fsync_dir", third_fails)  # as parquet_write imported it
+        monkeypatch.setattr(file_publish, "_fsync_dir", third_fails)  # as file_publish imported it
     else:  # one Puffin file holds every DV: it is written whole or not at all
         real_write = LocalFileIO.write_bytes
 
