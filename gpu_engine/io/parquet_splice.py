@@ -92,6 +92,11 @@ class EncodedPart:
     num_rows: int
 
     @property
+    def body_size(self) -> int:
+        """Bytes of its column chunks: what appending it adds to a file."""
+        return self.body_end - len(MAGIC)
+
+    @property
     def row_groups(self) -> list[Any]:
         groups = self.footer.get(_FMD_ROW_GROUPS)
         return groups.items if isinstance(groups, ThriftList) else []
@@ -296,7 +301,7 @@ class SpliceFile:
             if rg.get(_RG_ORDINAL) is not None:
                 rg.set(_RG_ORDINAL, len(self.row_groups))
             self.row_groups.append(rg)
-        size = part.body_end - len(MAGIC)
+        size = part.body_size
         for piece in part.body():
             self.handle.write(piece)
         self.offset += size

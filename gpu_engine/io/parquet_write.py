@@ -1,13 +1,19 @@
 """The write half: Arrow data -> Parquet data files with field ids and metrics, one partition per file.
 
 :func:`write_data_files` checks and casts each batch to the table schema (:func:`conform_batch`), splits
-its rows by partition tuple (transforms on ``backend``), buffers each partition's rows into row groups of
-about ``write.parquet.row-group-size-bytes`` (Arrow bytes) and rolls to a new file before a row group
-would take the file past ``write.target-file-size-bytes`` (bytes on disk, the next group estimated from
-the compression seen so far). The last rows of a partition (less than a row group) always go into its
-open file, so a file is at most the target plus one row group and only a partition's only file is
-smaller than a row group. Files are written by pyarrow to a temporary file and published
-create-exclusively (locally: a hard link in the target directory, as :meth:`LocalFileIO.write_bytes`).
+its rows by partition tuple (transforms on ``backend``) and buffers each partition's rows into row groups
+of about ``write.parquet.row-group-size-bytes`` (Arrow bytes), no more than the room left in the
+partition's open file under ``write.target-file-size-bytes`` at the partition's compression so far (a new
+file's worth where that file is about full). Where the room decides, the partition's groups being encoded
+are landed first, so the room and the compression are exact. Files are rolled on the exact size of each
+encoded row group (:meth:`_Writer._place`): a file about full takes no more groups but its partition's
+last rows, no file goes past 1.25 x the target (a group that would goes to a new file, or its first rows
+top up a file less than three quarters full), and a group that comes out larger than that on its own (its
+rows compress worse than the rows its size was judged by: one partition's rows change, or a partition's
+first group) is encoded again as several. So files are about the target, from 0.75 to 1.25 times it but a
+partition's last, as Iceberg Java's rolling writer makes them. Files are written by pyarrow to a temporary
+file and published create-exclusively (locally: a hard link in the target directory, as
+:meth:`LocalFileIO.write_bytes`).
 
 Each row group's columns of distinct values are encoded plainly, the others with a dictionary
 (:mod:`.dictionary_choice`, parquet-mr's fallback decided up front from the data alone).
@@ -17,13 +23,12 @@ as a Parquet file in memory, and spliced in order into their file (:mod:`.parque
 those pyarrow writes for the same row groups on one thread), up to ``_MAX_GROUPS`` at a time while their
 Arrow bytes stay within the target file size; their metrics are counted beside them. A row group of
 ``_SLICE_BYTES`` or more is encoded as ranges of its columns side by side, one per thread, joined into one
-row group (one output file per compaction group used to be encoded by a few threads however many cores). At
-the end the partitions' tails are written and their files closed side by side. Every decision (row group
-cuts, rolling, file names) is taken in the calling thread in input order, and groups land in their files at
-fixed points of that order (never "whenever one is done"), so the files, their bytes and their order do not
-depend on timing. A file is rolled on its exact size, as with one thread; row group cuts of small files
-(target below a row group) use the compression of the groups landed so far, which with several threads may
-leave out the last few.
+row group. At the end the partitions' last rows are encoded side by side and the files closed side by side.
+Every decision (row group cuts, rolling, file names) is taken in the calling thread in input order on
+exact sizes (groups land in submission order; a group is sized without waiting only where a full one fits
+the file however well the groups being encoded compress), so the files, their bytes and their order do
+not depend on timing (data that grow when encoded, such as a few rows whose page headers outweigh them,
+can make the no-wait shortcut answer differently from the exact path: then only row group cuts differ).
 
 Parquet layout (Appendix A): field ids on every column, 3-level lists and maps, decimals as INT32 (P <= 9),
 INT64 (P <= 18) or the minimal FIXED_LEN_BYTE_ARRAY (``store_decimal_as_integer``), uuid as
@@ -36,7 +41,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import threading
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -85,6 +89,9 @@ _MAX_WORKERS = 32  # threads encoding
 _MAX_GROUPS = 4  # row groups being encoded at once (their Arrow bytes held)
 _SLICE_BYTES = 16 << 20  # Arrow bytes of a row group encoded as column ranges side by side
 _SLACK_BYTES = 1 << 20  # buffers a batch may reference beyond twice its own bytes before it is copied
+_OVER = 1.25  # a row group may take its file this far past the target (x target)
+_MIN_FULL = 0.75  # a file this full is finished rather than topped up with part of a group (x target)
+_FULL_ROOM = 0.02  # a file with less room than this is about full: its next group starts a new one
 
 
 def write_table_data(
@@ -164,7 +171,6 @@ class _OpenFile:
     out: SpliceFile
     metrics: MetricsCollector
     partition: tuple[Any, ...]
-    inflight_bytes: float = 0.0  # Arrow bytes of its row groups still being encoded
 
 
 @dataclass
@@ -173,18 +179,27 @@ class _Partition:
     buffer: list[pa.RecordBatch] = field(default_factory=list)
     nbytes: float = 0.0
     rows: int = 0
-    file: _OpenFile | None = None
+    file: _OpenFile | None = None  # the file its row groups land in (opened when one lands)
+    inflight_bytes: float = 0.0  # Arrow bytes of its row groups being encoded
+    disk_bytes: int = 0  # bytes of its row groups landed, on disk and as Arrow: its compression
+    arrow_bytes: float = 0.0
+
+    def ratio(self) -> float:
+        """Bytes on disk per Arrow byte of its row groups landed (1 before any has)."""
+        return self.disk_bytes / self.arrow_bytes if self.arrow_bytes else 1.0
 
 
 @dataclass(frozen=True)
 class _Encoding:
-    """A row group of ``file`` being encoded on the pool (one part per range of its columns), its
+    """A row group of ``part`` being encoded on the pool (one part per range of its columns), its
     metrics counted beside it."""
 
-    file: _OpenFile
+    part: _Partition
+    table: pa.Table
     parts: tuple[Future[EncodedPart], ...]
     metrics: Future[MetricsCollector]
     nbytes: float
+    last: bool  # the partition's tail
 
 
 class _Writer:
@@ -204,14 +219,11 @@ class _Writer:
         self.pool = pool  # None: everything in this thread
         self.workers = max(1, workers)
         self.max_inflight = min(self.workers, _MAX_GROUPS)  # row groups encoding at once
-        self.inflight: deque[_Encoding] = deque()  # in submission order: each file's groups in order
-        self.lock = threading.Lock()  # the byte counts, updated by the pool's threads in finish
+        self.inflight: deque[_Encoding] = deque()  # in submission order, landed in that order
         self.spec_id = spec.spec_id
         self.sort_order_id: int | None = None
         self.parts: dict[tuple[Any, ...], _Partition] = {}
         self.done: list[ContentFile] = []
-        self.disk_bytes = 0  # bytes written so far, on disk and as Arrow: the compression estimate
-        self.arrow_bytes = 0.0
         self.prefix = str(uuid.uuid4())
         self.count = 0
         self.buffer_limit = max(2 * options.row_group_size_bytes, 512 << 20)  # all partitions together
@@ -224,18 +236,25 @@ class _Writer:
         self.files = OpenFiles()  # one per partition being written: a bounded number open at once
         self.footer: Struct | None = None  # the whole schema's footer, for row groups encoded in ranges
 
-    def _ratio(self) -> float:
-        return self.disk_bytes / self.arrow_bytes if self.arrow_bytes else 1.0
+    def _target(self) -> int:
+        return self.options.target_file_size_bytes
 
-    def _group_limit(self) -> float:
-        """Arrow bytes of a full row group: the row group size, and no more than a file's worth (the
-        target over the compression seen so far). The first group's compression is waited for only where
-        it can change the answer: with a target of two row groups or more, a file's worth falls below a
-        row group only for data that take twice their Arrow size on disk."""
-        rg, target = self.options.row_group_size_bytes, self.options.target_file_size_bytes
-        if not self.arrow_bytes and self.inflight and target < 2 * rg:
+    def _group_limit(self, part: _Partition) -> float:
+        """Arrow bytes of ``part``'s next row group: the row group size, and no more than the room left in
+        its file (a new file's worth where that is about full) at its compression so far. Where a full
+        group fits whatever its groups being encoded take (they take at most their Arrow bytes: data
+        compress), no group is waited for; otherwise they are landed first, so the room and the
+        compression are exact and the answer is the one a single thread gives."""
+        rg, target = self.options.row_group_size_bytes, self._target()
+        used = part.file.out.tell() if part.file is not None else 0
+        if used + part.inflight_bytes + rg <= target:
+            return rg
+        while any(e.part is part for e in self.inflight):
             self._land_next()
-        return max(1.0, min(rg, target / self._ratio()))
+        room = target - (part.file.out.tell() if part.file is not None else 0)
+        if room < target * _FULL_ROOM:  # about full: the next group starts a file
+            room = target
+        return max(1.0, min(rg, room / part.ratio()))
 
     def add(self, key: tuple[Any, ...], batch: pa.RecordBatch) -> None:
         if batch.get_total_buffer_size() > 2 * batch.nbytes + _SLACK_BYTES:
@@ -247,7 +266,7 @@ class _Writer:
         start, n = 0, batch.num_rows
         least = self.options.row_group_min_rows  # rows a group holds at least (Java checks its size then)
         while start < n:
-            limit = self._group_limit()
+            limit = self._group_limit(part)
             room = limit - part.nbytes
             need = max(1, least - part.rows)
             fits = int(room / per_row) if per_row else n - start
@@ -257,30 +276,24 @@ class _Writer:
             part.rows += take
             start += take
             if start < n or (part.nbytes >= limit and part.rows >= least):
-                self._flush(part, last=False)
+                self._flush(part)
         if sum(p.nbytes for p in self.parts.values()) > self.buffer_limit:
-            self._flush(max(self.parts.values(), key=lambda p: p.nbytes), last=False)
+            self._flush(max(self.parts.values(), key=lambda p: p.nbytes))
 
-    def _flush(self, part: _Partition, *, last: bool, inline: bool = False) -> None:
-        """Write ``part``'s buffered rows as one row group: into its open file, or (when a full group would
-        take the file past the target) a new one; ``last``: the partition's tail, into the open file.
-        ``inline``: encode in this thread, else on the pool: up to ``max_inflight`` groups at once while
-        their Arrow bytes stay within the target file size (so memory stays about one file's worth)."""
+    def _flush(self, part: _Partition, *, last: bool = False, max_inflight: int | None = None) -> None:
+        """Encode ``part``'s buffered rows as one row group, on the pool where there is one: up to
+        ``max_inflight`` groups at once while their Arrow bytes stay within the target file size (so
+        memory stays about one file's worth). Groups land in their files in submission order
+        (:meth:`_place` chooses the file)."""
         if not part.buffer:
             return
         table = pa.Table.from_batches(part.buffer)
         nbytes = part.nbytes
         part.buffer, part.nbytes, part.rows = [], 0.0, 0
-        f = part.file
-        if f is not None and not last and self._full(f, nbytes):
-            self.done.append(self._close(part))
-            f = None
-        if f is None:
-            f = part.file = self._open(part.key)
-        if inline or self.pool is None:
-            self._land(f, self._encode(table), self._count(table), nbytes)
+        part.inflight_bytes += nbytes
+        if self.pool is None:
+            self._land(part, table, self._encode(table), self._count(table), nbytes, last=last)
             return
-        f.inflight_bytes += nbytes
         ranges = column_ranges(table, self.workers if table.nbytes >= _SLICE_BYTES else 1)
         if len(ranges) > 1 and self.footer is None:
             self.footer = schema_footer(self.arrow_schema, self.writer_options)
@@ -288,25 +301,13 @@ class _Writer:
         parts = tuple(
             pool.submit(self._encode, table, names if len(ranges) > 1 else None) for names in ranges
         )
-        self.inflight.append(_Encoding(f, parts, pool.submit(self._count, table), nbytes))
+        self.inflight.append(_Encoding(part, table, parts, pool.submit(self._count, table), nbytes, last))
+        limit = max_inflight or self.max_inflight
         while self.inflight and (
-            len(self.inflight) > self.max_inflight
+            len(self.inflight) > limit
             or sum(e.nbytes for e in self.inflight) > self._target()  # memory: a file's worth at most
         ):
             self._land_next()
-
-    def _target(self) -> int:
-        return self.options.target_file_size_bytes
-
-    def _full(self, f: _OpenFile, nbytes: float) -> bool:
-        """Whether ``nbytes`` more Arrow bytes would take ``f`` past the target. Said yes only on ``f``'s
-        exact size: its groups being encoded are landed first (and the compression seen so far updated),
-        so the answer is the one a single thread gives."""
-        if f.out.tell() + (f.inflight_bytes + nbytes) * self._ratio() <= self._target():
-            return False
-        while any(e.file is f for e in self.inflight):
-            self._land_next()
-        return f.out.tell() + nbytes * self._ratio() > self._target()
 
     def _encode(self, table: pa.Table, names: Sequence[str] | None = None) -> EncodedPart:
         """``table`` (only its columns ``names`` when given) as one row group, columns of distinct values
@@ -331,24 +332,79 @@ class _Writer:
         return metrics
 
     def _land_next(self) -> None:
-        """Wait for the oldest group being encoded and append it to its file."""
+        """Wait for the oldest group being encoded and append it to its partition's file."""
         e = self.inflight[0]
         parts, metrics = [p.result() for p in e.parts], e.metrics.result()
         if len(parts) == 1:
-            part = parts[0]
+            encoded = parts[0]
         else:
             assert self.footer is not None
-            part = join_columns(parts, self.footer)
+            encoded = join_columns(parts, self.footer)
         self.inflight.popleft()
-        e.file.inflight_bytes -= e.nbytes
-        self._land(e.file, part, metrics, e.nbytes)
+        self._land(e.part, e.table, encoded, metrics, e.nbytes, last=e.last)
 
-    def _land(self, f: _OpenFile, part: EncodedPart, metrics: MetricsCollector, nbytes: float) -> None:
-        written = f.out.append(part)
+    def _land(
+        self,
+        part: _Partition,
+        table: pa.Table,
+        encoded: EncodedPart,
+        metrics: MetricsCollector,
+        nbytes: float,
+        *,
+        last: bool,
+    ) -> None:
+        part.inflight_bytes -= nbytes
+        part.disk_bytes += self._place(part, table, encoded, metrics, last=last)
+        part.arrow_bytes += nbytes
+
+    def _place(
+        self,
+        part: _Partition,
+        table: pa.Table,
+        encoded: EncodedPart,
+        metrics: MetricsCollector,
+        *,
+        last: bool,
+    ) -> int:
+        """Append the row group ``encoded`` (``table``'s rows, counted in ``metrics``) to ``part``'s file;
+        the bytes written. On its exact size: a file about full (less than ``_FULL_ROOM`` of the target
+        left) takes no more groups but the partition's ``last``, and no file is taken past ``_OVER`` x the
+        target: a group that would is put in a new file, or where the open file is less than
+        ``_MIN_FULL`` x the target, its first rows (encoded again) top that up. A group larger than that
+        on its own (its rows compress worse than those its size was judged by) is encoded again as
+        several."""
+        target, size = self._target(), encoded.body_size
+        f = part.file
+        if f is not None:
+            used = f.out.tell()
+            if used + size > target * _OVER and used < target * _MIN_FULL:
+                rows = table.num_rows * (target - used) // size
+                if rows >= 1:
+                    return self._split(part, table, [rows, table.num_rows - rows], last=last)
+            if used + size > target * _OVER or (target - used < target * _FULL_ROOM and not last):
+                self.done.append(self._close(part))
+                f = None
+        if f is None and size > target * _OVER and table.num_rows > 1:
+            pieces = min(table.num_rows, -(-size // target))
+            n = table.num_rows
+            return self._split(
+                part, table, [n // pieces + (i < n % pieces) for i in range(pieces)], last=last
+            )
+        if f is None:
+            f = part.file = self._open(part.key)
+        written = f.out.append(encoded)
         f.metrics.merge(metrics)
-        with self.lock:
-            self.disk_bytes += written
-            self.arrow_bytes += nbytes
+        return written
+
+    def _split(self, part: _Partition, table: pa.Table, counts: Sequence[int], *, last: bool) -> int:
+        """``table`` encoded again as row groups of ``counts`` rows, each placed in turn (in this thread);
+        the bytes written."""
+        written, start = 0, 0
+        for n in counts:
+            piece = table.slice(start, n)
+            start += n
+            written += self._place(part, piece, self._encode(piece), self._count(piece), last=last)
+        return written
 
     def _open(self, key: tuple[Any, ...]) -> _OpenFile:
         name = f"{self.prefix}-{self.count:05d}.parquet"
@@ -367,12 +423,10 @@ class _Writer:
         return _OpenFile(path, target, tmp, handle, out, MetricsCollector(self.schema, self.config), key)
 
     def _close(self, part: _Partition) -> ContentFile:
-        """Finish ``part``'s open file (its groups being encoded first) and publish it; the caller
+        """Finish ``part``'s open file and publish it (the groups landed so far are its rows); the caller
         records the result in ``done``."""
         f = part.file
         assert f is not None
-        while any(e.file is f for e in self.inflight):
-            self._land_next()
         part.file = None
         try:
             try:
@@ -396,26 +450,21 @@ class _Writer:
         )  # fmt: skip
 
     def finish(self) -> list[ContentFile]:
-        """Write every partition's tail into its open file and close it; with a pool and more than one
-        partition left, partitions side by side (files opened here first, so names follow partition order
-        and ``done`` lists the files in the same order as without a pool)."""
-        pending = [p for p in self.parts.values() if p.buffer or p.file is not None]
+        """Write every partition's tail (encoded side by side where there is a pool) and close the files
+        left open, side by side where there are several (``done`` lists them in partition order, as
+        without a pool)."""
+        for part in list(self.parts.values()):
+            self._flush(part, last=True, max_inflight=self.workers)  # the tails are in memory already
+        while self.inflight:
+            self._land_next()
+        pending = [p for p in self.parts.values() if p.file is not None]
         if self.pool is None or len(pending) < 2:
             for part in pending:
-                self.done.append(self._finish(part, inline=False))
+                self.done.append(self._close(part))
             return self.done
-        while self.inflight:  # the pool's threads below touch only their own partition
-            self._land_next()
-        for part in pending:
-            if part.file is None:
-                part.file = self._open(part.key)
-        jobs = [lambda part=part: self._finish(part, inline=True) for part in pending]
+        jobs = [lambda part=part: self._close(part) for part in pending]
         self.done.extend(_run_all(self.pool, jobs, self.done))
         return self.done
-
-    def _finish(self, part: _Partition, *, inline: bool) -> ContentFile:
-        self._flush(part, last=True, inline=inline)
-        return self._close(part)
 
     def abort(self) -> None:
         running: list[Future[Any]] = [*(p for e in self.inflight for p in e.parts)]

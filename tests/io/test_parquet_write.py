@@ -690,6 +690,73 @@ def test_rolling_by_target_file_size(tmp_path: Path, rows: int):
     assert first.upper_bounds[1] == struct.pack("<q", first.record_count - 1)
 
 
+MIXED_SCHEMA = Schema((F(1, "id", it.LONG, True), F(2, "s", it.STRING), F(3, "p", it.INT)))
+
+
+def mixed_rows(n: int, *, partitions: bool = False) -> pa.Table:
+    """``n`` rows that compress to almost nothing, then ``n`` of random text (about 21 bytes a row on disk);
+    with ``partitions`` the two kinds in partitions ``p=0`` and ``p=1``, interleaved."""
+    rng = np.random.default_rng(5)
+    text = [rng.bytes(16).hex() for _ in range(n)]
+    table = pa.table(
+        {
+            "id": pa.array(range(2 * n), pa.int64()),
+            "s": ["constant text"] * n + text,
+            "p": pa.array([0] * n + [1] * n, pa.int32()),
+        }
+    )
+    if partitions:
+        order = np.argsort(np.arange(2 * n) % n, kind="stable")  # rows of the two halves in turn
+        table = table.take(pa.array(order))
+    return table
+
+
+def file_ratios(files: list[ContentFile], target: int) -> list[float]:
+    return [round((f.file_size_in_bytes - footer_length(f.path)) / target, 2) for f in files]
+
+
+@pytest.mark.parametrize("row_group", [None, "65536", "262144"])
+def test_files_roll_on_the_bytes_written_when_compression_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, row_group: str | None
+) -> None:
+    """Rows that compress to nothing, then rows that do not: each file (but the last) is 0.75 to 1.25 times
+    the target (the compression of the first rows no longer sizes a row group past the file: one file of
+    three times the target before), as one thread and three write it, byte for byte."""
+    target = 1 << 18
+    props = {"write.target-file-size-bytes": str(target)}
+    if row_group is not None:  # at or below the target: files are not a row group and a bit
+        props["write.parquet.row-group-size-bytes"] = row_group
+    data = mixed_rows(40_000)
+    out = {}
+    for workers in (1, 3):
+        root = tmp_path / str(workers)
+        monkeypatch.setattr("gpu_engine.io.parquet_write._workers", lambda: workers)  # noqa: B023
+        batches = data.to_batches(max_chunksize=8192)
+        files = write_data_files(IO, str(root), MIXED_SCHEMA, UNPARTITIONED, batches, properties=props)
+        out[workers] = [(Path(f.path).read_bytes(), f.record_count) for f in files]
+        ratios = file_ratios(files, target)
+        assert len(files) >= 3 and all(0.75 <= r <= 1.25 for r in ratios[:-1]), ratios
+        assert ratios[-1] <= 1.25
+        ids = pa.concat_tables([read_ours(f.path, MIXED_SCHEMA) for f in files]).column("id")
+        assert ids.to_pylist() == list(range(80_000))
+    assert out[1] == out[3]
+
+
+def test_each_partition_is_judged_by_its_own_compression(tmp_path: Path) -> None:
+    """A partition of rows that compress to nothing beside one that does not: its rows make one small
+    file (files of a few hundred bytes before: sized by the other partition's compression)."""
+    spec = PartitionSpec(0, (PartitionField((3,), 1000, "p", "identity"),))
+    target = 1 << 18
+    files = write(
+        tmp_path, MIXED_SCHEMA, mixed_rows(40_000, partitions=True).to_batches(max_chunksize=4096), spec,
+        write__target_file_size_bytes=str(target),
+    )  # fmt: skip
+    compressible = [f for f in files if f.partition == (0,)]
+    assert [f.record_count for f in compressible] == [40_000]
+    ratios = file_ratios([f for f in files if f.partition == (1,)], target)
+    assert len(ratios) >= 3 and all(0.75 <= r <= 1.25 for r in ratios[:-1]), ratios
+
+
 def test_row_group_size(tmp_path: Path):
     data = pa.table({"id": pa.array(range(100_000), pa.int64())})  # 8 Arrow bytes a row
     schema = Schema((F(1, "id", it.LONG, True),))
