@@ -110,7 +110,7 @@ class TableScan:
         run, stream = frame_stream(
             self.table.metadata, self.table.io, plan, projection, frames, **how, host_decode=decode
         )
-        frame = frames.concat([part for part, _ in stream], projection.arrow_schema)
+        frame = frames.concat([part.frame for part in stream], projection.arrow_schema)
         self.runs.append(run)
         return frame
 

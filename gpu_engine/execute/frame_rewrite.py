@@ -5,9 +5,8 @@ The frame twin of :func:`.rewrite.rewrite_group`: the group's rows are read by
 written by :func:`.frame_write.write_frame`.
 
 - ``binpack`` of one partition: rows are held until a file's worth is known (a file and one decoder call
-  at most) and cut into files as the host path cuts them (:func:`.rewrite.rows_per_file` rows each, at
-  most ``expected_output_files``, the last taking the rest, a remainder of at most a tenth of a file
-  joining the file before it).
+  at most) and cut into files as the host path cuts them (:class:`.input_split.InputSplits`: by the input
+  bytes of each row's task, at most ``expected_output_files``, the last taking the rest).
 - ``sort`` and ``zorder``, and groups of files of other specs (repartitioned into the output spec), hold
   the whole group (up to :data:`WHOLE_BYTES` of input). The order's permutation is the host path's
   (:func:`.rewrite_order.order_indices` on a host copy of the columns the order reads, its words and sort
@@ -17,10 +16,11 @@ written by :func:`.frame_write.write_frame`.
   larger than its memory budget through spill files; for ``zorder`` that clusters by ranges, where frames
   give the exact Morton order of the whole group.)
 
-Files are cut by rows: the input's bytes per row stand for the output's until files are written, then
-the bytes per row written do, so that no file passes the maximum output size; a file that still comes out
-past it (rows that encode larger than the input did: ordered rows compress worse) is written again, cut by
-its own bytes per row. (The host writer rolls on the bytes it writes, row group by row group.)
+A frame is written without seeing its bytes first, so each file's rows are cut further where their input
+bytes, at the output bytes per input byte of the files written so far, would take a file past the
+maximum output size; a file that still comes out past it (rows that encode larger than the rows before
+them: ordered rows compress worse) is written again, cut by its own bytes per row. (The host writer rolls
+on the bytes it writes, row group by row group.)
 
 What this path does not do is said by :func:`frame_unsupported` (the caller rewrites such groups on the
 host and records why). Files written are deleted when the rewrite fails.
@@ -45,8 +45,10 @@ from .delete_cache import DeleteCache
 from .frame_partition import split_frame
 from .frame_scan import frame_stream
 from .frame_sink import FrameSink
+from .frame_task import FrameRows
 from .frame_write import write_frame
-from .rewrite import Clock, group_read, rows_per_file, table_order, timed, without_lineage_metrics
+from .input_split import SCALE, InputSplits, average_bytes_per_row, bytes_per_live_row
+from .rewrite import Clock, group_read, table_order, timed, without_lineage_metrics
 from .rewrite_order import order_indices
 
 WHOLE_BYTES = 4 << 30  # input bytes of a group held whole on the device at most (ordered or repartitioned)
@@ -99,9 +101,9 @@ def rewrite_group_frames(
             rows_read = _cut(source, out, sink, group, arrow_schema)
         else:  # rows of other specs: split by the output spec's partitions
             spec = md.spec_by_id(group.output_spec_id)
-            for frame, n in source:
-                rows_read += n
-                for key, part in split_frame(sink, frame, md.schema, spec, arrow_schema, choice.name):
+            for item in source:
+                rows_read += item.rows
+                for key, part in split_frame(sink, item.frame, md.schema, spec, arrow_schema, choice.name):
                     out.write(part, key, [sink.num_rows(part)])
     except BaseException:
         out.discard()
@@ -120,35 +122,38 @@ def rewrite_group_frames(
 
 
 def _cut(
-    source: Iterator[tuple[Any, int]], out: _Files, sink: FrameSink, group: FileGroup, arrow_schema: pa.Schema
+    source: Iterator[FrameRows], out: _Files, sink: FrameSink, group: FileGroup, arrow_schema: pa.Schema
 ) -> int:
-    """Write the rows of ``source`` (one partition) cut into files as the host path cuts them (see the
-    module doc); the rows read."""
-    per_file, files = rows_per_file(group), max(group.expected_output_files, 1)
+    """Write the rows of ``source`` (one partition) cut into files as the host path cuts them
+    (:class:`.input_split.InputSplits`: by the input bytes of each row's task; rows without their tasks,
+    reordered ones, weigh the group's average); the rows read."""
+    splits, average = InputSplits(group), average_bytes_per_row(group)
     held: list[Any] = []
-    held_rows = rows_read = 0
-    for frame, n in source:
-        rows_read += n
-        if not n:
+    start = rows_read = 0  # the position of the first row held; the rows fed
+    for item in source:
+        if not item.rows:
             continue
-        held.append(frame)
-        held_rows += n
-        # a file's worth is cut once more than a tenth of a file is known to follow it
-        while len(out.written) < files - 1 and held_rows > per_file + per_file // 10:
+        held.append(item.frame)
+        ends = []
+        for task, n in item.sources or ((None, item.rows),):
+            ends += splits.feed(n, average if task is None else bytes_per_live_row(task))
+        rows_read += item.rows
+        for end, weight in ends:
             rows = sink.concat(held, arrow_schema)
-            out.write(sink.slice(rows, 0, per_file), group.partition, [per_file])
-            held_rows -= per_file
-            held = [sink.slice(rows, per_file, held_rows)]
-    if held_rows:  # the rest: cut at the maximum output size by the bytes per row known (see _Files)
-        out.write(sink.concat(held, arrow_schema), group.partition, [held_rows])
+            out.write(sink.slice(rows, 0, end - start), group.partition, [end - start], weight / SCALE)
+            held = [sink.slice(rows, end - start, rows_read - end)]
+            start = end
+    weight = splits.finish()
+    if rows_read > start:  # the rest: cut at the maximum output size by the bytes per row known (_Files)
+        out.write(sink.concat(held, arrow_schema), group.partition, [rows_read - start], weight / SCALE)
     return rows_read
 
 
 class _Files:
-    """The files a group's rewrite writes: each call's row counts cut further where the bytes per row seen
-    so far (the input's, before any file is written) would take a file past the maximum output size; files
-    that still come out past it (rows that encode larger than the input did: ordered rows compress worse)
-    are written again, cut by their own bytes per row."""
+    """The files a group's rewrite writes: each call's rows cut further where their input bytes, at the
+    output bytes per input byte seen so far (1 before any file is written), would take a file past the
+    maximum output size; files that still come out past it (rows that encode larger than the rows before
+    them did) are written again, cut by their own bytes per row."""
 
     def __init__(
         self,
@@ -165,7 +170,9 @@ class _Files:
         self.spec = md.spec_by_id(group.output_spec_id)
         self.props = {**md.properties, "write.target-file-size-bytes": str(group.max_output_file_size)}
         self.largest = group.max_output_file_size
-        self.per_row = _input_bytes_per_row(group)  # then: bytes per row of the files written so far
+        self.average = average_bytes_per_row(group) / SCALE  # input bytes of a row without its task
+        self.input_bytes = 0.0  # of the rows written so far, and the bytes of their files
+        self.output_bytes = 0
         self.written: list[ContentFile] = []
 
     def _encode(self, frame: Any, partition: tuple[Any, ...], rows: list[int]) -> list[ContentFile]:
@@ -175,15 +182,26 @@ class _Files:
             table_order=self.md.sort_order,
         )  # fmt: skip
 
-    def write(self, frame: Any, partition: tuple[Any, ...], rows: list[int]) -> None:
+    def write(
+        self, frame: Any, partition: tuple[Any, ...], rows: list[int], input_bytes: float | None = None
+    ) -> None:
+        """Write ``frame`` as files of ``rows`` rows each (cut further, see the class doc); ``input_bytes``:
+        the input bytes its rows stand for (default: the group's average a row)."""
         start = time.perf_counter()
-        new = self._encode(frame, partition, _capped(rows, self.per_row, self.largest))
-        self.per_row = sum(f.file_size_in_bytes for f in new) / max(1, sum(rows))
+        total = sum(rows)
+        weight = total * self.average if input_bytes is None else input_bytes
+        # the column bytes of the files written so far per input byte, once they are a tenth of a file
+        # (a few rows' files are mostly page headers and statistics: no measure of the rows)
+        ratio = self.output_bytes / self.input_bytes if self.input_bytes * 10 >= self.largest else 1.0
+        new = self._encode(frame, partition, _capped(rows, weight * ratio / max(total, 1), self.largest))
         if any(f.file_size_in_bytes > self.largest and f.record_count > 1 for f in new):
+            per_row = sum(f.file_size_in_bytes for f in new) / max(1, total)
             for f in new:
                 self.io.delete(self.io.resolve(f.path), missing_ok=True)
-            new = self._encode(frame, partition, _capped(rows, self.per_row, self.largest))
+            new = self._encode(frame, partition, _capped(rows, per_row, self.largest))
         self.written.extend(new)
+        self.input_bytes += weight
+        self.output_bytes += sum(sum((f.column_sizes or {}).values()) or f.file_size_in_bytes for f in new)
         self.clock.write += time.perf_counter() - start
 
     def discard(self) -> None:
@@ -193,19 +211,19 @@ class _Files:
 
 def _whole(
     sink: FrameSink,
-    stream: Iterator[tuple[Any, int]],
+    stream: Iterator[FrameRows],
     strategy: RewriteStrategy,
     md: TableMetadata,
     arrow_schema: pa.Schema,
     backend: str,
     clock: Clock,
-) -> Iterator[tuple[Any, int]]:
+) -> Iterator[FrameRows]:
     """The group's rows as one frame, in the strategy's order: the permutation computed from a host copy of
     the columns the order reads (:func:`.rewrite_order.order_indices`: the host path's order, its words
     and sort on ``backend``), the rows gathered where the frame is (``binpack``: as read)."""
-    frames = [(frame, n) for frame, n in timed(stream, clock, "read") if n]
-    rows = sum(n for _, n in frames)
-    whole = sink.concat([frame for frame, _ in frames], arrow_schema)
+    frames = [item.frame for item in timed(stream, clock, "read") if item.rows]
+    rows = sum(sink.num_rows(frame) for frame in frames)
+    whole = sink.concat(frames, arrow_schema)
     del frames
     start = time.perf_counter()
     if rows > 1 and strategy.kind != "binpack":
@@ -216,7 +234,7 @@ def _whole(
         )
         whole = sink.take(whole, order_indices(host, strategy, md.schema, backend))
     clock.order += time.perf_counter() - start
-    yield whole, rows
+    yield FrameRows(whole, rows, ())
 
 
 def _order_columns(strategy: RewriteStrategy, schema: Schema) -> list[str]:
@@ -239,8 +257,3 @@ def _capped(rows: list[int], per_row: float | None, largest: int) -> list[int]:
         pieces = max(1, min(n, -(-int(n * per_row) // largest)))
         out += [n // pieces + (1 if i < n % pieces else 0) for i in range(pieces)]
     return out
-
-
-def _input_bytes_per_row(group: FileGroup) -> float:
-    """The group's input bytes per live row (as :func:`.rewrite.rows_per_file` counts them)."""
-    return max(1, min(group.split_size, group.input_bytes)) / rows_per_file(group)

@@ -12,7 +12,6 @@ differently.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import pyarrow as pa
 
@@ -23,7 +22,7 @@ from ..io.fileio import FileIO
 from ..tasks import ScanPlan, ScanTask
 from .delete_cache import DeleteCache
 from .deletes import DeleteLoader
-from .frame_task import FramePart, decode, prepare
+from .frame_task import FramePart, FrameRows, decode, prepare
 from .frames import Frames
 from .projection import Projection
 from .scan import ScanRun, default_workers, read_name_mapping
@@ -58,9 +57,10 @@ def frame_stream(
     host_decode: bool = True,
     workers: int | None = None,
     delete_cache: DeleteCache | None = None,
-) -> tuple[ScanRun, Iterator[tuple[Any, int]]]:
+) -> tuple[ScanRun, Iterator[FrameRows]]:
     """The scan's run record and its rows (at most ``limit``) as a stream of frames of ``frames`` with
-    their row counts, one per decoder call (or host-decoded file), in task order (see the module doc);
+    their row counts and tasks, one per decoder call (or host-decoded file), in task order (see the
+    module doc);
     ``workers`` threads prepare the tasks ahead of the decoder (default :func:`.scan.default_workers`).
     ``delete_cache``: delete files kept for the other executions of the same job (:mod:`.delete_cache`).
     Columns the library cannot hold are refused here, before the stream starts."""
@@ -83,7 +83,7 @@ def _frames(
     limit: int | None,
     host_decode: bool,
     workers: int | None,
-) -> Iterator[tuple[Any, int]]:
+) -> Iterator[FrameRows]:
     def prepared(task: ScanTask) -> Iterator[tuple[ScanTask, FramePart | str]]:
         yield task, prepare(task, ctx)
 
@@ -107,22 +107,22 @@ class _Decoder:
     def _done(self) -> bool:
         return self.remaining is not None and self.remaining <= 0
 
-    def _out(self, frame: Any, rows: int) -> tuple[Any, int]:
+    def _out(self, rows: FrameRows) -> FrameRows:
         if self.remaining is not None:
-            if rows > self.remaining:
-                frame, rows = self.frames.head(frame, self.remaining), self.remaining
-            self.remaining -= rows
-        return frame, rows
+            if rows.rows > self.remaining:
+                rows = _head(self.frames, rows, self.remaining)
+            self.remaining -= rows.rows
+        return rows
 
-    def _flush(self) -> Iterator[tuple[Any, int]]:
+    def _flush(self) -> Iterator[FrameRows]:
         if self.pending:
-            decoded = self._out(*decode(self.pending, self.ctx, self.frames))
+            decoded = self._out(decode(self.pending, self.ctx, self.frames))
             for part in self.pending:
                 self.ctx.deletes.release(part.task)
             self.pending.clear()
             yield decoded
 
-    def decode_all(self, ahead: Iterator[tuple[ScanTask, FramePart | str]]) -> Iterator[tuple[Any, int]]:
+    def decode_all(self, ahead: Iterator[tuple[ScanTask, FramePart | str]]) -> Iterator[FrameRows]:
         """The frames of the tasks of ``ahead``. With a limit, a task is taken only while rows are still
         wanted: a limit met before a missing or corrupt file is no error, as for ``to_arrow``."""
         while not self._done():
@@ -146,7 +146,7 @@ class _Decoder:
             self.pending.append(got)
         yield from self._flush()
 
-    def _host_decoded(self, task: ScanTask, why: str) -> tuple[Any, int]:
+    def _host_decoded(self, task: ScanTask, why: str) -> FrameRows:
         """A file the frame library cannot decode as the host reader does, decoded by it (or refused)."""
         if not self.host_decode:
             raise UnsupportedFeature(
@@ -157,4 +157,17 @@ class _Decoder:
         batches = list(execute_task(task, self.ctx))
         table = pa.Table.from_batches(batches, schema=self.run.projection.arrow_schema)
         self.ctx.deletes.release(task)
-        return self._out(self.frames.from_arrow_table(table), table.num_rows)
+        return self._out(
+            FrameRows(self.frames.from_arrow_table(table), table.num_rows, ((task, table.num_rows),))
+        )
+
+
+def _head(frames: Frames, rows: FrameRows, n: int) -> FrameRows:
+    """The first ``n`` of ``rows``."""
+    sources, left = [], n
+    for task, k in rows.sources:
+        if left <= 0:
+            break
+        sources.append((task, min(k, left)))
+        left -= k
+    return FrameRows(frames.head(rows.frame, n), n, tuple(sources))

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -105,10 +105,18 @@ def prepare(task: ScanTask, ctx: TaskContext) -> FramePart | str:
     return FramePart(task, tuple(groups), pos, keep, deletes, schema, proj, ids, layout)
 
 
-def decode(parts: Sequence[FramePart], ctx: TaskContext, frames: Frames) -> tuple[Any, int]:
+class FrameRows(NamedTuple):
+    """Rows of a scan as one frame: their number (a frame library may count none when there are no
+    columns) and the tasks they come from, with the rows of each, in order."""
+
+    frame: Any
+    rows: int
+    sources: tuple[tuple[ScanTask, int], ...]
+
+
+def decode(parts: Sequence[FramePart], ctx: TaskContext, frames: Frames) -> FrameRows:
     """The live rows of ``parts`` (one :attr:`FramePart.key`) matching their residuals, in task order,
-    as one frame of the scan's output columns, and their number (a frame library may count none when
-    there are no columns)."""
+    as one frame of the scan's output columns."""
     first = parts[0]
     types = {f.name: f.type for f in first.proj.schema}
     counts = [len(p.pos) for p in parts]
@@ -135,7 +143,8 @@ def decode(parts: Sequence[FramePart], ctx: TaskContext, frames: Frames) -> tupl
         mask = frames.mask(keep)
         read = {name: frames.filter(col, mask) for name, col in read.items()}
         kept = [p.pos[k] for p, k in zip(parts, np.split(keep, np.cumsum(counts)[:-1]), strict=True)]
-    return _output(parts, kept, ctx, frames, read, types), sum(len(k) for k in kept)
+    origin = tuple((p.task, len(k)) for p, k in zip(parts, kept, strict=True))
+    return FrameRows(_output(parts, kept, ctx, frames, read, types), sum(n for _, n in origin), origin)
 
 
 def _sources(parts: Sequence[FramePart]) -> list[tuple[str, tuple[int, ...]]]:

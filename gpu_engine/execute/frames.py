@@ -161,6 +161,12 @@ class ArrowFrames:
     # -- writing (the :class:`~.frame_sink.FrameSink` twin of cuDF's) --------------------------------
 
     def encode_unsupported(self, schema: pa.Schema, options: WriteOptions) -> str | None:
+        if options.bloom_filters:  # as cuDF's writer: the table asks for what this encoder does not write
+            column = options.bloom_filters[0][0]
+            return (
+                f"table property write.parquet.bloom-filter-enabled.column.{column}: the frame writer writes "
+                "no bloom filters (cuDF's writes none)"
+            )
         return None
 
     def encode(

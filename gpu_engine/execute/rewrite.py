@@ -18,7 +18,6 @@ Files are written but not committed; when the rewrite fails, every file it wrote
 
 from __future__ import annotations
 
-import math
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -38,9 +37,10 @@ from ..io.fileio import FileIO
 from ..io.parquet_write import write_data_files
 from ..tasks import FileGroup, PlanSummary, RewriteResult, RewriteStrategy, ScanPlan
 from .delete_cache import DeleteCache
+from .input_split import InputSplits, average_bytes_per_row, bytes_per_live_row, expected_live_rows
 from .projection import Projection, project
 from .rewrite_order import ordered
-from .scan import execute
+from .scan import execute_sourced
 from .stream import prefetch
 
 T = TypeVar("T")
@@ -75,20 +75,29 @@ def rewrite_group(
     choice = choose(backend)
     schema = md.schema
     plan, projection, write_schema = group_read(md, group)
-    _, batches = execute(
+    _, sourced = execute_sourced(
         md, io, plan, projection, backend=choice.name, workers=workers, delete_cache=delete_cache
-    )
+    )  # fmt: skip
     clock = Clock()
     counts = {"read": 0, "written": 0}
     budget = memory_budget_bytes or max(group.max_output_file_size, 64 << 20)
     # reads go on while the writer encodes: up to a share of the budget ahead of it
-    ahead = prefetch(batches, max_bytes=min(_READ_AHEAD, budget // 2), size=lambda b: b.nbytes)
+    ahead = prefetch(
+        ((b, bytes_per_live_row(t)) for t, b in sourced),
+        max_bytes=min(_READ_AHEAD, budget // 2),
+        size=lambda item: item[0].nbytes,
+    )
     source = timed(_counted(ahead, counts, "read"), clock, "read")
-    rows = ordered(
-        source, strategy, schema, projection.arrow_schema, backend=choice.name,
-        budget_bytes=budget, expected_rows=_expected_rows(group), spill_dir=spill_dir,
-    )  # fmt: skip
-    rows = timed(rows, clock, "order", exclude=clock)
+    weighted: Iterator[tuple[pa.RecordBatch, int]]
+    if strategy.kind == "binpack":  # rows as read: each weighs the input bytes it was read from
+        weighted = source
+    else:
+        rows = ordered(
+            (b for b, _ in source), strategy, schema, projection.arrow_schema, backend=choice.name,
+            budget_bytes=budget, expected_rows=expected_live_rows(group), spill_dir=spill_dir,
+        )  # fmt: skip
+        average = average_bytes_per_row(group)
+        weighted = ((b, average) for b in timed(rows, clock, "order", exclude=clock))
     spec = md.spec_by_id(group.output_spec_id)
     props = {**md.properties, "write.target-file-size-bytes": str(group.max_output_file_size)}
     order = table_order(md, strategy)
@@ -104,9 +113,9 @@ def rewrite_group(
     try:
         start = time.perf_counter()
         if group.spec_id is None:  # rows of other specs: the writer splits them by partition and rolls
-            write(rows)
+            write(b for b, _ in weighted)
         else:
-            _chunks(rows, rows_per_file(group), group.expected_output_files, write)
+            _write_split(weighted, InputSplits(group), write)
         clock.write = time.perf_counter() - start - clock.read - clock.order
     except BaseException:
         for f in written:
@@ -135,111 +144,62 @@ def group_read(md: TableMetadata, group: FileGroup) -> tuple[ScanPlan, Projectio
     return plan, project(md, schema, columns), write_schema
 
 
-def _expected_rows(group: FileGroup) -> int:
-    """The group's rows less those its file-scoped deletes (DVs, position deletes of one file) remove. Where
-    a file's deletes add up to more rows than it has (stacked position delete files may repeat positions),
-    its deletes are not counted: the estimate errs high, so output files are never cut smaller than meant."""
-    live = 0
-    seen: set[str] = set()
-    for task in group.tasks:
-        if task.file.path in seen:
-            continue
-        seen.add(task.file.path)
-        scoped = sum(
-            d.record_count
-            for d in task.deletes
-            if d.is_deletion_vector or (d.content == 1 and d.referenced_data_file is not None)
-        )
-        live += task.file.record_count - (scoped if scoped <= task.file.record_count else 0)
-    return live
-
-
-def rows_per_file(group: FileGroup) -> int:
-    """Rows of each output file but the last: the live rows of ``split_size`` input bytes."""
-    rows, size = _expected_rows(group), group.input_bytes
-    if size <= 0:
-        return max(1, math.ceil(rows / max(group.expected_output_files, 1)))
-    return max(1, math.ceil(rows * min(group.split_size, size) / size))
-
-
-def _chunks(
-    rows: Iterator[pa.RecordBatch],
-    per_file: int,
-    files: int,
+def _write_split(
+    rows: Iterator[tuple[pa.RecordBatch, int]],
+    splits: InputSplits,
     write: Callable[[Iterator[pa.RecordBatch]], None],
 ) -> None:
-    """Write ``rows`` as chunks of ``per_file`` rows, at most ``files`` of them: the last takes the rest
-    (the writer still rolls a file at the maximum size).
+    """Write ``rows`` (batches with the input bytes each row weighs) as one file per input split
+    (:class:`.input_split.InputSplits`; the writer still rolls a file at the maximum size). Rows are passed
+    on as soon as they are known to be the current file's."""
+    source = iter(rows)
+    held: deque[pa.RecordBatch] = deque()  # rows fed but not written
+    ends: deque[int] = deque()  # the files' ends confirmed and not reached yet
+    done = False
+    start = 0  # the position of the first row held
 
-    The expected rows count no equality deletes nor position deletes of several files, so fewer rows may
-    come: a remainder of at most a tenth of a chunk joins the chunk before it instead of making a tiny
-    file of its own."""
-    splitter = _Splitter(rows)
-    for i in range(max(files, 1)):
-        if splitter.exhausted():
-            break
-        write(_chunk(splitter, None if i >= files - 1 else per_file))
-
-
-def _chunk(splitter: _Splitter, limit: int | None) -> Iterator[pa.RecordBatch]:
-    yield from splitter.take(limit)
-    if limit is not None and splitter.rows_left_at_most(limit // 10):
-        yield from splitter.take(None)
-
-
-class _Splitter:
-    """Consecutive row-count chunks of a batch stream, slicing batches at chunk boundaries."""
-
-    def __init__(self, batches: Iterator[pa.RecordBatch]):
-        self._batches = batches
-        self._queue: deque[pa.RecordBatch] = deque()
-        self._done = False
-
-    def _pull(self) -> bool:
-        if self._done:
-            return False
-        try:
-            self._queue.append(next(self._batches))
-        except StopIteration:
-            self._done = True
-            return False
-        return True
-
-    def exhausted(self) -> bool:
-        while not self._queue or self._queue[0].num_rows == 0:
-            if self._queue:
-                self._queue.popleft()
-            elif not self._pull():
+    def pull() -> bool:
+        nonlocal done
+        for batch, per_row in source:
+            if batch.num_rows:
+                held.append(batch)
+                ends.extend(end for end, _ in splits.feed(batch.num_rows, per_row))
                 return True
+        if not done:
+            splits.finish()
+            done = True
         return False
 
-    def rows_left_at_most(self, n: int) -> bool:
-        """Whether at most ``n`` rows are left (reading ahead at most ``n`` rows and one batch)."""
-        while sum(b.num_rows for b in self._queue) <= n:
-            if not self._pull():
-                return True
-        return False
-
-    def take(self, limit: int | None) -> Iterator[pa.RecordBatch]:
-        left = limit
-        while left is None or left > 0:
-            if self.exhausted():
+    def chunk() -> Iterator[pa.RecordBatch]:
+        nonlocal start
+        while True:
+            if ends and start == ends[0]:
+                ends.popleft()
                 return
-            batch = self._queue[0]
-            if left is not None and batch.num_rows > left:
-                self._queue[0] = batch.slice(left)
-                yield batch.slice(0, left)
+            limit = ends[0] if ends else splits.safe()
+            if held and start < limit:
+                batch = held[0]
+                n = min(batch.num_rows, limit - start)
+                if n < batch.num_rows:
+                    held[0], batch = batch.slice(n), batch.slice(0, n)
+                else:
+                    held.popleft()
+                start += n
+                yield batch
+            elif not pull() and not held:
                 return
-            self._queue.popleft()
-            if left is not None:
-                left -= batch.num_rows
-            yield batch
+
+    while held or pull():
+        write(chunk())
 
 
-def _counted(batches: Iterator[pa.RecordBatch], counts: dict[str, int], key: str) -> Iterator[pa.RecordBatch]:
-    for b in batches:
-        counts[key] += b.num_rows
-        yield b
+def _counted(items: Iterator[T], counts: dict[str, int], key: str) -> Iterator[T]:
+    """``items`` (batches, or pairs that start with one), counting their rows."""
+    for item in items:
+        batch = item[0] if isinstance(item, tuple) else item
+        assert isinstance(batch, pa.RecordBatch)
+        counts[key] += batch.num_rows
+        yield item
 
 
 def timed(items: Iterator[T], clock: Clock, attr: str, exclude: Clock | None = None) -> Iterator[T]:

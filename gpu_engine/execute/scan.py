@@ -70,6 +70,27 @@ def execute(
 
     ``plan``'s tasks must carry the deletes of one snapshot as planned (see :mod:`.deletes`): every delete
     file the spec's rules attach, less only equality deletes whose metrics rule the data file out."""
+    run, sourced = execute_sourced(
+        md, io, plan, projection, backend=backend, case_sensitive=case_sensitive, workers=workers,
+        limit=limit, progress=progress, delete_cache=delete_cache,
+    )  # fmt: skip
+    return run, _batches(sourced)
+
+
+def execute_sourced(
+    md: TableMetadata,
+    io: FileIO,
+    plan: ScanPlan,
+    projection: Projection,
+    *,
+    backend: str = "auto",
+    case_sensitive: bool = True,
+    workers: int | None = None,
+    limit: int | None = None,
+    progress: ScanProgress | None = None,
+    delete_cache: DeleteCache | None = None,
+) -> tuple[ScanRun, Iterator[tuple[ScanTask, pa.RecordBatch]]]:
+    """:func:`execute`'s batches, each with the planned task it was read from."""
     choice = choose(backend)
     run = ScanRun(plan, projection, choice)
     workers = workers or default_workers()
@@ -78,6 +99,16 @@ def execute(
     loader = DeleteLoader(md, io, plan.schema, tasks, choice.name, read_name_mapping(md), delete_cache)
     ctx = TaskContext(md, io, projection, loader, choice.name, read_name_mapping(md), case_sensitive)
     return run, _stream(pieces, ctx, workers, limit, progress)
+
+
+def _batches(sourced: Iterator[tuple[ScanTask, pa.RecordBatch]]) -> Iterator[pa.RecordBatch]:
+    try:
+        for _, batch in sourced:
+            yield batch
+    finally:
+        close = getattr(sourced, "close", None)
+        if close is not None:
+            close()  # the workers reading ahead stop
 
 
 _MAX_PIECE_DEPTH = 64  # batches: with 2**17-row batches, row groups of up to 8M rows
@@ -89,6 +120,7 @@ class _Piece:
 
     task: ScanTask
     last: bool = True
+    planned: ScanTask | None = None  # the planned task it is part of (None: the task itself)
 
 
 def _pieces(tasks: tuple[ScanTask, ...], workers: int) -> tuple[_Piece, ...]:
@@ -101,7 +133,7 @@ def _pieces(tasks: tuple[ScanTask, ...], workers: int) -> tuple[_Piece, ...]:
         for i, (start, length) in enumerate(ranges):
             rows = max(1, task.estimated_rows * length // max(task.length, 1))
             part = replace(task, start=start, length=length, estimated_rows=rows) if len(ranges) > 1 else task
-            out.append(_Piece(part, last=i == len(ranges) - 1))
+            out.append(_Piece(part, last=i == len(ranges) - 1, planned=task))
     return tuple(out)
 
 
@@ -117,7 +149,7 @@ def _stream(
     workers: int,
     limit: int | None,
     progress: ScanProgress | None,
-) -> Iterator[pa.RecordBatch]:
+) -> Iterator[tuple[ScanTask, pa.RecordBatch]]:
     remaining = limit
     if remaining is not None and remaining <= 0:
         return
@@ -148,10 +180,10 @@ def _stream(
                     progress.bytes += piece.task.length
                     progress.files.add(piece.task.file.path)
                 if remaining:
-                    yield batch.slice(0, remaining)
+                    yield piece.planned or piece.task, batch.slice(0, remaining)
                 return
             remaining -= batch.num_rows
         if progress is not None:
             progress.rows += batch.num_rows
         if batch.num_rows:
-            yield batch
+            yield piece.planned or piece.task, batch

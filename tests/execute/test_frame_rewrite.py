@@ -11,6 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 
 from gpu_engine._deps import optional
@@ -23,7 +24,14 @@ from gpu_engine.execute.rewrite import rewrite_group
 from gpu_engine.table import Table
 from gpu_engine.tasks import FileGroup, RewriteResult
 
-from ..commit._compact_support import _canon, assert_rows_equal, gen_rows, new_table, read_file
+from ..commit._compact_support import (
+    _canon,
+    assert_rows_equal,
+    gen_rows,
+    new_table,
+    read_file,
+    snapshot_entries,
+)
 from .test_frame_write import METRICS
 
 
@@ -299,3 +307,50 @@ def test_files_of_other_specs_are_repartitioned(tmp_path: Path, strategy: str) -
     assert len(by_partition(frames)) == 6  # three regions x two buckets
     assert all(f.spec_id == old.output_spec_id for f in frames.added)
     assert frames.rows_read == frames.rows_written == host.rows_written
+
+
+@pytest.mark.parametrize("strategy", ["binpack", "sort"])
+def test_a_small_partition_first_does_not_cut_the_others_into_small_files(
+    tmp_path: Path, strategy: str
+) -> None:
+    """Files of an older spec repartitioned where the first partition met holds one row: the other
+    partitions' files are cut as on the host (one file each here), not by the bytes a row of that tiny
+    file took (mostly its page headers and statistics: seven files of a partition's 10,000 rows before)."""
+    _, tbl = new_table(tmp_path, 2)
+    for a in range(10):  # the first row of each file: a partition of its own once the spec has `int`
+        rows = gen_rows(a * 2000, 2000, seed=a)
+        first = pa.array([1000 + a] + [j % 2 for j in range(1, 2000)], pa.int32())
+        tbl.append(rows.set_column(rows.schema.get_field_index("a"), "a", first))
+    with tbl.update_spec() as u:
+        u.add_field("a")
+    sort = "name DESC NULLS LAST, id" if strategy == "sort" else None
+    options = {"rewrite-all": "true", "target-file-size-bytes": str(1 << 20)}
+    plan = tbl.compact(strategy, sort_order=sort, options=options, dry_run=True).plan
+    [old] = [g for g in plan.groups if g.spec_id is None]
+    host = rewrite_group(tbl.metadata, tbl.io, old, plan.strategy, backend="cpu")
+    frames = rewrite_group_frames(tbl.metadata, tbl.io, old, plan.strategy, ArrowFrames(), backend="cpu")
+
+    def counts(r: RewriteResult) -> dict[Any, list[int]]:
+        out: dict[Any, list[int]] = {}
+        for f in r.added:
+            out.setdefault(f.partition, []).append(f.record_count)
+        return out
+
+    assert counts(frames) == counts(host)
+    assert counts(host)[(0,)] == [9990] and counts(host)[(1,)] == [10_000]
+
+
+def test_bloom_filters_send_the_group_to_the_host_with_the_reason(tmp_path: Path) -> None:
+    """The frame writer writes no bloom filters (cuDF's writes none): a table that asks for one has its
+    groups written by pyarrow, the reason recorded, and the filter is in the file."""
+    tbl = table_with_deletes(tmp_path, 2)
+    tbl.update_properties().set("write.parquet.bloom-filter-enabled.column.id", "true").commit()
+    result = tbl.compact(options={"rewrite-all": "true"}, backend="cpu", parquet_io="arrow-frames")
+    (g,) = result.groups
+    assert g.parquet_io == "pyarrow"
+    assert g.parquet_io_reason == (
+        "arrow: table property write.parquet.bloom-filter-enabled.column.id: the frame writer writes no "
+        "bloom filters (cuDF's writes none)"
+    )
+    (added,) = [e.file for e in snapshot_entries(tbl) if e.file.content == 0]
+    assert pq.ParquetFile(added.path).metadata.row_group(0).column(0).to_dict()["bloom_filter_length"]
