@@ -18,9 +18,10 @@ written by :func:`.frame_write.write_frame`.
 
 A frame is written without seeing its bytes first, so each file's rows are cut further where their input
 bytes, at the output bytes per input byte of the files written so far, would take a file past the
-maximum output size; a file that still comes out past it (rows that encode larger than the rows before
-them: ordered rows compress worse) is written again, cut by its own bytes per row. (The host writer rolls
-on the bytes it writes, row group by row group.)
+host writer's limit (:data:`~gpu_engine.io.parquet_write.OVERSHOOT` x the maximum output size); a file
+that still comes out past it (rows that encode larger than the rows before them: ordered rows compress
+worse) is written again, cut by its own bytes per row. (The host writer rolls on the bytes it writes, row
+group by row group.)
 
 What this path does not do is said by :func:`frame_unsupported` (the caller rewrites such groups on the
 host and records why). Files written are deleted when the rewrite fails.
@@ -40,6 +41,7 @@ from ..iceberg.metadata import TableMetadata
 from ..iceberg.schema import Schema
 from ..iceberg.sorting import SortOrder
 from ..io.fileio import FileIO
+from ..io.parquet_write import OVERSHOOT
 from ..tasks import FileGroup, RewriteResult, RewriteStrategy
 from .delete_cache import DeleteCache
 from .frame_partition import split_frame
@@ -194,7 +196,7 @@ class _Files:
         # (a few rows' files are mostly page headers and statistics: no measure of the rows)
         ratio = self.output_bytes / self.input_bytes if self.input_bytes * 10 >= self.largest else 1.0
         new = self._encode(frame, partition, _capped(rows, weight * ratio / max(total, 1), self.largest))
-        if any(f.file_size_in_bytes > self.largest and f.record_count > 1 for f in new):
+        if any(f.file_size_in_bytes > self.largest * OVERSHOOT and f.record_count > 1 for f in new):
             per_row = sum(f.file_size_in_bytes for f in new) / max(1, total)
             for f in new:
                 self.io.delete(self.io.resolve(f.path), missing_ok=True)
@@ -248,12 +250,14 @@ def _order_columns(strategy: RewriteStrategy, schema: Schema) -> list[str]:
 
 
 def _capped(rows: list[int], per_row: float | None, largest: int) -> list[int]:
-    """``rows`` with each count cut into equal parts of at most ``largest`` bytes at ``per_row`` bytes a
-    row (unchanged while ``per_row`` is unknown)."""
+    """``rows`` with each count that would take more than ``OVERSHOOT`` x ``largest`` bytes at ``per_row``
+    bytes a row (the host writer's limit) cut into equal parts of at most ``largest`` bytes (unchanged while
+    ``per_row`` is unknown)."""
     if per_row is None or per_row <= 0:
         return rows
     out: list[int] = []
     for n in rows:
-        pieces = max(1, min(n, -(-int(n * per_row) // largest)))
+        size = int(n * per_row)
+        pieces = 1 if size <= largest * OVERSHOOT else max(1, min(n, -(-size // largest)))
         out += [n // pieces + (1 if i < n % pieces else 0) for i in range(pieces)]
     return out

@@ -89,9 +89,10 @@ _MAX_WORKERS = 32  # threads encoding
 _MAX_GROUPS = 4  # row groups being encoded at once (their Arrow bytes held)
 _SLICE_BYTES = 16 << 20  # Arrow bytes of a row group encoded as column ranges side by side
 _SLACK_BYTES = 1 << 20  # buffers a batch may reference beyond twice its own bytes before it is copied
-_OVER = 1.25  # a row group may take its file this far past the target (x target)
+OVERSHOOT = 1.25  # a row group may take its file this far past the target (x target)
 _MIN_FULL = 0.75  # a file this full is finished rather than topped up with part of a group (x target)
 _FULL_ROOM = 0.02  # a file with less room than this is about full: its next group starts a new one
+_ROLL_ROWS = 1000  # rows a group is cut into at least (Java's rolling writer checks its size this often)
 
 
 def write_table_data(
@@ -368,28 +369,26 @@ class _Writer:
     ) -> int:
         """Append the row group ``encoded`` (``table``'s rows, counted in ``metrics``) to ``part``'s file;
         the bytes written. On its exact size: a file about full (less than ``_FULL_ROOM`` of the target
-        left) takes no more groups but the partition's ``last``, and no file is taken past ``_OVER`` x the
+        left) takes no more groups but the partition's ``last``, and no file is taken past ``OVERSHOOT`` x the
         target: a group that would is put in a new file, or where the open file is less than
         ``_MIN_FULL`` x the target, its first rows (encoded again) top that up. A group larger than that
         on its own (its rows compress worse than those its size was judged by) is encoded again as
-        several."""
-        target, size = self._target(), encoded.body_size
+        several. Groups are cut into parts of ``_ROLL_ROWS`` rows at least."""
+        target, size, n = self._target(), encoded.body_size, table.num_rows
         f = part.file
         if f is not None:
             used = f.out.tell()
-            if used + size > target * _OVER and used < target * _MIN_FULL:
-                rows = table.num_rows * (target - used) // size
-                if rows >= 1:
-                    return self._split(part, table, [rows, table.num_rows - rows], last=last)
-            if used + size > target * _OVER or (target - used < target * _FULL_ROOM and not last):
+            if used + size > target * OVERSHOOT and used < target * _MIN_FULL:
+                rows = n * (target - used) // size
+                if _ROLL_ROWS <= rows < n:
+                    return self._split(part, table, [rows, n - rows], last=last)
+            if used + size > target * OVERSHOOT or (target - used < target * _FULL_ROOM and not last):
                 self.done.append(self._close(part))
                 f = None
-        if f is None and size > target * _OVER and table.num_rows > 1:
-            pieces = min(table.num_rows, -(-size // target))
-            n = table.num_rows
-            return self._split(
-                part, table, [n // pieces + (i < n % pieces) for i in range(pieces)], last=last
-            )
+        if f is None and size > target * OVERSHOOT and n >= 2 * _ROLL_ROWS:
+            pieces = min(n // _ROLL_ROWS, -(-size // target))
+            counts = [n // pieces + (i < n % pieces) for i in range(pieces)]
+            return self._split(part, table, counts, last=last)
         if f is None:
             f = part.file = self._open(part.key)
         written = f.out.append(encoded)
