@@ -101,7 +101,8 @@ def _project_field(pred: BoundPredicate, field: PartitionField, strict: bool) ->
     if isinstance(transform, ts.Truncate) and source.name in ("string", "binary"):
         return _truncate_array(pred, ref, values, transform.width, strict)
     if isinstance(transform, ts.Truncate) and source.name in ("int", "long"):
-        return _truncate_integer(pred, ref, values, transform.width, strict)
+        projected = _truncate_integer(pred, ref, values, transform.width, strict)
+        return _int_era(projected, ref, transform, strict) if source.name == "long" else projected
     projected = _ordered(pred, ref, values, strict)
     if isinstance(transform, ts.Temporal) and not (isinstance(transform, ts.Day) and source.name == "date"):
         return _fix_strict(projected) if strict else _fix_inclusive(projected)
@@ -211,6 +212,23 @@ def _truncate_integer(
         return above
     legit = BoundPredicate(Op.NOT_NULL, ref) if above is None else above
     return and_(legit, BoundPredicate(Op.NOT_EQ, ref, wrapped.literals))
+
+
+def _int_era(
+    projected: Expression | None, ref: BoundReference, transform: ts.Truncate, strict: bool
+) -> Expression | None:
+    """truncate[W] of a long column that may have been an int (promoted): its int rows were written to the
+    partitions long rows go to, but for the int wrap zone's (see :func:`_truncate_integer`), stored as
+    int arithmetic wraps it: a value near the int maximum that is no multiple of W, which no long value
+    maps to. That partition is admitted by every inclusive projection and by no strict one, so its rows
+    are always judged by the row filter (a long column that never was an int has no such partition)."""
+    low = it.INT_RANGE[0]
+    if projected is None or low % transform.width == 0:
+        return projected  # W divides 2^31: no wrap zone
+    wrapped = _one(_transformer(transform, it.INT, ref.type), low)
+    if strict:
+        return and_(projected, BoundPredicate(Op.NOT_EQ, ref, (wrapped,)))
+    return or_(projected, BoundPredicate(Op.EQ, ref, (wrapped,)))
 
 
 def _truncate_array(

@@ -637,3 +637,34 @@ def test_values_the_metadata_cannot_hold_are_refused_before_committing(tmp_path:
     with pytest.raises(InvalidSchemaChange):
         change(tbl.update_schema())
     assert tbl.refresh().metadata_location == location
+
+
+@pytest.mark.parametrize("width", [3, 10])
+def test_int_rows_near_the_minimum_keep_their_partition_after_a_promotion_to_long(
+    tmp_path: Path, width: int
+) -> None:
+    """truncate[W] of an int wraps the partition of the values nearest the minimum around (Java's int
+    arithmetic: a value near the int maximum); once the column is a long, filters still find those rows and
+    a delete by a filter they do not match keeps them (it read the wrapped value as a large partition:
+    ``i > 100`` dropped the partition of -2147483648 from metadata alone)."""
+    cat = sql_catalog(tmp_path)
+    low = -(2**31)
+    tbl = cat.create_table(
+        "db.t", schema=pa.schema([pa.field("i", pa.int32())]), partition_spec=[f"truncate({width}, i)"],
+        properties={"format-version": "2", "write.metadata.metrics.default": "none"},
+    )  # fmt: skip
+    tbl.append(pa.table({"i": pa.array([low, 5], pa.int32())}))
+    with tbl.update_schema() as u:
+        u.update_column("i", "long")
+    tbl.append(pa.table({"i": pa.array([low - 1, low + 1], pa.int64())}))
+    everything = [low - 1, low, low + 1, 5]
+    for where, match in (
+        ("i < 0", lambda v: v < 0),
+        ("i > 100", lambda v: v > 100),
+        (f"i = {low}", low.__eq__),
+    ):
+        got = sorted(tbl.scan(filter=where).to_arrow().column("i").to_pylist())
+        assert got == [v for v in everything if match(v)], where
+    tbl.delete("i > 100")
+    tbl.delete(f"i >= {low} and i <= 0")
+    assert sorted(tbl.scan().to_arrow().column("i").to_pylist()) == [low - 1, 5]

@@ -214,17 +214,31 @@ def _normalize(expr: Any, strict: bool) -> tuple[str, Any]:
 
 
 def _without_wrapped(expr: Expression, t: it.PrimitiveType, transform: str) -> Expression:
-    """A truncate projection of int/long less its term for the partition of the values near the minimum
-    (wrapped around; PyIceberg does not account for it)."""
-    if not transform.startswith("truncate") or t not in (it.INT, it.LONG) or not isinstance(expr, (And, Or)):
+    """A truncate projection of int/long less its terms for the partition of the values near the minimum
+    (wrapped around; PyIceberg does not account for it), for a long also the int's (a long may have been an
+    int: its int rows near the int minimum were stored wrapped as an int)."""
+    if not transform.startswith("truncate") or t not in (it.INT, it.LONG):
         return expr
-    low = (it.INT_RANGE if t == it.INT else it.LONG_RANGE)[0]
-    wrapped = gt.apply(transform, t, pa.array([low], it.to_arrow(t))).to_pylist()[0]
-    sides = [
-        e for e in (expr.left, expr.right) if not (isinstance(e, BoundPredicate) and e.literals == (wrapped,))
-    ]
-    assert len(sides) == 1, expr
-    return sides[0]
+    sources = [t] if t == it.INT else [it.LONG, it.INT]
+    wrapped = {
+        gt.apply(
+            transform, s, pa.array([(it.INT_RANGE if s == it.INT else it.LONG_RANGE)[0]], it.to_arrow(s))
+        ).to_pylist()[0]
+        for s in sources
+    }
+
+    def strip(e: Expression) -> Expression:
+        if not isinstance(e, (And, Or)):
+            return e
+        sides = [
+            strip(x)
+            for x in (e.left, e.right)
+            if not (isinstance(x, BoundPredicate) and len(x.literals) == 1 and x.literals[0] in wrapped)
+        ]
+        assert len(sides) >= 1, e
+        return sides[0] if len(sides) == 1 else type(e)(*sides)
+
+    return strip(expr)
 
 
 def _legacy_fix(expected: tuple[str, Any], strict: bool) -> tuple[str, Any]:
