@@ -158,7 +158,8 @@ class CudfSink(CudfFrames):
             built.set_partitions(
                 [plc.io.types.PartitionInfo(s, n) for s, n in zip(starts, rows, strict=True)]
             )
-        built.set_row_group_size_bytes(options.row_group_size_bytes)
+        per_row = self.nbytes(frame) / max(1, sum(rows))
+        built.set_row_group_size_bytes(options.row_group_bytes(per_row))
         built.set_max_page_size_bytes(options.page_size_bytes)
         built.set_max_dictionary_size(options.dict_size_bytes)
         try:

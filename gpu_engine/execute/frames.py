@@ -185,7 +185,7 @@ class ArrowFrames:
             part = table.slice(start, n)
             start += n
             per_row = part.nbytes / n if n else 0.0
-            group = max(1, int(options.row_group_size_bytes / per_row)) if per_row else None
+            group = options.row_group_rows(per_row) if per_row else None
             pq.write_table(
                 part, path, row_group_size=group, version="2.6", compression=options.compression_codec,
                 compression_level=options.compression_level, data_page_size=options.page_size_bytes,

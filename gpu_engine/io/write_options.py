@@ -63,6 +63,19 @@ class WriteOptions:
             _bloom_filters(props),
         )
 
+    def row_group_rows(self, bytes_per_row: float) -> int:
+        """Rows of a row group of rows of ``bytes_per_row``: the row group size's worth, but no fewer than
+        ``row_group_min_rows`` (Java's writer looks at a group's size first after that many rows)."""
+        fits = (
+            int(self.row_group_size_bytes / bytes_per_row) if bytes_per_row > 0 else self.row_group_min_rows
+        )
+        return max(self.row_group_min_rows, fits, 1)
+
+    def row_group_bytes(self, bytes_per_row: float) -> int:
+        """Bytes of a row group of rows of ``bytes_per_row``: the row group size, or ``row_group_min_rows``
+        rows' worth where that is more (:meth:`row_group_rows`)."""
+        return max(self.row_group_size_bytes, math.ceil(self.row_group_min_rows * bytes_per_row))
+
     def parquet_writer_options(self) -> dict[str, Any]:
         """The :class:`pyarrow.parquet.ParquetWriter` keyword arguments of these settings."""
         return {

@@ -369,3 +369,26 @@ def test_files_a_little_past_the_maximum_are_cut_as_on_the_host(tmp_path: Path) 
     counts = [f.record_count for f in host.added]
     assert [f.record_count for f in frames.added] == counts and len(counts) == g.expected_output_files
     assert any(f.file_size_in_bytes > g.max_output_file_size for f in frames.added)
+
+
+def test_row_groups_hold_the_minimum_rows_as_on_the_host(tmp_path: Path) -> None:
+    """``write.parquet.row-group-size-bytes=1``: row groups of ``row-group-check-min-record-count`` (100)
+    rows, as the host writer (and Java's) make them, so the files are the host path's (one-row groups made
+    each file some 70 times larger, then cut again: 137 files of 22 rows instead of 3)."""
+    _, tbl = new_table(tmp_path, 2, properties={"write.parquet.row-group-size-bytes": "1"})
+    for i in range(3):
+        tbl.append(gen_rows(i * 1000, 1000, seed=i))
+    total = sum(t.file.file_size_in_bytes for t in tbl.scan().plan().tasks)
+    plan, (g,) = groups(tbl, **{"target-file-size-bytes": str(total // 3)})
+    host = rewrite_group(tbl.metadata, tbl.io, g, plan.strategy, backend="cpu")
+    frames = rewrite_group_frames(tbl.metadata, tbl.io, g, plan.strategy, ArrowFrames(), backend="cpu")
+
+    def layout(r: RewriteResult) -> list[tuple[int, list[int]]]:
+        out = []
+        for f in r.added:
+            md = pq.read_metadata(f.path)
+            out.append((f.record_count, [md.row_group(i).num_rows for i in range(md.num_row_groups)]))
+        return out
+
+    assert layout(frames) == layout(host) and len(frames.added) == g.expected_output_files
+    assert all(min(groups[:-1]) == 100 for _, groups in layout(frames))
