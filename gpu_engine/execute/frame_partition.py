@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from ..iceberg import types as it
 from ..iceberg.partitioning import PartitionSpec
 from ..iceberg.schema import Schema
 from ..io.partition_split import partition_key, split_by_partition
@@ -33,7 +34,13 @@ def split_frame(
     if not spec.fields:
         yield (), frame
         return
-    tops = sorted({schema.paths_by_id[f.source_id][0] for f in spec.fields if f.transform != "void"})
+    tops = sorted(
+        {
+            schema.paths_by_id[f.source_id][0]
+            for f in spec.fields
+            if f.transform != "void" and schema.find_field(f.source_id).type != it.UNKNOWN  # no values
+        }
+    )
     host = [sink.to_arrow(sink.column(frame, name), arrow_schema.field(name).type) for name in tops]
     batch = pa.record_batch([*host, pa.array(np.arange(n, dtype=np.int64))], names=[*tops, _ROW])
     groups: dict[tuple[Any, ...], tuple[tuple[Any, ...], list[np.ndarray]]] = {}

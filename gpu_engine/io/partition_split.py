@@ -48,6 +48,8 @@ def split_by_partition(
             raise UnsupportedFeature(f"partition field {f.name!r}: multi-argument transforms are not written")
         if f.transform != "void":
             source = schema.find_field(f.source_id)
+            if source.type == it.UNKNOWN:  # always null (not stored): a null partition value, as void's
+                continue
             if not isinstance(source.type, it.PrimitiveType):
                 raise UnsupportedFeature(
                     f"partition field {f.name!r}: source {source.name!r} is not primitive"
@@ -97,7 +99,7 @@ def _group_ids(columns: list[pa.Array]) -> tuple[np.ndarray[Any, Any], int]:
 
 
 def _values(ptype: it.StructType, keys: dict[int, pa.Array], row: int) -> tuple[Any, ...]:
-    """The partition tuple of ``row`` (None for void fields)."""
+    """The partition tuple of ``row`` (None for void fields and fields of unknown columns)."""
     return tuple(
         _python(f.type, keys[i][row].as_py()) if i in keys else None for i, f in enumerate(ptype.fields)
     )

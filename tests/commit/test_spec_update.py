@@ -352,3 +352,21 @@ def test_a_field_name_that_is_not_a_string_is_refused(tmp_path: Path, change: An
     with pytest.raises(InvalidSpecChange, match="must be a non-empty string"):
         change(tbl.update_spec())
     assert len(tbl.refresh().metadata.partition_specs) == 1
+
+
+def test_an_identity_partition_of_an_unknown_column_takes_appends(tmp_path: Path) -> None:
+    """v3: identity is allowed on ``unknown`` columns (always null, not stored): appends with and without
+    the column write a null partition value and read back (every append failed before)."""
+    cat = sql_catalog(tmp_path)
+    tbl = cat.create_table(
+        "db.u", pa.schema([pa.field("id", pa.int64())]), properties={"format-version": "3"}
+    )
+    with tbl.update_schema() as u:
+        u.add_column("u", "unknown")
+    with tbl.update_spec() as s:
+        s.add_field("u")
+    tbl.append(pa.table({"id": pa.array([1, 2], pa.int64())}))
+    tbl.append(pa.table({"id": pa.array([3], pa.int64()), "u": pa.array([None], pa.null())}))
+    assert sorted(tbl.scan().to_arrow().column("id").to_pylist()) == [1, 2, 3]
+    assert sorted(tbl.scan(filter="u is null").to_arrow().column("id").to_pylist()) == [1, 2, 3]
+    assert {t.file.partition for t in tbl.scan().plan().tasks} == {(None,)}

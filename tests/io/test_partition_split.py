@@ -167,6 +167,18 @@ def test_many_key_columns_with_many_values() -> None:
     assert all(p.to_pylist() == [r, r] for (_, p), r in zip(parts, half.to_pylist(), strict=True))
 
 
+def test_an_identity_of_an_unknown_column_is_null() -> None:
+    """v3 ``unknown`` columns are always null and not stored (the conformed batch has no such column): an
+    identity partition of one is a null partition value (appends failed: the column was looked up)."""
+    schema = Schema((F(1, "id", it.LONG, True), F(2, "u", it.UNKNOWN)))
+    fields = (PartitionField((2,), 1000, "u", "identity"), PartitionField((1,), 1001, "b", "bucket[2]"))
+    spec = PartitionSpec(0, fields)
+    batch = conform_batch(pa.record_batch({"id": [1, 2, 3, 4]}), schema)
+    assert batch.schema.names == ["id"]
+    parts = list(split_by_partition(batch, schema, spec, "cpu"))
+    assert {values[0] for values, _ in parts} == {None} and sum(p.num_rows for _, p in parts) == 4
+
+
 def test_unsupported_sources() -> None:
     spec = PartitionSpec(0, (PartitionField((1, 3), 1000, "x", "bucket[2]"),))
     batch = conform_batch(pa.record_batch({"id": [1]}), SCHEMA)
