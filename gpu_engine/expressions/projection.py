@@ -100,6 +100,9 @@ def _project_field(pred: BoundPredicate, field: PartitionField, strict: bool) ->
         return _bucket(pred, ref, values, strict)
     if isinstance(transform, ts.Truncate) and source.name in ("string", "binary"):
         return _truncate_array(pred, ref, values, transform.width, strict)
+    if isinstance(transform, ts.Truncate) and isinstance(source, it.DecimalType):
+        projected = _ordered(pred, ref, values, strict)
+        return None if projected is None else map_predicates(projected, functools.partial(_fit_decimal, ref))
     if isinstance(transform, ts.Truncate) and source.name in ("int", "long"):
         projected = _truncate_integer(pred, ref, values, transform.width, strict)
         return _int_era(projected, ref, transform, strict) if source.name == "long" else projected
@@ -212,6 +215,37 @@ def _truncate_integer(
         return above
     legit = BoundPredicate(Op.NOT_NULL, ref) if above is None else above
     return and_(legit, BoundPredicate(Op.NOT_EQ, ref, wrapped.literals))
+
+
+def _fit_decimal(ref: BoundReference, pred: Any) -> Expression:
+    """``pred`` on a truncate[W] partition of a decimal(P, S) with its literals outside the type (truncating
+    values near the least one gives a value of P + 1 digits; no row of it can be written, so no partition
+    holds one) resolved: ``= v`` is false, ``< v`` of a v below the least value false and of one above the
+    greatest every non-null partition, ``in`` without them."""
+    t = ref.type
+    assert isinstance(t, it.DecimalType) and isinstance(pred, BoundPredicate)
+    limit, scale = 10**t.precision, t.scale
+
+    def fits(v: Any) -> bool:
+        return bool(abs(int(v.scaleb(scale))) < limit)
+
+    op = pred.op
+    if op.kind is Kind.SET:
+        kept = tuple(v for v in pred.literals if fits(v))
+        if len(kept) == len(pred.literals):
+            return pred
+        if kept:
+            return bound_set(op, ref, kept)
+        return FALSE if op is Op.IN else BoundPredicate(Op.NOT_NULL, ref)
+    if op.kind is Kind.UNARY or fits(pred.literal):
+        return pred
+    if op is Op.EQ:
+        return FALSE
+    if op is Op.NOT_EQ:
+        return BoundPredicate(Op.NOT_NULL, ref)
+    below = pred.literal < 0  # the literal lies beyond the least value (else beyond the greatest)
+    holds_all = below == (op in (Op.GT, Op.GT_EQ))  # x > v for v below every value holds for all of them
+    return BoundPredicate(Op.NOT_NULL, ref) if holds_all else FALSE
 
 
 def _int_era(

@@ -8,6 +8,7 @@ import json
 import re
 import uuid
 from dataclasses import replace
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -668,3 +669,28 @@ def test_int_rows_near_the_minimum_keep_their_partition_after_a_promotion_to_lon
     tbl.delete("i > 100")
     tbl.delete(f"i >= {low} and i <= 0")
     assert sorted(tbl.scan().to_arrow().column("i").to_pylist()) == [low - 1, 5]
+
+
+def test_filters_near_the_least_decimal_38_under_truncate(tmp_path: Path) -> None:
+    """truncate[10] of the least decimal(38, 0) values is a 39-digit number no partition can hold (no
+    such row can be written): filters whose bounds project there are resolved, not sent to the planner
+    (it failed: "Decimal type with precision 39 does not fit"), on a column widened to decimal(38, 0)."""
+    cat = sql_catalog(tmp_path)
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("x", pa.decimal128(9, 0))])
+    tbl = cat.create_table("db.t", schema=schema, partition_spec=["truncate(10, x)"])
+    x = pa.array([Decimal(5), Decimal(-7)], pa.decimal128(9, 0))
+    tbl.append(pa.table({"id": pa.array([1, 2], pa.int64()), "x": x}))
+    with tbl.update_schema() as u:
+        u.update_column("x", "decimal(38,0)")
+    least = "-" + "9" * 38
+    cases = {
+        f"x >= {least[:-1]}8": [1, 2],
+        f"x <= {least}": [],
+        f"x in (5, {least})": [1],
+        f"x != {least}": [1, 2],
+    }
+    for where, ids in cases.items():
+        assert sorted(tbl.scan(filter=where).to_arrow().column("id").to_pylist()) == ids, where
+    tbl.delete(f"x <= {least}")
+    tbl.delete(f"x in (5, {least})")
+    assert tbl.scan().to_arrow().column("id").to_pylist() == [2]
