@@ -218,16 +218,17 @@ def _truncate_integer(
 
 
 def _fit_decimal(ref: BoundReference, pred: Any) -> Expression:
-    """``pred`` on a truncate[W] partition of a decimal(P, S) with its literals outside the type (truncating
-    values near the least one gives a value of P + 1 digits; no row of it can be written, so no partition
-    holds one) resolved: ``= v`` is false, ``< v`` of a v below the least value false and of one above the
-    greatest every non-null partition, ``in`` without them."""
+    """``pred`` on a truncate[W] partition of a decimal with its literals beyond 38 digits resolved
+    (truncating the least decimal(38, S) values gives 39 digits: no partition can hold one, no row of it can
+    be written): ``= v`` is false, ``< v`` of a v below every value false and of one above every non-null
+    partition, ``in`` without them. (A partition of P + 1 digits of a narrower decimal can be stored, so is
+    kept.)"""
     t = ref.type
     assert isinstance(t, it.DecimalType) and isinstance(pred, BoundPredicate)
-    limit, scale = 10**t.precision, t.scale
+    limit, scale = 10**it.MAX_DECIMAL_PRECISION, t.scale
 
     def fits(v: Any) -> bool:
-        return bool(abs(int(v.scaleb(scale))) < limit)
+        return bool(abs(lit.unscaled(v, scale)) < limit)  # exact: Decimal arithmetic rounds at 28 digits
 
     op = pred.op
     if op.kind is Kind.SET:

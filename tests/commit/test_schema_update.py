@@ -694,3 +694,21 @@ def test_filters_near_the_least_decimal_38_under_truncate(tmp_path: Path) -> Non
     tbl.delete(f"x <= {least}")
     tbl.delete(f"x in (5, {least})")
     assert tbl.scan().to_arrow().column("id").to_pylist() == [2]
+
+
+def test_filters_near_the_greatest_decimal_38_under_truncate(tmp_path: Path) -> None:
+    """Partition values of 38 digits are inside the type: told apart exactly (Decimal arithmetic rounds at
+    28 digits, which made 10^38 - 1 look outside it: ``x = 99...9`` found nothing and a delete of
+    ``x <= 10^38 - 100`` removed the row of 10^38 - 1 with its partition, from metadata alone)."""
+    cat = sql_catalog(tmp_path)
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("x", pa.decimal128(38, 0))])
+    props = {"write.metadata.metrics.default": "none"}  # no bounds to catch it: partitions alone
+    tbl = cat.create_table("db.t", schema=schema, partition_spec=["truncate(10, x)"], properties=props)
+    greatest = 10**38 - 1
+    x = pa.array([Decimal(greatest), Decimal(5)], pa.decimal128(38, 0))
+    tbl.append(pa.table({"id": pa.array([1, 2], pa.int64()), "x": x}))
+    for where in (f"x = {greatest}", f"x >= {greatest - 5}", f"x in (7, {greatest})"):
+        assert tbl.scan(filter=where).to_arrow().column("id").to_pylist() == [1], where
+    assert tbl.scan(filter=f"x != {greatest}").to_arrow().column("id").to_pylist() == [2]
+    tbl.delete(f"x <= {greatest - 100}")
+    assert tbl.scan().to_arrow().column("id").to_pylist() == [1]
