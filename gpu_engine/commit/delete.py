@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from ..expressions import Expression
 from ..iceberg.content_file import ContentFile
 from ..iceberg.metadata import TableMetadata
+from ..iceberg.metadata_columns import has_lineage
 from ..iceberg.partitioning import PartitionKey, partition_key
 from .delete_cow import COPY_ON_WRITE, delete_mode, write_copy_on_write
 from .delete_plan import plan_row_deletes, write_row_deletes
@@ -80,7 +81,7 @@ class PreparedDelete:
     removed_data_files: tuple[str, ...] = ()
     removed_delete_files: tuple[ContentFile, ...] = ()
     removed_from: RemovalScope | None = None
-    format_version: int = 2  # the table's when planned (copy-on-write rewrites lineage from v3 on)
+    read_lineage: bool = False  # the planned rows have row lineage (copy-on-write copies it)
 
     @property
     def removed(self) -> list[Removed]:
@@ -104,7 +105,7 @@ class PreparedDelete:
 
         def validate(base: TableMetadata) -> None:
             if self.copy_on_write and self.added:
-                validate_lineage_kept(base, self.format_version, action=action)
+                validate_lineage_kept(base, branch, planned, self.read_lineage, action=action)
             if planned is not None and targets:
                 validate_no_new_deletes(
                     io, base, branch, planned, targets, action=action,
@@ -145,7 +146,7 @@ def prepare_delete(
     partitions = {f.path: partition_key(f.spec_id, f.partition) for f in plan.files}
     return PreparedDelete(
         plan.snapshot_id, plan.deleted_rows, cow, targets, partitions, out.added, out.removed_data_files,
-        out.removed_delete_files, scope, md.format_version,
+        out.removed_delete_files, scope, has_lineage(md, md.snapshots_by_id.get(plan.snapshot_id or -1)),
     )  # fmt: skip
 
 

@@ -121,14 +121,29 @@ def validate_no_new_deletes(
                     )
 
 
-def validate_lineage_kept(base: TableMetadata, planned_version: int, *, action: str) -> None:
-    """Rows that ``action`` rewrote from a table of ``planned_version`` < 3 carry no row lineage; if the
-    table was upgraded to v3 since, its first v3 commit gave those rows ids, which the rewritten files
-    would replace with new ones (the spec: moved rows keep their ``_row_id``): refused, to run again."""
-    if planned_version < 3 <= base.format_version:
+def validate_lineage_kept(
+    base: TableMetadata,
+    branch: str,
+    planned: int | None,
+    read_lineage: bool,
+    *,
+    action: str,
+    own: Collection[int] = (),
+) -> None:
+    """Rows that ``action`` read without row lineage (planned on format version < 3, or on a v3 table
+    before its first v3 snapshot) are rewritten without ids. If a snapshot committed since gave them ids
+    (the first one with ``first-row-id`` gives every existing row one), the rewritten files would replace
+    those with new ones (the spec: a moved row keeps its ``_row_id``): refused, to run again. ``own``: the
+    action's earlier commits (partial progress), whose ids lived only between the action's own commits."""
+    if read_lineage or planned is None:
+        return
+    since = snapshots_since(base, branch, planned, action=action)
+    first = next((s for s in reversed(since) if s.first_row_id is not None), None)
+    if first is not None and first.snapshot_id not in own:
         raise ValidationError(
-            f"table {base.location} was upgraded to format version {base.format_version} since {action} "
-            "was planned: the rows it rewrote would lose the row ids the upgrade gave them; run it again"
+            f"table {base.location}: snapshot {first.snapshot_id} gave every row an id (row lineage, format "
+            f"version 3) after {action} was planned on snapshot {planned}, whose rows it read without ids: "
+            "the rows it rewrote would lose those ids; run it again"
         )
 
 

@@ -13,6 +13,7 @@ from ..errors import UnsupportedFeature
 from . import types as it
 from .metadata import TableMetadata
 from .schema import ROW_LINEAGE_NAMES
+from .snapshots import Snapshot
 
 FILE = it.NestedField(2147483646, "_file", it.STRING, required=True)
 POS = it.NestedField(2147483645, "_pos", it.LONG, required=True)
@@ -32,6 +33,12 @@ NAMES = (FILE.name, POS.name, SPEC_ID.name, PARTITION_NAME, ROW_ID.name, LAST_UP
 _HIDDEN_PREFIX = "__gpu_engine"
 HIDDEN_FILE = _HIDDEN_PREFIX + FILE.name
 HIDDEN_POS = _HIDDEN_PREFIX + POS.name
+
+
+def has_lineage(md: TableMetadata, snapshot: Snapshot | None) -> bool:
+    """The rows of ``snapshot`` have row ids: a v3 table's snapshot with a ``first-row-id`` (an upgraded
+    table's rows get theirs from its first v3 snapshot; before it they read null)."""
+    return md.format_version >= 3 and snapshot is not None and snapshot.first_row_id is not None
 
 
 def rewritten_lineage(md: TableMetadata) -> tuple[it.NestedField, ...]:

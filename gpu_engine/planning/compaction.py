@@ -31,6 +31,7 @@ from typing import Any
 from ..errors import InvalidOption, PlanningError
 from ..expressions import TRUE, Expression
 from ..iceberg.metadata import TableMetadata
+from ..iceberg.metadata_columns import has_lineage
 from ..iceberg.partitioning import partition_key
 from ..io.fileio import FileIO
 from ..tasks import DataFile, DeleteFile, FileGroup, RewriteStrategy, ScanTask
@@ -56,7 +57,9 @@ class CompactionPlan:
     position_delete_targets: tuple[tuple[tuple[str, int | None], frozenset[str]], ...] = ()
     """Per position delete file (not DV) that applies to a file of the groups: every live data file of the
     branch it applies to. A compaction drops it once all of those are rewritten."""
-    format_version: int = 2  # the table's when planned: its rewrite writes row lineage from v3 on
+    read_lineage: bool = False
+    """The planned snapshot's rows have row lineage (format version 3 and a ``first-row-id``): its rewrite
+    copies their ``_row_id`` and ``_last_updated_sequence_number`` into the new files."""
 
     @property
     def files(self) -> int:
@@ -117,9 +120,7 @@ def plan_compaction(
         raise PlanningError(f"table {md.location}: no branch named {branch!r} (refs: {sorted(md.refs)})")
     where_text = str(where) if not isinstance(where, str) else (where.strip() or "true")
     if not has_head:
-        return CompactionPlan(
-            md.location, branch, None, 0, strategy, options, where_text, (), 0, 0, (), md.format_version
-        )
+        return CompactionPlan(md.location, branch, None, 0, strategy, options, where_text, (), 0, 0, ())
     scan = plan_scan(md, io, scan_options)
     snapshot = md.snapshot_by_id(scan.summary.snapshot_id) if scan.summary.snapshot_id is not None else None
     files = _by_file(scan.tasks)
@@ -144,7 +145,7 @@ def plan_compaction(
     targets = _position_targets(built, every_task)
     return CompactionPlan(
         md.location, branch, None if snapshot is None else snapshot.snapshot_id, seq, strategy, options,
-        where_text, built, len(files), len(selected), targets, md.format_version,
+        where_text, built, len(files), len(selected), targets, has_lineage(md, snapshot),
     )  # fmt: skip
 
 

@@ -366,28 +366,35 @@ def test_a_concurrent_delete_naming_the_file_in_another_spelling_fails_the_compa
     assert 4 not in tbl.refresh().scan().to_arrow().column("id").to_pylist()
 
 
-def _upgrade_and_append(cat: SqlCatalog) -> dict[int, tuple[int, int]]:
-    """Another writer upgrades the table to v3 and appends: that first v3 snapshot gives every row an
-    id. The lineage of every row afterwards."""
+def _upgrade_and_append(cat: SqlCatalog, upgrade: bool = True) -> dict[int, tuple[int, int]]:
+    """Another writer upgrades the table to v3 (unless done before) and appends: that first v3 snapshot
+    gives every row an id. The lineage of every row afterwards."""
     writer = other(cat)
-    writer.update_properties().set("format-version", "3").commit()
+    if upgrade:
+        writer.update_properties().set("format-version", "3").commit()
     writer.append(gen_rows(9000, 3, seed=9))
     got = writer.scan(columns=["id", "_row_id", "_last_updated_sequence_number"], backend="cpu").to_arrow()
     return {r["id"]: (r["_row_id"], r["_last_updated_sequence_number"]) for r in got.to_pylist()}
 
 
+@pytest.mark.parametrize("upgraded", ["meanwhile", "before"])
 @pytest.mark.parametrize("partial", [True, False], ids=["partial", "all-or-nothing"])
-def test_an_upgrade_to_v3_under_the_compaction_fails_it(tmp_path: Path, partial: bool) -> None:
-    """Planned on v2, its files written without lineage: committed after an upgrade to v3, the rows
-    would get new ids in place of those the upgrade's first v3 commit gave them (the spec: a moved row
-    keeps its _row_id). Refused; run afterwards it keeps them."""
+def test_a_first_v3_commit_under_the_compaction_fails_it(
+    tmp_path: Path, partial: bool, upgraded: str
+) -> None:
+    """Planned on v2, or on v3 before the table's first v3 snapshot: its rows read without lineage, its
+    files written without it. Committed after another writer's first v3 snapshot (which gave every row an
+    id), the rows would get new ids in place of those (the spec: a moved row keeps its _row_id). Refused;
+    run afterwards it keeps them."""
     cat, tbl, expected = setup(tmp_path, 2)
-    hook = Meanwhile(lambda g: _upgrade_and_append(cat), at=0)
+    if upgraded == "before":
+        tbl.update_properties().set("format-version", "3").commit()
+    hook = Meanwhile(lambda g: _upgrade_and_append(cat, upgrade=upgraded == "meanwhile"), at=0)
     if partial:
         result = tbl.compact(options=options(partial), progress=hook, backend="cpu")
         assert not result.commits and {f.stage for f in result.failures} == {"validation"}
     else:
-        with pytest.raises(ValidationError, match="upgraded to format version 3 since this compaction"):
+        with pytest.raises(ValidationError, match=r"gave every row an id .* the rows it rewrote would lose"):
             tbl.compact(options=options(partial), progress=hook, backend="cpu")
     lineage = hook.done[0]
     assert isinstance(lineage, dict)
@@ -397,3 +404,22 @@ def test_an_upgrade_to_v3_under_the_compaction_fails_it(tmp_path: Path, partial:
     fresh.compact(options=options(False), backend="cpu")
     got = fresh.scan(columns=["id", "_row_id", "_last_updated_sequence_number"], backend="cpu").to_arrow()
     assert {r["id"]: (r["_row_id"], r["_last_updated_sequence_number"]) for r in got.to_pylist()} == lineage
+
+
+def _lineage(tbl: Table) -> list[tuple[int, int]]:
+    got = tbl.scan(columns=["_row_id", "_last_updated_sequence_number"], backend="cpu").to_arrow()
+    return [(r["_row_id"], r["_last_updated_sequence_number"]) for r in got.to_pylist()]
+
+
+@pytest.mark.parametrize("partial", [True, False], ids=["partial", "all-or-nothing"])
+def test_a_compaction_may_be_the_first_v3_commit(tmp_path: Path, partial: bool) -> None:
+    """Upgraded to v3 while (or before) the compaction ran, with no v3 snapshot since: its commit is the
+    first v3 snapshot and gives every row an id; with partial progress its later commits rewrite rows
+    whose ids only its own first commit gave, and go through too."""
+    cat, tbl, expected = setup(tmp_path, 2)
+    hook = Meanwhile(lambda g: other(cat).update_properties().set("format-version", "3").commit(), at=0)
+    result = tbl.compact(options=options(partial), progress=hook, backend="cpu")
+    assert not result.failures and len(result.commits) == (3 if partial else 1)
+    fresh = assert_table(cat, expected)
+    ids = [row_id for row_id, _ in _lineage(fresh)]
+    assert None not in ids and len(set(ids)) == len(ids) == expected.num_rows

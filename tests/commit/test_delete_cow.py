@@ -146,21 +146,25 @@ def test_a_concurrent_append_survives(tmp_path: Path) -> None:
     assert_all_readers(tbl, pa.concat_tables([without_matches(data, pc.less(data["id"], 30)), extra]))
 
 
-def test_an_upgrade_to_v3_under_the_delete_fails_it(tmp_path: Path) -> None:
-    """The survivors of the rewritten files were written on v2, without lineage: committed after an
-    upgrade to v3 (whose first commit gave every row an id), they would get new ids; refused, and run
-    again the delete keeps them."""
+@pytest.mark.parametrize("upgraded", ["meanwhile", "before"])
+def test_a_first_v3_commit_under_the_delete_fails_it(tmp_path: Path, upgraded: str) -> None:
+    """The survivors of the rewritten files were read without lineage (planned on v2, or on v3 before its
+    first v3 snapshot): committed after another writer's first v3 snapshot (which gave every row an id),
+    they would get new ids; refused, and run again the delete keeps them."""
     tbl = region_table(tmp_path, 2, **COW)
     data = rows(0, 40)
     tbl.append(data)
+    if upgraded == "before":
+        tbl.update_properties().set("format-version", "3").commit()
     other = tbl.catalog.load_table(tbl.identifier)  # type: ignore[union-attr]
     extra = rows(100, 10, seed=5)
 
     def upgrade_and_append() -> None:
-        other.update_properties().set("format-version", "3").commit()
+        if upgraded == "meanwhile":
+            other.update_properties().set("format-version", "3").commit()
         other.append(extra)
 
-    with pytest.raises(ValidationError, match="upgraded to format version 3 since this delete"):
+    with pytest.raises(ValidationError, match=r"gave every row an id .* after this delete was planned"):
         tbl.delete("id < 10", faults=once_at("manifest", upgrade_and_append))
     before = lineage(tbl.refresh())
     tbl.delete("id < 10")
