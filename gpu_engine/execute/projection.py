@@ -10,7 +10,7 @@ current column that reuses the name).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import pyarrow as pa
@@ -143,7 +143,8 @@ def _fields(schema: Schema) -> list[tuple[tuple[str, ...], it.NestedField]]:
 
 def _historical(md: TableMetadata, ids: set[int], present: set[int], source: str) -> list[it.NestedField]:
     """Top-level fields of older schemas holding the equality columns ``ids`` that were dropped since,
-    renamed ``__field_<id>`` so they never collide with current names."""
+    renamed ``__field_<id>`` so they never collide with current names; files without them read their
+    initial-default, as they did before the drop (the spec: projected as any column)."""
     out: list[it.NestedField] = []
     remaining = set(ids)
     for schema in sorted(md.schemas, key=lambda s: -s.schema_id):
@@ -156,7 +157,7 @@ def _historical(md: TableMetadata, ids: set[int], present: set[int], source: str
                     f"{source}: equality delete columns {sorted(found)} were dropped from struct "
                     f"field {f.field_id}, which is still in the table: not supported"
                 )
-            out.append(it.NestedField(f.field_id, f"__field_{f.field_id}", f.type, False))
+            out.append(replace(f, name=f"__field_{f.field_id}", required=False))  # its defaults kept
             present.add(f.field_id)
         remaining -= found
     if remaining:

@@ -54,9 +54,13 @@ class History:
         model = self.columns["k"]
         self.live = [r for r in self.live if r[model] not in keys]
 
-    def add_k(self, model: str) -> None:
-        self.tbl.update_schema().add_column("k", "long").commit()
+    def add_k(self, model: str, default: int | None = None) -> None:
+        """``k`` added, older rows reading ``default`` (v3's initial-default) for it."""
+        with self.tbl.update_schema() as update:
+            update.add_column("k", "long", default=default)
         self.columns["k"] = model
+        for r in self.live:
+            r[model] = default
 
     def drop_k(self) -> None:
         self.tbl.update_schema().delete_column("k").commit()
@@ -136,4 +140,24 @@ def test_compaction_applies_deletes_on_a_dropped_column(tmp_path: Path, version:
     h.delete_keys([2])
     result = h.tbl.compact(options={"rewrite-all": "true"}, backend=backend)
     assert sum(g.rows for g in result.groups) == len(h.live)
+    h.check()
+
+
+@pytest.mark.parametrize("keys", [[1], [None]], ids=["default", "null"])
+def test_deletes_on_a_dropped_column_see_its_initial_default(
+    tmp_path: Path, keys: list[int | None], backend: str
+) -> None:
+    """v3: rows written before ``k`` was added read its initial-default (1): a delete of k = 1 removes
+    them and a delete of null keeps them, before and after ``k`` is dropped, and in the compacted files."""
+    props = {"format-version": "3", **FAST_RETRIES}
+    h = History(sql_catalog(tmp_path).create_table("db.t", SCHEMA, properties=props), backend)
+    h.append(range(0, 4))
+    h.add_k("k_old", default=1)
+    h.append(range(4, 10), [1, None, 2, None, 1, 3])
+    h.delete_keys(keys)
+    h.check()
+    assert {0, 1, 2, 3} & {r["id"] for r in h.live} == (set() if keys == [1] else {0, 1, 2, 3})
+    h.drop_k()
+    h.check()
+    h.tbl.compact(options={"rewrite-all": "true"}, backend=backend)
     h.check()
