@@ -13,15 +13,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Collection, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..errors import InvalidOption, SchemaMismatch, ValidationError
+from ..iceberg import types as it
 from ..iceberg.content_file import ContentFile
 from ..iceberg.metadata import TableMetadata
 from ..io.data_input import arrow_table
-from ..io.equality_delete_write import write_equality_deletes
+from ..io.equality_delete_write import equality_delete_schema, write_equality_deletes
 from ..io.fileio import FileIO
 from .delete import DeleteResult
 from .entries import snapshot_manifests
@@ -65,8 +67,8 @@ def delete_rows(
     try:
         for spec_id in specs:
             files += write_equality_deletes(
-                table.io, md.location, md.schema, md.spec_by_id(spec_id), spec_id, keys.select(list(on)), ids,
-                properties=md.properties, backend=backend,
+                table.io, md.location, md.schema, md.spec_by_id(spec_id), spec_id,
+                key_rows(md, keys, on), ids, properties=md.properties, backend=backend,
             )  # fmt: skip
     except BaseException:
         delete_files(table.io, [f.path for f in files], fault=None)
@@ -78,7 +80,8 @@ def delete_rows(
 
 def key_columns(md: TableMetadata, rows: pa.Table, on: Sequence[str] | None, *, what: str) -> list[str]:
     """The key columns ``on`` of an equality delete or upsert (default: the table's identifier fields),
-    checked distinct and present in ``rows`` (called ``what`` in errors)."""
+    checked distinct and present in ``rows`` (called ``what`` in errors); a nested key (``s.k``) is found
+    in ``rows`` as the field ``k`` of the struct column ``s``."""
     if on is None:
         on = [md.schema.names_by_id[i] for i in md.schema.identifier_field_ids]
         if not on:
@@ -86,10 +89,62 @@ def key_columns(md: TableMetadata, rows: pa.Table, on: Sequence[str] | None, *, 
     keys = list(on)
     if not keys or len(set(keys)) != len(keys):
         raise InvalidOption(f"on: one or more distinct column names, not {keys}")
-    missing = [c for c in keys if c not in rows.column_names]
+    missing = [c for c in keys if _arrow_path(rows.schema, _path(md, c)) is None]  # (or not in the table)
     if missing:
         raise SchemaMismatch(f"{what}: no column(s) {missing} (columns: {rows.column_names})")
     return keys
+
+
+def key_values(md: TableMetadata, rows: pa.Table, key: str) -> pa.ChunkedArray:
+    """The values of the key column ``key`` of ``rows`` (null where a struct leading to it is null)."""
+    column = rows.column(_path(md, key)[0])
+    for index in cast(list[int], _arrow_path(rows.schema, _path(md, key)))[1:]:
+        column = pc.struct_field(column, [index])
+    return column
+
+
+def key_rows(md: TableMetadata, rows: pa.Table, keys: Sequence[str]) -> pa.Table:
+    """The columns of equality delete rows for ``keys`` from ``rows``: top-level keys as they are, nested
+    ones within their structs, holding only the key fields (and the structs' nulls)."""
+    ids = [md.schema.find_field(c).field_id for c in keys]
+    fields = equality_delete_schema(md.schema, ids).fields
+    return pa.table([_keep(rows.column(f.name), f) for f in fields], names=[f.name for f in fields])
+
+
+def _keep(column: pa.ChunkedArray, f: it.NestedField) -> pa.ChunkedArray:
+    if not isinstance(f.type, it.StructType):
+        return column
+    return pa.chunked_array([_keep_struct(c, f.type) for c in column.chunks or [column.combine_chunks()]])
+
+
+def _keep_struct(values: pa.Array, struct: it.StructType) -> pa.Array:
+    children = []
+    for c in struct.fields:
+        child = pc.struct_field(values, [values.type.get_field_index(c.name)])
+        children.append(_keep_struct(child, c.type) if isinstance(c.type, it.StructType) else child)
+    pairs = zip(struct.fields, children, strict=True)
+    fields = [values.type.field(c.name).with_type(v.type) for c, v in pairs]
+    mask = values.is_null() if values.null_count else None
+    return pa.StructArray.from_arrays(children, fields=fields, mask=mask)
+
+
+def _path(md: TableMetadata, key: str) -> tuple[str, ...]:
+    fid = md.schema.ids_by_name.get(key)
+    return (key,) if fid is None else tuple(md.schema.paths_by_id[fid])
+
+
+def _arrow_path(schema: pa.Schema, path: tuple[str, ...]) -> list[int] | None:
+    """The indexes of ``path`` through ``schema``'s columns and struct fields; None where it is missing."""
+    if schema.get_field_index(path[0]) < 0:
+        return None
+    out = [schema.get_field_index(path[0])]
+    at = schema.field(path[0]).type
+    for step in path[1:]:
+        if not pa.types.is_struct(at) or at.get_field_index(step) < 0:
+            return None
+        out.append(at.get_field_index(step))
+        at = at.field(step).type
+    return out
 
 
 def same_delete_specs(table: Table, branch: str, key_ids: Collection[int], written: list[int]) -> Validation:

@@ -25,10 +25,11 @@ import pyarrow.compute as pc
 
 from ..errors import InvalidData, ValidationError
 from ..iceberg.content_file import ContentFile
+from ..iceberg.metadata import TableMetadata
 from ..io.data_input import arrow_table
 from ..io.equality_delete_write import write_equality_deletes
 from ..io.parquet_write import write_table_data
-from .equality_delete import delete_specs, key_columns, same_delete_specs
+from .equality_delete import delete_specs, key_columns, key_rows, key_values, same_delete_specs
 from .producer import check_committable, commit, delete_files
 from .update import CommitResult, Faults, SnapshotUpdate
 
@@ -74,7 +75,7 @@ def upsert(
     keys = key_columns(md, data, on, what="data")
     if data.num_rows == 0:
         return None
-    _check_unique(data, keys)
+    _check_unique(md, data, keys)
     ids = [md.schema.find_field(c).field_id for c in keys]
     if faults is not None:
         faults("data")
@@ -83,8 +84,8 @@ def upsert(
     try:
         for spec_id in specs:
             written += write_equality_deletes(
-                table.io, md.location, md.schema, md.spec_by_id(spec_id), spec_id, data.select(keys), ids,
-                properties=md.properties, backend=backend,
+                table.io, md.location, md.schema, md.spec_by_id(spec_id), spec_id,
+                key_rows(md, data, keys), ids, properties=md.properties, backend=backend,
             )  # fmt: skip
         deletes = tuple(written)
         written += write_table_data(table.io, md, data, backend=backend)
@@ -97,10 +98,9 @@ def upsert(
     return UpsertResult(data.num_rows, files, deletes, result)
 
 
-def _check_unique(data: pa.Table, keys: list[str]) -> None:
+def _check_unique(md: TableMetadata, data: pa.Table, keys: list[str]) -> None:
     """:class:`InvalidData` naming a key that ``data`` holds twice (NULL equal to NULL)."""
-    selected = data.select(keys)
-    plain = pa.table([_storage(c) for c in selected.columns], names=keys)
+    plain = pa.table([_storage(key_values(md, data, k)) for k in keys], names=keys)
     counts = plain.group_by(keys, use_threads=False).aggregate([([], "count_all")])
     repeated = counts.filter(pc.greater(counts["count_all"], 1))
     if repeated.num_rows:
