@@ -146,6 +146,12 @@ def _boolean(value: Any) -> bool:
     raise TypeError("expected true or false")
 
 
+_HUGE = 80
+"""Every type's range and grid lies within 10^±80 (decimal(38, 38), nanoseconds and doubles' integer part
+included): a literal of larger or smaller magnitude is decided as ±10^±81, without building its exact value
+(an exponent of millions would take minutes)."""
+
+
 def _rational(value: Any) -> Fraction:
     if isinstance(value, bool):
         raise TypeError("a boolean is not a number")
@@ -155,16 +161,23 @@ def _rational(value: Any) -> Fraction:
         if math.isinf(value):
             raise ValueError("infinity has no exact value here")
         return Fraction(Decimal(repr(value)))  # the shortest decimal that reads back as this float
-    if isinstance(value, Decimal):
-        if not value.is_finite():
+    if isinstance(value, (Decimal, str)):
+        dec = _decimal(value)
+        if not dec.is_finite():
             raise ValueError("not a finite number")
-        return Fraction(value)
-    if isinstance(value, str):
-        try:
-            return _rational(Decimal(value.strip()))
-        except InvalidOperation:
-            raise ValueError("not a number") from None
+        if dec and abs(dec.adjusted()) > _HUGE:
+            dec = Decimal(1).scaleb(_HUGE + 1 if dec.adjusted() > 0 else -_HUGE - 1).copy_sign(dec)
+        return Fraction(dec)
     raise TypeError("expected a number")
+
+
+def _decimal(value: Decimal | str) -> Decimal:
+    if isinstance(value, Decimal):
+        return value
+    try:
+        return Decimal(value.strip())
+    except InvalidOperation:
+        raise ValueError("not a number") from None
 
 
 def _grid(q: Fraction, per_unit: int, limits: tuple[int, int]) -> Fit:
@@ -189,13 +202,15 @@ def _map_fit(f: Fit, make: Any) -> Fit:
 
 def _floating(value: Any, single: bool) -> Fit:
     """The nearest float (``single``) or double; a finite literal beyond the type's range lies between
-    its largest finite value and infinity."""
+    its largest finite value and infinity; infinity (a float, ``'inf'``, ``Decimal('Infinity')``) is
+    infinity."""
     if isinstance(value, bool) or not isinstance(value, (int, float, Decimal, str)):
         raise TypeError("expected a number")
-    given_inf = isinstance(value, float) and math.isinf(value)
-    f = float(Decimal(value.strip())) if isinstance(value, str) else float(value)
+    exact = value if isinstance(value, float) else _decimal(str(value) if isinstance(value, int) else value)
+    f = float(exact)
     if math.isnan(f):
         raise ValueError("NaN is not a literal (use is_nan / not_nan)")
+    given_inf = math.isinf(exact) if isinstance(exact, float) else exact.is_infinite()
     top = _FLOAT32_MAX if single else _FLOAT64_MAX
     if not given_inf and (math.isinf(f) or abs(f) > top):
         if f > 0:

@@ -110,6 +110,9 @@ def _one(text: str) -> BoundPredicate:
         ("f = 0.1", Op.EQ, float(np.float32(0.1))),
         ("dbl = 0.1", Op.EQ, 0.1),
         ("dbl > 1", Op.GT, 1.0),
+        ("dbl = 'inf'", Op.EQ, math.inf),  # infinity as text is infinity, not a value beyond the range
+        ("dbl > '-Infinity'", Op.GT, -math.inf),
+        ("f != 'inf'", Op.NOT_EQ, math.inf),
         ("flag = true", Op.EQ, True),
         ("s.inner > 1", Op.GT, 1),
         ("i in (1, 2.5, 5000000000)", Op.EQ, 1),
@@ -145,6 +148,12 @@ def test_literals_become_physical_values(text: str, op: Op, value: Any) -> None:
         ("f < 1e39", "f <= 3.4028234663852886e+38"),
         ("f > -1e39", "f >= -3.4028234663852886e+38"),
         ("dbl < 1e400", "dbl <= 1.7976931348623157e+308"),
+        ("dbl < 1" + "0" * 400, "dbl <= 1.7976931348623157e+308"),  # an integer as 1e400
+        ("i = 9e99999999", "false"),  # magnitudes beyond every range decided without their exact value
+        ("i > -9e99999999", "i is not null"),
+        ("i < 1e-99999999", "i <= 0"),
+        ("d > 1e-99999999", "d >= Decimal('0.01')"),
+        ("d = -1e-99999999", "false"),
         ("id is null", "false"),
         ("id is not null", "true"),
         ("r.leaf is null", "false"),
@@ -200,6 +209,7 @@ def _bind_value(column: str, value: Any) -> Any:
         ("flag = 1", "expected true or false"),
         ("u = 'not-a-uuid'", "cannot convert 'not-a-uuid' to uuid"),
         ("id = 'abc'", "not a number"),
+        ("dbl > 'abc'", "cannot convert 'abc' to double: not a number"),
     ],
 )
 def test_errors_name_the_column_and_literal(text: str, message: str) -> None:
