@@ -124,6 +124,14 @@ class SqlCatalog(Catalog):
             raise CatalogError(f"SQL catalog {name!r}: invalid uri: {e}") from e
         self._v1 = self._init_tables()
 
+    def _table(self, identifier: IdentifierLike) -> tuple[Identifier, str]:
+        namespace, name = table_identifier(identifier)
+        if not namespace:
+            raise CatalogError(
+                f"SQL catalog {self.name!r}: table {identifier!r} has no namespace (name it NAMESPACE.TABLE)"
+            )
+        return namespace, name
+
     def _where(self) -> str:
         return self.engine.url.render_as_string(hide_password=True)
 
@@ -140,33 +148,38 @@ class SqlCatalog(Catalog):
                 yield conn
 
     def _init_tables(self) -> bool:
-        """Create the catalog tables if absent; True if ``iceberg_tables`` has the ``iceberg_type`` column."""
+        """Create the catalog tables if absent; True if ``iceberg_tables`` has the ``iceberg_type`` column.
+        :class:`CatalogError` where the database cannot be read (locked, not a database)."""
         with self._connect() as conn:
-            inspector = sa.inspect(conn)
-            if not inspector.has_table(ICEBERG_TABLES.name) or not inspector.has_table(
-                NAMESPACE_PROPERTIES.name
-            ):
-                if not _truthy(self.properties.get("init_catalog_tables"), True):
-                    raise CatalogError(
-                        f"SQL catalog {self.name!r}: {self._where()} has no iceberg_tables and "
-                        "init_catalog_tables is false"
-                    )
-                try:
-                    _sql_metadata.create_all(conn, checkfirst=True)
-                    conn.commit()
-                except sa_exc.DBAPIError:  # another process created them first
-                    conn.rollback()
-                    inspector = sa.inspect(conn)
-                    if not inspector.has_table(ICEBERG_TABLES.name):
-                        raise
-            columns = {c["name"].lower() for c in sa.inspect(conn).get_columns(ICEBERG_TABLES.name)}
-            if "iceberg_type" in columns:
-                return True
-            if self.properties.get("schema_version", "v0") == "v1":
-                conn.execute(sa.text("ALTER TABLE iceberg_tables ADD COLUMN iceberg_type VARCHAR(5)"))
+            try:
+                return self._init_tables_in(conn)
+            except sa_exc.DBAPIError as e:
+                raise CatalogError(f"SQL catalog {self.name!r} ({self._where()}): {e.orig}") from e
+
+    def _init_tables_in(self, conn: sa.Connection) -> bool:
+        inspector = sa.inspect(conn)
+        if not inspector.has_table(ICEBERG_TABLES.name) or not inspector.has_table(NAMESPACE_PROPERTIES.name):
+            if not _truthy(self.properties.get("init_catalog_tables"), True):
+                raise CatalogError(
+                    f"SQL catalog {self.name!r}: {self._where()} has no iceberg_tables and "
+                    "init_catalog_tables is false"
+                )
+            try:
+                _sql_metadata.create_all(conn, checkfirst=True)
                 conn.commit()
-                return True
-            return False
+            except sa_exc.DBAPIError:  # another process created them first
+                conn.rollback()
+                inspector = sa.inspect(conn)
+                if not inspector.has_table(ICEBERG_TABLES.name):
+                    raise
+        columns = {c["name"].lower() for c in sa.inspect(conn).get_columns(ICEBERG_TABLES.name)}
+        if "iceberg_type" in columns:
+            return True
+        if self.properties.get("schema_version", "v0") == "v1":
+            conn.execute(sa.text("ALTER TABLE iceberg_tables ADD COLUMN iceberg_type VARCHAR(5)"))
+            conn.commit()
+            return True
+        return False
 
     def _tables_filter(self, namespace: str, name: str | None = None) -> list[sa.ColumnElement[bool]]:
         conds: list[sa.ColumnElement[bool]] = [_T.catalog_name == self.name, _T.table_namespace == namespace]
@@ -198,7 +211,7 @@ class SqlCatalog(Catalog):
     # -- tables ----------------------------------------------------------------------------------------
 
     def current_metadata_location(self, identifier: IdentifierLike) -> str:
-        namespace, name = table_identifier(identifier)
+        namespace, name = self._table(identifier)
         ns = namespace_to_string(namespace)
         stmt = sa.select(_T.metadata_location).where(*self._tables_filter(ns, name))
         rows = self._fetch(stmt)
@@ -212,7 +225,7 @@ class SqlCatalog(Catalog):
         return read_table(to_identifier(identifier), location, io=self.io, catalog=self)
 
     def table_exists(self, identifier: IdentifierLike) -> bool:
-        namespace, name = table_identifier(identifier)
+        namespace, name = self._table(identifier)
         stmt = sa.select(sa.literal(1)).where(*self._tables_filter(namespace_to_string(namespace), name))
         return bool(self._fetch(stmt.limit(1)))
 
@@ -239,7 +252,7 @@ class SqlCatalog(Catalog):
 
     def register_table(self, identifier: IdentifierLike, metadata_location: str) -> Table:
         metadata_location = check_metadata_location(metadata_location)
-        namespace, name = table_identifier(identifier)
+        namespace, name = self._table(identifier)
         ns = namespace_to_string(namespace)
         if not self.namespace_exists(namespace):
             raise NoSuchNamespace(f"namespace {ns} does not exist in SQL catalog {self.name!r}")
@@ -252,7 +265,7 @@ class SqlCatalog(Catalog):
         return table
 
     def drop_table(self, identifier: IdentifierLike) -> None:
-        namespace, name = table_identifier(identifier)
+        namespace, name = self._table(identifier)
         ns = namespace_to_string(namespace)
         if self._write(sa.delete(ICEBERG_TABLES).where(*self._tables_filter(ns, name))) < 1:
             raise NoSuchTable(f"table {ns}.{name} does not exist in SQL catalog {self.name!r}")
@@ -279,7 +292,7 @@ class SqlCatalog(Catalog):
     def commit_metadata(
         self, identifier: IdentifierLike, expected_metadata_location: str | None, new_metadata_location: str
     ) -> str:
-        namespace, name = table_identifier(identifier)
+        namespace, name = self._table(identifier)
         ns = namespace_to_string(namespace)
         what = f"table {ns}.{name} in SQL catalog {self.name!r}"
         if expected_metadata_location is None:

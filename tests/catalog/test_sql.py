@@ -374,3 +374,12 @@ def test_register_table_needs_a_metadata_location_string(tmp_path: Path, locatio
     with pytest.raises(CatalogError, match=rf"metadata_location={re.escape(repr(location))}: expected"):
         cat.register_table("db.x", location)  # type: ignore[arg-type]
     assert cat.list_tables("db") == []
+
+
+def test_a_database_that_cannot_be_read_is_a_catalog_error(tmp_path: Path) -> None:
+    """A uri naming a file that is no database (or a database another job holds locked) fails loading
+    the catalog with a CatalogError naming the catalog and its uri, not a SQLAlchemy error."""
+    path = tmp_path / "not-a-db.txt"
+    path.write_text("not a database\n")
+    with pytest.raises(CatalogError, match=rf"SQL catalog 'w' \(sqlite:///{re.escape(str(path))}\): file is"):
+        ge.load_catalog("w", uri=f"sqlite:///{path}", warehouse=f"file://{tmp_path}")
