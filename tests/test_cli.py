@@ -44,3 +44,14 @@ def test_errors_name_the_cause(capsys: pytest.CaptureFixture[str], tmp_path: Pat
 def test_exclusive_snapshot_options() -> None:
     with pytest.raises(SystemExit):
         main(["plan", str(BUCKET), "--snapshot", "1", "--ref", "main"])
+
+
+def test_python_dash_m_runs_the_command() -> None:
+    """``python -m gpu_engine.cli`` is the ``gpu-engine`` command (the package had no ``__main__``)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "gpu_engine.cli", "--help"], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0 and done.stdout.startswith("usage: gpu-engine"), done.stderr

@@ -52,7 +52,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         Console(stderr=True, soft_wrap=True).print(message, highlight=False)
         return 2
     return code
-
-
-if __name__ == "__main__":
-    sys.exit(main())
