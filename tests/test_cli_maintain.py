@@ -106,7 +106,7 @@ def test_when_forms() -> None:
         (["rewrite-position-deletes", "--option", "rewrite-all"], "--option 'rewrite-all': expected K=V"),
         (["rewrite-position-deletes", "--option", "nope=1"], "nope"),
         (["rewrite-manifests", "--spec-id", "7"], "spec"),
-        (["rewrite-manifests", "--target-size-bytes", "0"], "target_size_bytes=0: expected an integer"),
+        (["rewrite-manifests", "--target-size-bytes", "0"], "--target-size-bytes 0: expected 1 or more"),
     ],
 )
 def test_maintenance_errors_exit_2(

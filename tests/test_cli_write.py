@@ -373,7 +373,7 @@ def test_changes_lists_inserted_and_deleted_rows(
     assert main(["changes", IDENT, "--catalog", NAME, "--from-snapshot", "7"]) == 2
     assert "from snapshot 7 is not in the table" in " ".join(capsys.readouterr().err.split())
     assert main([*argv, "--compute-updates"]) == 2
-    assert "compute_updates needs identifier columns" in capsys.readouterr().err
+    assert "--compute-updates needs --identifier-columns" in capsys.readouterr().err
     assert main([*argv, "--identifier-columns", "id"]) == 2
     assert "--identifier-columns needs --compute-updates" in capsys.readouterr().err
     same, changed = _rows(20, 21), _rows(21, 22)
@@ -424,3 +424,27 @@ def test_a_full_disk_is_an_error_line_naming_the_operation_and_file(
     assert "error:" in err and "append" in err and "No space left on device" in err
     assert "(writing " in err and "Traceback" not in err
     assert ge.load_catalog(NAME).load_table(IDENT).scan().to_arrow().num_rows == 5
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["scan", "events"], "table 'events' has no namespace (name it NAMESPACE.TABLE)"),
+        (["changes", IDENT, "--compute-updates", "--net-changes"], "--net-changes cannot be combined"),
+        (["changes", IDENT, "--compute-updates"], "--compute-updates needs --identifier-columns"),
+        (["upsert", IDENT, "{data}"], "--on: table db.events has no identifier fields"),
+        (["rewrite-manifests", IDENT, "--target-size-bytes", "-5"], "--target-size-bytes -5: expected 1"),
+        (["expire-snapshots", IDENT, "--older-than", "9" * 20], "--older-than '99999999999999999999'"),
+        (["expire-snapshots", IDENT, "--older-than", "9999999999d"], "--older-than '9999999999d': beyond"),
+    ],
+    ids=["no-namespace", "net-and-updates", "no-update-keys", "no-upsert-keys", "size", "ms", "age"],
+)
+def test_errors_name_the_cli_option(
+    catalog_env: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    """Mistakes caught by the API are told in the CLI's terms: the option at fault, the table as given."""
+    _create_and_append(catalog_env, capsys, 1, 5)
+    data = _write(catalog_env, "data.parquet", _rows(0, 2))
+    assert main([a.replace("{data}", data) for a in argv] + ["--catalog", NAME]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err, err

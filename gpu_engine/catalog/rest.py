@@ -148,7 +148,9 @@ class RestCatalog(Catalog):
     def _table_path(self, identifier: IdentifierLike) -> tuple[Identifier, str]:
         namespace, name = table_identifier(identifier)
         if not namespace:
-            raise CatalogError(f"REST catalog {self.name!r}: table {identifier!r} has no namespace")
+            raise CatalogError(
+                f"REST catalog {self.name!r}: table {identifier!r} has no namespace (name it NAMESPACE.TABLE)"
+            )
         return (*namespace, name), self._path(
             "namespaces", self._ns(namespace), "tables", quote(name, safe="")
         )

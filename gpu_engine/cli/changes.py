@@ -64,6 +64,13 @@ def cmd_changes(args: argparse.Namespace, console: Console) -> int:
     table = open_table(args)
     if args.identifier_columns and not args.compute_updates:
         raise PlanningError("--identifier-columns needs --compute-updates")
+    if args.net_changes and args.compute_updates:
+        raise PlanningError("--net-changes cannot be combined with --compute-updates: choose one")
+    if args.compute_updates and not args.identifier_columns and not table.schema().identifier_field_ids:
+        raise PlanningError(
+            f"--compute-updates needs --identifier-columns: table {args.table} has no identifier fields "
+            "(or set them: gpu-engine alter --identifier-fields)"
+        )
     columns = column_list(args.columns, "--columns")
     scan = table.incremental_changelog_scan(
         args.from_snapshot,

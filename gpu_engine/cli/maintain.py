@@ -77,13 +77,17 @@ def add_parsers(sub: Any) -> None:
 def parse_when(text: str, option: str = "--older-than") -> int:
     """``text`` (see the module doc) as milliseconds since the epoch."""
     age = _AGE.match(text)
-    if age:
-        delta = dt.timedelta(**{_UNITS[age.group(2)]: int(age.group(1))})
-        return to_ms(dt.datetime.now(dt.UTC) - delta)
-    if text.strip().isdigit():
-        return int(text)
     try:
+        if age:
+            delta = dt.timedelta(**{_UNITS[age.group(2)]: int(age.group(1))})
+            return to_ms(dt.datetime.now(dt.UTC) - delta)
+        if text.strip().isdigit():
+            if int(text) >= 1 << 63:
+                raise OverflowError
+            return int(text)
         moment = dt.datetime.fromisoformat(text.strip())
+    except OverflowError:
+        raise GpuEngineError(f"{option} {text!r}: beyond the times a snapshot can have") from None
     except ValueError:
         raise GpuEngineError(
             f"{option} {text!r}: expected an ISO time, milliseconds since the epoch, or an age like 7d"
@@ -135,6 +139,8 @@ def cmd_convert(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_rewrite_manifests(args: argparse.Namespace, console: Console) -> int:
+    if args.target_size_bytes is not None and args.target_size_bytes < 1:
+        raise GpuEngineError(f"--target-size-bytes {args.target_size_bytes}: expected 1 or more")
     table = open_table(args)
     result = table.rewrite_manifests(
         spec_id=args.spec_id, target_size_bytes=args.target_size_bytes, branch=args.branch

@@ -181,6 +181,11 @@ def cmd_upsert(args: argparse.Namespace, console: Console) -> int:
     data = _read_files(args.files)
     on = column_list(args.on, "--on")
     table = open_table(args)
+    if on is None and not table.schema().identifier_field_ids:
+        raise GpuEngineError(
+            f"--on: table {args.table} has no identifier fields; name the key columns (or set them: "
+            "gpu-engine alter --identifier-fields)"
+        )
     result = table.upsert(data, on, backend=args.backend)
     if result is None:
         return report(args, console, f"upserted into {args.table}", {"message": "no rows to upsert"})
