@@ -11,6 +11,8 @@ import pytest
 
 import gpu_engine as ge
 from gpu_engine.cli import main
+from gpu_engine.commit.schema_update import SchemaUpdate
+from gpu_engine.errors import CommitConflict
 
 from .test_cli_write import IDENT, NAME, _json, _rows, _write, catalog_env
 
@@ -124,13 +126,60 @@ def test_alter_properties_and_upgrade_the_format(
     assert sorted(tbl.scan().to_arrow()["id"].to_pylist()) == list(range(3, 10))
 
 
-def test_a_failing_later_step_says_what_was_already_committed(
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [  # a later step's option is bad: the earlier steps must not be committed (format-version: irreversible)
+        (["--set-property", "format-version=3", "--add-column", "price:decimall(10, 2)"],
+         "--add-column 'price:decimall(10, 2)': unknown Iceberg primitive type"),
+        (["--set-property", "y=2", "--rename-column", "foo"], "--rename-column 'foo': expected OLD=NEW"),
+        (["--add-column", "q:int", "--add-partition-field", "bucket(x, id)"], "bucket(x, id)"),
+        (["--set-property", "y=2", "--add-column", "q:int", "--add-partition-field", "day(nope)"], "nope"),
+        (["--add-column", "q:int", "--sort-order", "nope"], "no column 'nope'"),
+        (["--set-property", "y=2", "--move", "id sideways"], "expected NAME first | NAME before OTHER"),
+        (["--add-column", "q:int", "--rename-partition-field", "a=b=c"], "has no such field"),
+        (["--set-property", "y=2", "--union-schema-of", "/no/such.parquet"], "no such file"),
+    ],
+)  # fmt: skip
+def test_a_failing_later_step_commits_nothing(
+    catalog_env: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    schema_file = _write(tmp_path, "schema.parquet", _rows(0, 0))
+    _json(capsys, "create", IDENT, "--catalog", NAME, "--schema", schema_file, "--format-version", "2")
+    before = ge.load_catalog(NAME).load_table(IDENT)
+    assert main(["alter", IDENT, "--catalog", NAME, *argv]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert message in err and "already committed" not in err
+    after = ge.load_catalog(NAME).load_table(IDENT)
+    assert after.metadata_location == before.metadata_location
+    assert after.metadata.format_version == 2 and "y" not in after.metadata.properties
+
+
+def test_later_steps_are_checked_on_the_earlier_steps_result(
     catalog_env: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     schema_file = _write(tmp_path, "schema.parquet", _rows(0, 0))
+    _json(capsys, "create", IDENT, "--catalog", NAME, "--schema", schema_file, "--format-version", "2")
+    out = _json(
+        capsys, "alter", IDENT, "--catalog", NAME, "--set-property", "format-version=3",
+        "--add-column", "ts:timestamp", "--rename-column", "region=zone",
+        "--add-partition-field", "day(ts)", "--add-partition-field", "zone", "--sort-order", "ts, zone",
+    )  # fmt: skip
+    assert out["format_version"] == 3 and out["columns"][-1] == "ts: timestamp"
+    assert out["partition_fields"] == ["ts_day: day", "zone: identity"] and out["sort_order_id"] == 1
+
+
+def test_a_failure_at_commit_time_says_what_was_already_committed(
+    catalog_env: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    schema_file = _write(tmp_path, "schema.parquet", _rows(0, 0))
     _json(capsys, "create", IDENT, "--catalog", NAME, "--schema", schema_file)
-    argv = ["alter", IDENT, "--catalog", NAME, "--set-property", "owner=me", "--add-column", "id:long"]
+
+    def lost_race(self: SchemaUpdate, **kwargs: object) -> None:
+        raise CommitConflict("update_schema: the table changed meanwhile")
+
+    monkeypatch.setattr(SchemaUpdate, "commit", lost_race)
+    argv = ["alter", IDENT, "--catalog", NAME, "--set-property", "owner=me", "--add-column", "note:string"]
     assert main(argv) == 2
     err = " ".join(capsys.readouterr().err.split())
-    assert "already committed: the properties" in err and "id" in err
+    assert "changed meanwhile (already committed: the properties; nothing after that)" in err
     assert ge.load_catalog(NAME).load_table(IDENT).metadata.properties["owner"] == "me"

@@ -4,7 +4,11 @@ command line.
 Property changes are committed first (``--set-property format-version=3`` upgrades the table, see
 :mod:`gpu_engine.commit.properties_update`), then schema changes together as one new schema, then spec
 changes as one new spec, then the sort order (see :mod:`gpu_engine.commit.schema_update`,
-:mod:`.spec_update`, :mod:`.sort_update`); nested columns are dotted (``loc.lat``). Defaults for added
+:mod:`.spec_update`, :mod:`.sort_update`); nested columns are dotted (``loc.lat``). Each step is its own
+commit, so before the first one every option is parsed and every step built and applied, uncommitted, on
+the metadata the steps before it would make: a bad option (a misspelt type, a partition field on a missing
+column) fails with the table unchanged. Only a failure at commit time (a concurrent change) can leave the
+earlier steps committed; the error then says which. Defaults for added
 columns (v3) are set through the Python API.
 
 ``--union-schema-of FILE`` evolves the schema to hold the columns of a Parquet file (or of an Iceberg
@@ -14,20 +18,26 @@ files that gained columns. ``--move`` reorders columns; ``--identifier-fields`` 
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, replace
+from typing import Any
 
+import pyarrow as pa
 from rich.console import Console
 
-from ..errors import GpuEngineError
+from ..commit.properties_update import PropertiesUpdate
+from ..commit.schema_changes import MoveKind
+from ..commit.schema_update import SchemaUpdate
+from ..commit.sort_update import SortOrderUpdate
+from ..commit.spec_update import SpecUpdate
+from ..errors import GpuEngineError, InvalidType
+from ..iceberg import types as it
+from ..iceberg.metadata import TableMetadata
+from ..iceberg.schema import Schema, check_format_version, check_lineage_names
+from ..table import Table
 from .common import open_table, table_options
 from .write import read_schema, report
 
-if TYPE_CHECKING:
-    from ..table import Table
-
-_SCHEMA = ("add_column", "rename_column", "drop_column", "update_column", "make_optional", "move")
 _MOVE = "NAME first | NAME before OTHER | NAME after OTHER"
-_SPEC = ("add_partition_field", "drop_partition_field", "rename_partition_field")
 
 
 def add_parser(sub: Any) -> None:
@@ -60,22 +70,15 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_alter(args: argparse.Namespace, console: Console) -> int:
-    schema_changes = (
-        any(getattr(args, name) for name in _SCHEMA)
-        or args.identifier_fields is not None
-        or args.union_schema_of is not None
-    )
-    spec_changes = any(getattr(args, name) for name in _SPEC)
-    property_changes = bool(args.set_property or args.remove_property)
-    if not (
-        property_changes or schema_changes or spec_changes or args.sort_order is not None or args.unsorted
-    ):
+    changes = _parse(args)  # every option text, before the table is touched
+    if not changes.any():
         raise GpuEngineError("alter: nothing to change (see gpu-engine alter --help)")
     table = open_table(args)
+    _check(changes, table)  # every step, on the metadata the steps before it would make: nothing committed
     done: list[str] = []  # the steps committed so far: each is its own commit
     try:
-        _apply(args, table, property_changes, schema_changes, spec_changes, done)
-    except GpuEngineError as exc:
+        _commit(changes, table, done)
+    except GpuEngineError as exc:  # at commit time: a concurrent change, the catalog, ...
         if not done:
             raise
         raise GpuEngineError(f"{exc} (already committed: {', '.join(done)}; nothing after that)") from exc
@@ -94,53 +97,172 @@ def cmd_alter(args: argparse.Namespace, console: Console) -> int:
     return report(args, console, f"altered {args.table}", summary)
 
 
-def _apply(
-    args: argparse.Namespace,
-    table: Table,
-    property_changes: bool,
-    schema_changes: bool,
-    spec_changes: bool,
-    done: list[str],
-) -> None:
+@dataclass(frozen=True)
+class _Changes:
+    """The options of one ``alter``, parsed: partition fields and sort orders are checked against the schema
+    they apply to (:func:`_check`)."""
+
+    set_properties: tuple[tuple[str, str], ...]
+    remove_properties: tuple[str, ...]
+    union: Schema | pa.Schema | None
+    add_columns: tuple[tuple[str, it.IcebergType], ...]
+    rename_columns: tuple[tuple[str, str], ...]
+    drop_columns: tuple[str, ...]
+    update_columns: tuple[tuple[str, it.IcebergType], ...]
+    make_optional: tuple[str, ...]
+    moves: tuple[tuple[str, MoveKind, str | None], ...]
+    identifier_fields: tuple[str, ...] | None
+    add_partition_fields: tuple[str, ...]
+    drop_partition_fields: tuple[str, ...]
+    rename_partition_fields: tuple[tuple[str, str], ...]
+    sort_order: str | tuple[()] | None  # (): unsorted; None: unchanged
+
+    @property
+    def properties(self) -> bool:
+        return bool(self.set_properties or self.remove_properties)
+
+    @property
+    def schema(self) -> bool:
+        return bool(
+            self.union is not None or self.add_columns or self.rename_columns or self.drop_columns
+            or self.update_columns or self.make_optional or self.moves or self.identifier_fields is not None
+        )  # fmt: skip
+
+    @property
+    def spec(self) -> bool:
+        return bool(self.add_partition_fields or self.drop_partition_fields or self.rename_partition_fields)
+
+    def any(self) -> bool:
+        return self.properties or self.schema or self.spec or self.sort_order is not None
+
+
+def _parse(args: argparse.Namespace) -> _Changes:
+    def pairs(texts: list[str], sep: str, option: str, form: str) -> tuple[tuple[str, str], ...]:
+        return tuple(_pair(text, sep, option, form) for text in texts)
+
+    def typed(texts: list[str], option: str) -> tuple[tuple[str, it.IcebergType], ...]:
+        out = []
+        for text in texts:
+            name, type_text = _pair(text, ":", option, "NAME:TYPE")
+            try:
+                out.append((name, it.parse_type(type_text)))
+            except InvalidType as exc:
+                raise GpuEngineError(f"{option} {text!r}: {exc}") from None
+        return tuple(out)
+
+    union = None if args.union_schema_of is None else read_schema(args.union_schema_of, "--union-schema-of")
+    return _Changes(
+        set_properties=pairs(args.set_property, "=", "--set-property", "KEY=VALUE"),
+        remove_properties=tuple(args.remove_property),
+        union=union,
+        add_columns=typed(args.add_column, "--add-column"),
+        rename_columns=pairs(args.rename_column, "=", "--rename-column", "OLD=NEW"),
+        drop_columns=tuple(args.drop_column),
+        update_columns=typed(args.update_column, "--update-column"),
+        make_optional=tuple(args.make_optional),
+        moves=tuple(_move(text) for text in args.move),
+        identifier_fields=None if args.identifier_fields is None else _columns(args.identifier_fields),
+        add_partition_fields=tuple(args.add_partition_field),
+        drop_partition_fields=tuple(args.drop_partition_field),
+        rename_partition_fields=pairs(
+            args.rename_partition_field, "=", "--rename-partition-field", "OLD=NEW"
+        ),
+        sort_order=() if args.unsorted else args.sort_order,
+    )
+
+
+def _check(c: _Changes, table: Table) -> None:
+    """Build every step as :func:`_commit` does, each on the metadata the steps before it would make (a
+    partition field may use a column added in the same command), and apply it without committing: what
+    would fail fails here, with nothing committed."""
+    md = table.metadata
+
+    def draft(md: TableMetadata) -> Table:  # a handle that is never committed to
+        return Table(identifier=table.identifier, metadata=md, metadata_location=table.metadata_location,
+                     io=table.io)  # fmt: skip
+
+    if c.properties:
+        md = _properties(c, draft(md)).apply()
+    if c.schema:
+        schema = _schema(c, draft(md)).apply()
+        check_format_version(schema, md.format_version)
+        check_lineage_names(schema, md.format_version, md.schema)
+        known = schema.schema_id in md.schemas_by_id
+        md = replace(
+            md, schemas=md.schemas if known else (*md.schemas, schema), current_schema_id=schema.schema_id,
+            last_column_id=max(md.last_column_id, schema.highest_field_id),
+        )  # fmt: skip
+    if c.spec:
+        spec = _spec(c, draft(md)).apply()
+        known = spec.spec_id in md.specs
+        md = replace(
+            md, partition_specs=md.partition_specs if known else (*md.partition_specs, spec),
+            default_spec_id=spec.spec_id,
+            last_partition_id=max([md.last_partition_id, *(f.field_id for f in spec.fields)]),
+        )  # fmt: skip
+    if c.sort_order is not None:
+        SortOrderUpdate(draft(md), c.sort_order).apply()
+
+
+def _commit(c: _Changes, table: Table, done: list[str]) -> None:
     """Commit the changes in order: properties, schema, partition spec, sort order (``done`` records the
     steps committed)."""
-    if property_changes:
-        with table.update_properties() as props:
-            for text in args.set_property:
-                props.set(*_pair(text, "=", "--set-property", "KEY=VALUE"))
-            for key in args.remove_property:
-                props.remove(key)
+    if c.properties:
+        _properties(c, table).commit()
         done.append("the properties")
-    if schema_changes:
-        with table.update_schema() as u:
-            if args.union_schema_of is not None:
-                u.union_by_name(read_schema(args.union_schema_of, "--union-schema-of"))
-            for text in args.add_column:
-                u.add_column(*_pair(text, ":", "--add-column", "NAME:TYPE"))
-            for text in args.rename_column:
-                u.rename_column(*_pair(text, "=", "--rename-column", "OLD=NEW"))
-            for name in args.drop_column:
-                u.delete_column(name)
-            for text in args.update_column:
-                u.update_column(*_pair(text, ":", "--update-column", "NAME:TYPE"))
-            for name in args.make_optional:
-                u.make_optional(name)
-            for text in args.move:
-                _move(u, text)
-            if args.identifier_fields is not None:
-                u.set_identifier_fields(*_columns(args.identifier_fields))
+    if c.schema:
+        _schema(c, table).commit()
         done.append("the schema changes")
-    if spec_changes:
-        with table.update_spec() as s:
-            for text in args.add_partition_field:
-                s.add_field(text)
-            for name in args.drop_partition_field:
-                s.remove_field(name)
-            for text in args.rename_partition_field:
-                s.rename_field(*_pair(text, "=", "--rename-partition-field", "OLD=NEW"))
+    if c.spec:
+        _spec(c, table).commit()
         done.append("the partition spec changes")
-    if args.sort_order is not None or args.unsorted:
-        table.replace_sort_order([] if args.unsorted else args.sort_order)
+    if c.sort_order is not None:
+        table.replace_sort_order(c.sort_order)
+
+
+def _properties(c: _Changes, table: Table) -> PropertiesUpdate:
+    props = table.update_properties()
+    for key, value in c.set_properties:
+        props.set(key, value)
+    for key in c.remove_properties:
+        props.remove(key)
+    return props
+
+
+def _schema(c: _Changes, table: Table) -> SchemaUpdate:
+    u = table.update_schema()
+    if c.union is not None:
+        u.union_by_name(c.union)
+    for name, type_ in c.add_columns:
+        u.add_column(name, type_)
+    for old, new in c.rename_columns:
+        u.rename_column(old, new)
+    for name in c.drop_columns:
+        u.delete_column(name)
+    for name, type_ in c.update_columns:
+        u.update_column(name, type_)
+    for name in c.make_optional:
+        u.make_optional(name)
+    for name, kind, other in c.moves:
+        if kind == "first":
+            u.move_first(name)
+        else:
+            assert other is not None
+            (u.move_before if kind == "before" else u.move_after)(name, other)
+    if c.identifier_fields is not None:
+        u.set_identifier_fields(*c.identifier_fields)
+    return u
+
+
+def _spec(c: _Changes, table: Table) -> SpecUpdate:
+    s = table.update_spec()
+    for text in c.add_partition_fields:
+        s.add_field(text)
+    for name in c.drop_partition_fields:
+        s.remove_field(name)
+    for old, new in c.rename_partition_fields:
+        s.rename_field(old, new)
+    return s
 
 
 def _pair(text: str, sep: str, option: str, form: str) -> tuple[str, str]:
@@ -150,20 +272,19 @@ def _pair(text: str, sep: str, option: str, form: str) -> tuple[str, str]:
     return left.strip(), right.strip()
 
 
-def _move(update: Any, text: str) -> None:
+def _move(text: str) -> tuple[str, MoveKind, str | None]:
     words = text.split()
     if len(words) == 2 and words[1].lower() == "first":
-        update.move_first(words[0])
-    elif len(words) == 3 and words[1].lower() in ("before", "after"):
-        (update.move_before if words[1].lower() == "before" else update.move_after)(words[0], words[2])
-    else:
-        raise GpuEngineError(f"--move {text!r}: expected {_MOVE}")
+        return words[0], "first", None
+    if len(words) == 3 and words[1].lower() in ("before", "after"):
+        return words[0], "before" if words[1].lower() == "before" else "after", words[2]
+    raise GpuEngineError(f"--move {text!r}: expected {_MOVE}")
 
 
-def _columns(text: str) -> list[str]:
+def _columns(text: str) -> tuple[str, ...]:
     names = [c.strip() for c in text.split(",")]
     if names == [""]:
-        return []
+        return ()
     if not all(names) or len(set(names)) != len(names):
         raise GpuEngineError(f"--identifier-fields {text!r}: expected distinct comma-separated columns")
-    return names
+    return tuple(names)
