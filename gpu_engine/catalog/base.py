@@ -171,6 +171,10 @@ class Catalog(ABC):
         a write produces any file); catalogs that own their metadata pointer always can."""
         return None
 
+    def require_commits_to(self, table: Table) -> None:
+        """:meth:`require_commits`, and that this catalog holds ``table``'s pointer."""
+        self.require_commits()
+
     def reload(self, identifier: IdentifierLike) -> tuple[str, Table | None]:
         """For :meth:`Table.refresh`: where the table's pointer is now, and the table when finding that
         loaded it (a REST load answers with its metadata, config and fresh storage credentials)."""

@@ -244,6 +244,21 @@ class FileSystemCatalog(Catalog):
             raise CatalogError(f"file-system catalog {name!r} needs a warehouse= directory")
         self.warehouse = warehouse
 
+    def require_commits_to(self, table: Table) -> None:
+        """Refused where the current metadata is named as a catalog names it (``NNNNN-<uuid>``) and no
+        version hint points at it: a SQL, REST, Hive or Glue catalog holds that table's pointer and would
+        not see a ``v<N>`` committed here (the table would fork; Java's HadoopTableOperations does not even
+        load such a directory)."""
+        name = basename(table.metadata_location)
+        metadata_dir = table.metadata_location[: -len(name)].rstrip("/")
+        if _METASTORE_VERSION.match(name) and _read_hint(table.io, metadata_dir) is None:
+            raise UnsupportedFeature(
+                f"table {table.location}: its current metadata {name} is named as a catalog names it "
+                "(NNNNN-<uuid>.metadata.json) and its directory has no version hint: the catalog that "
+                "holds its pointer would not see a commit made through the directory; write through that "
+                "catalog (CLI: --catalog NAME)"
+            )
+
     def table_dir(self, identifier: IdentifierLike) -> str:
         namespace, table = table_identifier(identifier)
         return join(self.warehouse, *namespace, table)

@@ -77,7 +77,7 @@ def check_committable(table: Table, *, writes_files: bool = True) -> Catalog:
             f"table {table.location} is read through a path map ({table.io.path_map.prefixes}); "
             "writing to it would mix old and new path spellings: commit where its paths are real"
         )
-    catalog.require_commits()
+    catalog.require_commits_to(table)
     return catalog
 
 

@@ -363,3 +363,31 @@ def test_a_table_or_namespace_named_metadata_keeps_its_parent_a_namespace(tmp_pa
     assert cat.namespace_exists("ns") and cat.list_namespaces("ns") == [("ns", "metadata")]
     (tmp_path / "wh" / "db" / "half" / "metadata").mkdir(parents=True)  # a create that failed early
     assert ("db", "half") not in cat.list_tables("db")
+
+
+def _files(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+
+
+def test_a_catalog_tables_directory_is_not_committed_to(tmp_path: Path) -> None:
+    """A SQL catalog's table (metadata named NNNNN-<uuid>, no version hint) loaded by its directory reads,
+    but a write is refused before any file is written: the catalog would not see a v<N> committed there
+    and would count the new files as orphans. With a hint naming such a file (DuckDB's tables) it commits."""
+    cat = ge.load_catalog("c", uri=f"sqlite:///{tmp_path}/c.db", warehouse=(tmp_path / "wh").as_uri())
+    cat.create_namespace("db")
+    rows = pa.table({"id": pa.array([1, 2], pa.int64())})
+    cat.create_table("db.t", rows.schema).append(rows)
+    table_dir = tmp_path / "wh" / "db" / "t"
+    by_dir = ge.load_table(str(table_dir))
+    assert by_dir.scan().to_arrow().num_rows == 2
+    before = _files(table_dir)
+    with pytest.raises(UnsupportedFeature, match=r"named as a catalog names it .* through that catalog"):
+        by_dir.append(rows)
+    assert _files(table_dir) == before
+    assert cat.load_table("db.t").scan().to_arrow().num_rows == 2
+
+    current = Path(by_dir.metadata_location.removeprefix("file://"))
+    (current.parent / "version-hint.text").write_text(current.name.removesuffix(".metadata.json"))
+    hinted = ge.load_table(str(table_dir))
+    hinted.append(rows)
+    assert ge.load_table(str(table_dir)).scan().to_arrow().num_rows == 4
