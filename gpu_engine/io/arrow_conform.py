@@ -76,6 +76,7 @@ def conform_batch(batch: pa.RecordBatch, schema: Schema, target: pa.Schema | Non
     arrays = []
     for f in schema.fields:
         if f.type == it.UNKNOWN:
+            _check_unknown(batch.column(f.name) if f.name in names else None, f.name, None)
             continue
         tf = target.field(f.name)
         arr = batch.column(f.name) if f.name in names else None
@@ -107,7 +108,9 @@ def _conform(
     while isinstance(arr.type, pa.BaseExtensionType) or pa.types.is_dictionary(arr.type):
         arr = arr.storage if isinstance(arr.type, pa.BaseExtensionType) else arr.dictionary_decode()
     if pa.types.is_null(arr.type) and t != it.UNKNOWN:  # all null (pandas' empty columns): any type holds it
-        return pa.nulls(len(arr), target)
+        nulls = pa.nulls(len(arr), target)  # a struct's required fields cleared below, as under any null
+        nested = isinstance(t, (it.StructType, it.ListType, it.MapType))
+        return _conform(nulls, t, target, name, live) if nested else nulls
     mask = arr.is_null() if arr.null_count else None
     if isinstance(t, it.StructType) and pa.types.is_struct(arr.type):
         names = [c.name for c in arr.type]
@@ -118,6 +121,9 @@ def _conform(
             raise SchemaMismatch(f"column {name}.{sorted(extra)[0]!r} is not in the table schema")
         here = arr.is_valid() if live is None else pc.and_(live, arr.is_valid())
         fields = {f.name: f for f in t.fields}
+        for f in t.fields:
+            if f.type == it.UNKNOWN:
+                _check_unknown(kids.get(f.name), f"{name}.{f.name}", here)
         children = [
             _conform_field(kids.get(c.name), fields[c.name], c.type, f"{name}.{c.name}", here, len(arr))
             for c in target
@@ -152,7 +158,27 @@ def _conform(
             raise SchemaMismatch(
                 f"column {name!r}: {arr.type} values do not fit Iceberg {t}: {exc}"
             ) from None
+    if t == it.TIME and arr.null_count < len(arr):
+        low, high = (v.cast(pa.int64()).as_py() for v in pc.min_max(arr).values())
+        if low < 0 or high >= _DAY_MICROS:
+            raise SchemaMismatch(
+                f"column {name!r}: time values outside 00:00-24:00 ({low} .. {high} microseconds)"
+            )
     return pa.ExtensionArray.from_storage(target, arr) if isinstance(target, pa.BaseExtensionType) else arr
+
+
+_DAY_MICROS = 86_400_000_000
+
+
+def _check_unknown(arr: pa.Array | None, name: str, live: pa.Array | None) -> None:
+    """An ``unknown`` column holds only nulls (it is never written): values given for it would be lost."""
+    if arr is None or pa.types.is_null(arr.type):
+        return
+    valid = arr.is_valid() if live is None else pc.and_(live, arr.is_valid())
+    if pc.any(valid).as_py():
+        raise SchemaMismatch(
+            f"column {name!r} has type unknown, which holds only nulls, but values were given for it"
+        )
 
 
 def _inner_live(lists: pa.Array, live: pa.Array | None) -> pa.Array | None:

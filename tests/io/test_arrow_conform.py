@@ -36,3 +36,41 @@ def test_required_elements_and_values_under_a_null_parent_may_hold_nulls() -> No
     live = pa.StructArray.from_arrays([lists, maps], names=["l", "m"])  # the same nulls where read
     with pytest.raises(SchemaMismatch, match=r"column 'st\.l\.element' is required but 1 of its values"):
         conform_batch(pa.record_batch({"st": live}), schema)
+
+
+def test_a_null_typed_column_fills_a_struct_with_required_fields() -> None:
+    """pandas' empty columns (Arrow null type) stand for any type: for an optional struct holding a required
+    field too, its nulls lie under the null struct (the Parquet writer refused a required leaf of nulls)."""
+    schema = Schema(
+        (
+            F(1, "c", it.StructType((F(2, "x", it.LONG, True),))),
+            F(3, "l", it.ListType(4, it.StructType((F(5, "x", it.LONG, True),)), element_required=False)),
+        )
+    )
+    out = conform_batch(pa.record_batch({"c": pa.nulls(2), "l": pa.nulls(2)}), schema)
+    assert out.column(0).to_pylist() == [None, None] and out.column(1).to_pylist() == [None, None]
+    assert out.column(0).field(0).null_count == 0 and out.schema.field("c").type.field("x").nullable is False
+
+
+def test_values_for_an_unknown_column_are_refused() -> None:
+    """v3's unknown type holds only nulls and is never written: values given for it would be lost."""
+    schema = Schema(
+        (F(1, "n", it.UNKNOWN), F(2, "s", it.StructType((F(3, "a", it.INT), F(4, "u", it.UNKNOWN)))))
+    )
+    conform_batch(pa.record_batch({"n": pa.nulls(1), "s": pa.array([{"a": 1, "u": None}])}), schema)
+    with pytest.raises(SchemaMismatch, match=r"column 'n' has type unknown, which holds only nulls"):
+        conform_batch(pa.record_batch({"n": pa.array([5])}), schema)
+    with pytest.raises(SchemaMismatch, match=r"column 's.u' has type unknown"):
+        conform_batch(pa.record_batch({"s": pa.array([{"a": 1, "u": "hello"}])}), schema)
+    hidden = pa.StructArray.from_arrays(
+        [pa.array([1]), pa.array(["x"])], names=["a", "u"], mask=pa.array([True])
+    )
+    conform_batch(pa.record_batch({"s": hidden}), schema)  # under a null struct: never read
+
+
+def test_times_outside_the_day_are_refused() -> None:
+    schema = Schema((F(1, "t", it.TIME),))
+    conform_batch(pa.record_batch({"t": pa.array([0, 86_399], pa.time32("s"))}), schema)
+    for bad in ([86_400], [-5]):
+        with pytest.raises(SchemaMismatch, match=r"column 't': time values outside 00:00-24:00"):
+            conform_batch(pa.record_batch({"t": pa.array(bad, pa.time32("s"))}), schema)
