@@ -5,6 +5,7 @@ and strict projection onto partition specs, and Arrow evaluators.
 ``project_inclusive(bound, spec)`` its partition filter; ``evaluate(expr, partitions)`` a boolean mask.
 """
 
+from ._literals import exact_value
 from .binding import bind, bind_predicate
 from .builders import (
     equal_to,
@@ -63,6 +64,7 @@ __all__ = [
     "bind_predicate",
     "equal_to",
     "evaluate",
+    "exact_value",
     "greater_than",
     "greater_than_or_equal",
     "is_in",

@@ -140,6 +140,16 @@ def fit(value: Any, t: it.PrimitiveType, what: str) -> Fit:
 _TIMESTAMPS = it.TIMESTAMP_NAMES
 
 
+def exact_value(value: Any, t: it.PrimitiveType, what: str) -> Any:
+    """``value`` as a physical value of ``t`` (days, microseconds, nanoseconds, ...) when it is one
+    exactly; :class:`ExpressionError` naming ``what`` otherwise (a datetime with a time for a date, a
+    pandas Timestamp's nanoseconds for a microsecond type)."""
+    fitted = fit(value, t, what)
+    if not isinstance(fitted, Exact):
+        raise ExpressionError(f"{what}: {value!r} is no value of {t} (it falls between two of them)")
+    return fitted.value
+
+
 def _boolean(value: Any) -> bool:
     if isinstance(value, bool):
         return value
@@ -281,6 +291,7 @@ def _instant_nanos(value: Any, *, zoned: bool) -> int:
             value = value.replace(tzinfo=None) - offset
         days = (value.date() - _EPOCH).days
         clock = ((value.hour * 60 + value.minute) * 60 + value.second) * 10**9 + value.microsecond * 1000
+        clock += int(getattr(value, "nanosecond", 0))  # pandas.Timestamp: the nanoseconds past microsecond
         return int(days * NANOS_PER["day"] + clock)
     if isinstance(value, dt.date):
         return int((value - _EPOCH).days) * NANOS_PER["day"]

@@ -27,6 +27,7 @@ from gpu_engine.expressions import (
     bind,
     equal_to,
     evaluate,
+    greater_than_or_equal,
     is_in,
     parse,
 )
@@ -216,6 +217,25 @@ def test_errors_name_the_column_and_literal(text: str, message: str) -> None:
     with pytest.raises(ExpressionError) as info:
         _b(text)
     assert message in str(info.value)
+
+
+def test_pandas_timestamps_keep_their_nanoseconds() -> None:
+    """pandas.Timestamp is a datetime whose microsecond leaves out its nanoseconds: counted, a literal
+    between two microseconds matches no microsecond value (it matched the one below)."""
+    import pandas as pd  # type: ignore[import-untyped]
+
+    stamp = pd.Timestamp("2024-01-01 00:00:00.000000001")
+    assert str(bind(equal_to("ts", stamp), SCHEMA)) == "false"
+    assert _one_bound(bind(greater_than_or_equal("ts", stamp), SCHEMA)).literal == TS_2024 + 1
+    assert _one_bound(bind(equal_to("ns", stamp), SCHEMA)).literal == TS_2024 * 1000 + 1
+    aware = pd.Timestamp("2024-01-01 02:00:00.000000001+02:00")
+    assert str(bind(equal_to("tz", aware), SCHEMA)) == "false"
+    assert _one_bound(bind(greater_than_or_equal("tz", aware), SCHEMA)).literal == TS_2024 + 1
+
+
+def _one_bound(e: Expression) -> BoundPredicate:
+    assert isinstance(e, BoundPredicate), e
+    return e
 
 
 def test_nan_literals_are_rejected() -> None:
