@@ -106,10 +106,21 @@ def _project_field(pred: BoundPredicate, field: PartitionField, strict: bool) ->
     if isinstance(transform, ts.Truncate) and source.name in ("int", "long"):
         projected = _truncate_integer(pred, ref, values, transform.width, strict)
         return _int_era(projected, ref, transform, strict) if source.name == "long" else projected
+    if isinstance(transform, ts.Hour) and any(_wraps_hours(source, v) for v in pred.literals):
+        return None  # its hour lies beyond int: stored partitions wrap there (as Java's), so no order holds
     projected = _ordered(pred, ref, values, strict)
     if isinstance(transform, ts.Temporal) and not (isinstance(transform, ts.Day) and source.name == "date"):
         return _fix_strict(projected) if strict else _fix_inclusive(projected)
     return projected
+
+
+_HOUR_UNITS = {"timestamp": 3_600_000_000, "timestamptz": 3_600_000_000}  # ns types stay within int
+
+
+def _wraps_hours(source: it.PrimitiveType, value: Any) -> bool:
+    """The hour of ``value`` (a literal of ``source``) lies beyond int, where the hour transform wraps."""
+    per = _HOUR_UNITS.get(source.name)
+    return per is not None and not -(2**31) <= value // per < 2**31
 
 
 def _transformer(transform: ts.Transform, source: it.PrimitiveType, result: it.PrimitiveType) -> Values:

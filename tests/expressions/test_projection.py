@@ -406,6 +406,19 @@ def test_several_fields_on_one_source_combine() -> None:
     assert str(project_strict(expr, spec)) == "(day > 17897 or hour > 429529)"
 
 
+@pytest.mark.parametrize(
+    "text", ["ts < 9223372036854775807", "ts > -9223372036854775807", "ts = -7730941168800000000"]
+)
+def test_hours_beyond_int_project_nothing(text: str) -> None:
+    """The hour of a literal beyond 2^31 hours (year 246,953) wraps like stored partitions do (as Java's
+    int cast): its order says nothing, so no partition is pruned or taken as wholly matching (the wrapped
+    bound had the other sign: ts < Long.MAX pruned every partition, a delete removed unmatched files)."""
+    spec = PartitionSpec(0, (PartitionField((2,), 1, "hour", "hour"),))
+    expr = bind(parse(text), SCHEMA)
+    assert project_inclusive(expr, spec) == TRUE
+    assert project_strict(expr, spec) == FALSE
+
+
 def test_void_unknown_and_multi_source_fields_project_nothing() -> None:
     spec = PartitionSpec(
         0,
