@@ -42,7 +42,8 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 import pyarrow as pa
 
-from ..errors import InvalidType, SingleValueError
+from ..errors import ExpressionError, InvalidType, SingleValueError
+from ..expressions import exact_value
 from ..iceberg import types as it
 from ..iceberg.json_values import from_json, to_json
 from ..iceberg.metadata import TableMetadata
@@ -549,6 +550,11 @@ def _default_json(t: it.IcebergType, value: Any, where: str) -> Any:
         raise InvalidSchemaChange(  # pyarrow would move it to UTC: its wall clock is the value
             f"{where}: default {value!r} has a time zone; a {t} column (without zone) takes a naive datetime"
         )
+    if t.name in _TEMPORAL:  # exactly, or refused (pyarrow would drop a pandas Timestamp's nanoseconds)
+        try:
+            return to_json(t, exact_value(value, t, f"{where}: default"))
+        except ExpressionError as exc:
+            raise InvalidSchemaChange(str(exc)) from None
     if t.name == "uuid" and isinstance(value, str):
         try:
             value = uuid.UUID(value)

@@ -12,6 +12,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import pandas as pd  # type: ignore[import-untyped]
 import pyarrow as pa
 import pytest
 from pyiceberg.table import StaticTable
@@ -579,6 +580,30 @@ def test_temporal_defaults_as_iso_strings_and_zones_where_they_belong(tmp_path: 
     assert row["d1"] == dt.date(2024, 2, 29)
     with pytest.raises(InvalidSchemaChange, match="is not a date"), tbl.update_schema() as u:
         u.add_column("d2", "date", default="2024-02-30")
+
+
+@pytest.mark.parametrize(
+    ("type_", "value"),
+    [
+        ("timestamp", pd.Timestamp("2024-01-01 00:00:00.000000001")),
+        ("date", dt.datetime(2024, 1, 1, 12, 30)),
+        ("time", pd.Timestamp("2024-01-01 00:00:00.5")),
+    ],
+    ids=["nanoseconds-in-micros", "datetime-as-date", "timestamp-as-time"],
+)
+def test_temporal_defaults_are_exact_or_refused(tmp_path: Path, type_: str, value: object) -> None:
+    """A default that is no value of the type is refused (pyarrow dropped a pandas Timestamp's
+    nanoseconds and a datetime's clock without a word); exact ones are taken, nanoseconds included."""
+    tbl = make(tmp_path, 3)
+    with pytest.raises(InvalidSchemaChange, match=r"default: (.* falls between|cannot)"):
+        tbl.update_schema().add_column("c", type_, default=value).commit()
+    assert "c" not in tbl.refresh().schema().names_by_id.values()
+    exact = pd.Timestamp("2024-01-01 00:00:00.000000001")
+    with tbl.update_schema() as u:
+        u.add_column("ns", "timestamp_ns", default=exact)
+        u.add_column("day", "date", default=dt.datetime(2024, 1, 1))
+    defaults = {f.name: f.initial_default for f in tbl.schema().fields}
+    assert defaults["ns"] == "2024-01-01T00:00:00.000000001" and defaults["day"] == "2024-01-01"
 
 
 def test_a_foreign_v3_column_named_like_a_lineage_column_is_left_alone(tmp_path: Path) -> None:
