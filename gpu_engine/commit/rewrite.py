@@ -26,6 +26,7 @@ from ..errors import ValidationError
 from ..iceberg.content_file import ContentFile
 from ..iceberg.metadata import TableMetadata
 from ..iceberg.partitioning import partition_key
+from ..io.paths import normalize
 from ..planning.compaction import CompactionPlan
 from ..tasks import DeleteFile, FileGroup, RewriteResult
 from .producer import commit, delete_files
@@ -40,11 +41,13 @@ if TYPE_CHECKING:
 def dropped_deletes(group: FileGroup) -> tuple[DeleteFile, ...]:
     """The deletes that apply only to files of ``group``: its DVs and position delete files that name
     their one data file (``referenced_data_file``)."""
-    paths = {f.path for f in group.files}
+    paths = {normalize(f.path) for f in group.files}  # another writer may spell the path another way
     return tuple(
         d
         for d in group.delete_files
-        if d.content == 1 and d.referenced_data_file is not None and d.referenced_data_file in paths
+        if d.content == 1
+        and d.referenced_data_file is not None
+        and normalize(d.referenced_data_file) in paths
     )
 
 

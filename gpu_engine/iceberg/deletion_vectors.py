@@ -244,7 +244,9 @@ def _roaring32_extent(data: bytes, start: int, source: str) -> tuple[int, int]:
 def encode_bitmap64(positions: npt.ArrayLike) -> bytes:
     """The portable 64-bit Roaring serialization of ``positions`` as Iceberg Java writes it: containers
     run-length encoded where that is smaller, one bucket per key from 0 to the largest."""
-    values = sorted_unique(np.asarray(positions).astype(np.int64, casting="same_kind", copy=False))
+    given = np.asarray(positions)
+    given = given.astype(np.int64) if given.size == 0 else given  # [] is float64: no position either way
+    values = sorted_unique(given.astype(np.int64, casting="same_kind", copy=False))
     if len(values) and values[0] < 0:
         raise ValueError(f"deleted positions must be >= 0, got {int(values[0])}")
     if len(values) and values[-1] >> 32 > _MAX_KEY:

@@ -48,7 +48,7 @@ from ._compact_support import (
     read_file,
     snapshot_entries,
 )
-from ._support import pyiceberg_static
+from ._support import pyiceberg_static, sql_catalog
 
 LINEAGE = ["_row_id", "_last_updated_sequence_number"]
 REWRITE_ALL = {"rewrite-all": "true"}
@@ -907,3 +907,25 @@ def test_table_loaded_from_a_metadata_file_cannot_be_compacted(tmp_path: Path) -
         static.compact(options=REWRITE_ALL)
     assert len(static.compact(options=REWRITE_ALL, dry_run=True).plan.groups) == 1  # planning works
     assert len(data_files(tbl.refresh())) == 3
+
+
+def test_a_dv_spelling_its_data_file_otherwise_goes_with_it(tmp_path: Path) -> None:
+    """Another writer's DV names the data file ``file:/x`` where the manifest says ``/x``: it
+    applies (paths compare normalized), and compaction removing the file removes the DV too (the spec:
+    no DV outlives its data file; it stayed live, counted in total-delete-files)."""
+    from gpu_engine.commit import SnapshotUpdate
+    from gpu_engine.io.dv_write import write_deletion_vectors
+
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False)])
+    tbl = sql_catalog(tmp_path).create_table("db.t", schema, properties={"format-version": "3"})
+    tbl.append(pa.table({"id": list(range(10))}, schema=schema))
+    recorded = tbl.inspect.data_files().column("file_path")[0].as_py()
+    other = "file:" + recorded.removeprefix("file://")  # file:/x, a spelling of neither file:///x nor /x
+    assert other != recorded
+    dv = write_deletion_vectors(tbl.io, tbl.location, [(other, [1, 2], (), 0)])
+    tbl.commit(SnapshotUpdate("delete", added=dv))
+    expected = [0, 3, 4, 5, 6, 7, 8, 9]
+    assert sorted(tbl.scan().to_arrow().column("id").to_pylist()) == expected
+    tbl.compact(options={"rewrite-all": "true"}, backend="cpu")
+    assert sorted(tbl.scan().to_arrow().column("id").to_pylist()) == expected
+    assert tbl.inspect.delete_files().num_rows == 0

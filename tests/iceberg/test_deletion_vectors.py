@@ -120,6 +120,12 @@ def test_empty_buckets_are_written_like_java() -> None:
     np.testing.assert_array_equal(decode_bitmap64(expected, source="x"), [K + 1])
 
 
+def test_no_positions_encode_as_javas_empty_index() -> None:
+    """``[]`` (numpy makes it float64) is the empty bitmap: Java's empty-position-index, not a TypeError."""
+    assert encode_bitmap64([]) == struct.pack("<Q", 0)
+    assert len(decode_dv(encode_dv([]), source="empty")) == 0
+
+
 @given(
     st.lists(
         st.one_of(st.integers(0, 70_000), st.integers(0, 3 * K), st.integers(5 * K, 5 * K + 200_000)),
