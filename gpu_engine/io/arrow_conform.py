@@ -158,8 +158,9 @@ def _conform(
             raise SchemaMismatch(
                 f"column {name!r}: {arr.type} values do not fit Iceberg {t}: {exc}"
             ) from None
-    if t == it.TIME and arr.null_count < len(arr):
-        low, high = (v.cast(pa.int64()).as_py() for v in pc.min_max(arr).values())
+    read = arr if live is None else arr.filter(live)  # values under a null parent are never read
+    if t == it.TIME and read.null_count < len(read):
+        low, high = (v.cast(pa.int64()).as_py() for v in pc.min_max(read).values())
         if low < 0 or high >= _DAY_MICROS:
             raise SchemaMismatch(
                 f"column {name!r}: time values outside 00:00-24:00 ({low} .. {high} microseconds)"

@@ -74,3 +74,7 @@ def test_times_outside_the_day_are_refused() -> None:
     for bad in ([86_400], [-5]):
         with pytest.raises(SchemaMismatch, match=r"column 't': time values outside 00:00-24:00"):
             conform_batch(pa.record_batch({"t": pa.array(bad, pa.time32("s"))}), schema)
+    nested = Schema((F(2, "s", it.StructType((F(3, "t", it.TIME, True),))),))
+    times = pa.array([3_600_000_000, -5], pa.time64("us"))  # -5 under a null struct: never read
+    hidden = pa.StructArray.from_arrays([times], names=["t"], mask=pa.array([False, True]))
+    assert conform_batch(pa.record_batch({"s": hidden}), nested).column(0).to_pylist()[1] is None
