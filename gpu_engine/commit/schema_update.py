@@ -40,6 +40,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+import numpy as np
 import pyarrow as pa
 
 from ..errors import ExpressionError, InvalidType, SingleValueError
@@ -530,6 +531,26 @@ def _added_mapping(f: it.NestedField) -> list[MappedField]:
 
 
 _TEMPORAL = frozenset({"date", "time", *it.TIMESTAMP_NAMES})
+_NANOS = {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}
+
+
+def _temporal_text(value: Any) -> Any:
+    """A numpy datetime64 or a valid Arrow date/time/timestamp scalar as its exact ISO text (what
+    :func:`~gpu_engine.expressions.exact_value` takes, to the nanosecond); other values as they are."""
+    if isinstance(value, np.datetime64):
+        return str(np.datetime_as_string(value))
+    if not isinstance(value, pa.Scalar) or not value.is_valid or not pa.types.is_temporal(value.type):
+        return value
+    raw = value.cast(pa.int64()) if not pa.types.is_date32(value.type) else value.cast(pa.int32())
+    n, at = int(raw.as_py()), value.type
+    if pa.types.is_timestamp(at):
+        return str(np.datetime_as_string(np.datetime64(n, at.unit))) + ("+00:00" if at.tz else "")
+    if pa.types.is_date(at):
+        return str(np.datetime_as_string(np.datetime64(n, "D" if pa.types.is_date32(at) else "ms")))
+    if pa.types.is_time(at):
+        seconds, nanos = divmod(n * _NANOS[at.unit], 10**9)
+        return f"{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}.{nanos:09d}"
+    return value
 
 
 def _default_json(t: it.IcebergType, value: Any, where: str) -> Any:
@@ -552,7 +573,7 @@ def _default_json(t: it.IcebergType, value: Any, where: str) -> Any:
         )
     if t.name in _TEMPORAL:  # exactly, or refused (pyarrow would drop a pandas Timestamp's nanoseconds)
         try:
-            return to_json(t, exact_value(value, t, f"{where}: default"))
+            return to_json(t, exact_value(_temporal_text(value), t, f"{where}: default"))
         except ExpressionError as exc:
             raise InvalidSchemaChange(str(exc)) from None
     if t.name == "uuid" and isinstance(value, str):

@@ -145,6 +145,8 @@ def exact_value(value: Any, t: it.PrimitiveType, what: str) -> Any:
     exactly; :class:`ExpressionError` naming ``what`` otherwise (a datetime with a time for a date, a
     pandas Timestamp's nanoseconds for a microsecond type)."""
     fitted = fit(value, t, what)
+    if isinstance(fitted, Between) and (fitted.below is None or fitted.above is None):
+        raise ExpressionError(f"{what}: {value!r} lies outside the range of {t}")
     if not isinstance(fitted, Exact):
         raise ExpressionError(f"{what}: {value!r} is no value of {t} (it falls between two of them)")
     return fitted.value

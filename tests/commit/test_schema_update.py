@@ -12,6 +12,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd  # type: ignore[import-untyped]
 import pyarrow as pa
 import pytest
@@ -588,22 +589,40 @@ def test_temporal_defaults_as_iso_strings_and_zones_where_they_belong(tmp_path: 
         ("timestamp", pd.Timestamp("2024-01-01 00:00:00.000000001")),
         ("date", dt.datetime(2024, 1, 1, 12, 30)),
         ("time", pd.Timestamp("2024-01-01 00:00:00.5")),
+        ("time", 86_400_000_000),
+        ("timestamp", np.datetime64("2024-01-01T00:00:00.000000001")),
+        ("date", pa.scalar(1, pa.date64())),
     ],
-    ids=["nanoseconds-in-micros", "datetime-as-date", "timestamp-as-time"],
+    ids=[
+        "nanoseconds-in-micros",
+        "datetime-as-date",
+        "timestamp-as-time",
+        "past-midnight",
+        "np-ns",
+        "arrow-ms",
+    ],
 )
 def test_temporal_defaults_are_exact_or_refused(tmp_path: Path, type_: str, value: object) -> None:
     """A default that is no value of the type is refused (pyarrow dropped a pandas Timestamp's
     nanoseconds and a datetime's clock without a word); exact ones are taken, nanoseconds included."""
     tbl = make(tmp_path, 3)
-    with pytest.raises(InvalidSchemaChange, match=r"default: (.* falls between|cannot)"):
+    with pytest.raises(InvalidSchemaChange, match=r"default: (.* falls between|.* outside the range|cannot)"):
         tbl.update_schema().add_column("c", type_, default=value).commit()
     assert "c" not in tbl.refresh().schema().names_by_id.values()
     exact = pd.Timestamp("2024-01-01 00:00:00.000000001")
     with tbl.update_schema() as u:
         u.add_column("ns", "timestamp_ns", default=exact)
         u.add_column("day", "date", default=dt.datetime(2024, 1, 1))
+        u.add_column("np", "timestamp_ns", default=np.datetime64("2024-01-01T00:00:00.000000001"))
+        u.add_column("arrow", "timestamptz", default=pa.scalar(1, pa.timestamp("us", tz="UTC")))
+        u.add_column("clock", "time", default=pa.scalar(1000, pa.time64("ns")))
     defaults = {f.name: f.initial_default for f in tbl.schema().fields}
-    assert defaults["ns"] == "2024-01-01T00:00:00.000000001" and defaults["day"] == "2024-01-01"
+    assert (
+        defaults["ns"] == defaults["np"] == "2024-01-01T00:00:00.000000001"
+        and defaults["day"] == "2024-01-01"
+    )
+    assert defaults["arrow"] == "1970-01-01T00:00:00.000001+00:00"
+    assert defaults["clock"] == "00:00:00.000001"
 
 
 def test_a_foreign_v3_column_named_like_a_lineage_column_is_left_alone(tmp_path: Path) -> None:
