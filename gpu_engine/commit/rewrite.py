@@ -76,9 +76,7 @@ def _validate(
 ) -> None:
     if plan.snapshot_id is None:
         return
-    validate_lineage_kept(
-        base, plan.branch, plan.snapshot_id, plan.read_lineage, action="this compaction", own=own
-    )
+    validate_lineage_kept(base, plan.branch, plan.snapshot_id, plan.read_lineage, action="this compaction")
     targets = frozenset(f.path for g in groups for f in g.files)
     kept = plan.options.use_starting_sequence_number
     (output_spec_id,) = {g.output_spec_id for g in groups} or {0}

@@ -122,24 +122,18 @@ def validate_no_new_deletes(
 
 
 def validate_lineage_kept(
-    base: TableMetadata,
-    branch: str,
-    planned: int | None,
-    read_lineage: bool,
-    *,
-    action: str,
-    own: Collection[int] = (),
+    base: TableMetadata, branch: str, planned: int | None, read_lineage: bool, *, action: str
 ) -> None:
     """Rows that ``action`` read without row lineage (planned on format version < 3, or on a v3 table
     before its first v3 snapshot) are rewritten without ids. If a snapshot committed since gave them ids
-    (the first one with ``first-row-id`` gives every existing row one), the rewritten files would replace
-    those with new ones (the spec: a moved row keeps its ``_row_id``): refused, to run again. ``own``: the
-    action's earlier commits (partial progress), whose ids lived only between the action's own commits."""
+    (the first one with ``first-row-id`` gives every existing row one; the action's own earlier commit
+    too), the rewritten files would replace those with new ones (the spec: a moved row keeps its
+    ``_row_id``): refused, to run again."""
     if read_lineage or planned is None:
         return
     since = snapshots_since(base, branch, planned, action=action)
     first = next((s for s in reversed(since) if s.first_row_id is not None), None)
-    if first is not None and first.snapshot_id not in own:
+    if first is not None:
         raise ValidationError(
             f"table {base.location}: snapshot {first.snapshot_id} gave every row an id (row lineage, format "
             f"version 3) after {action} was planned on snapshot {planned}, whose rows it read without ids: "
