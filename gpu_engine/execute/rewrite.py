@@ -11,7 +11,9 @@ A pure function of the table metadata, the group and the strategy (the Spark iss
 3. write them into the output spec: files of the rows of ``split_size`` input bytes each, as Java's
    ``inputSplitSize`` splits a group (``expected_output_files`` of about equal row counts, or
    target-sized files and the remainder in one more; files are also rolled at ``max_output_file_size``),
-   with full metrics, recording the sort order when it is one of the table's.
+   with full metrics, recording the sort order when it is one of the table's. Rows of other specs are
+   split by partition in one writer, its buffered rows for all partitions within
+   :func:`writer_buffer_bytes` (memory follows the file size, not the partitions).
 
 Files are written but not committed; when the rewrite fails, every file it wrote is deleted.
 """
@@ -35,6 +37,7 @@ from ..iceberg.schema import Schema
 from ..iceberg.sorting import SortOrder
 from ..io.fileio import FileIO
 from ..io.parquet_write import write_data_files
+from ..io.write_options import WriteOptions
 from ..tasks import FileGroup, PlanSummary, RewriteResult, RewriteStrategy, ScanPlan
 from .delete_cache import DeleteCache
 from .input_split import InputSplits, average_bytes_per_row, bytes_per_live_row, expected_live_rows
@@ -100,6 +103,7 @@ def rewrite_group(
         weighted = ((b, average) for b in timed(rows, clock, "order", exclude=clock))
     spec = md.spec_by_id(group.output_spec_id)
     props = {**md.properties, "write.target-file-size-bytes": str(group.max_output_file_size)}
+    buffered = writer_buffer_bytes(group, WriteOptions.from_properties(props))
     order = table_order(md, strategy)
     written: list[ContentFile] = []
 
@@ -107,6 +111,7 @@ def rewrite_group(
         files = write_data_files(
             io, md.location, write_schema, spec, _counted(chunk, counts, "written"), properties=props,
             spec_id=group.output_spec_id, backend=choice.name, sort_order=order, table_order=md.sort_order,
+            buffer_bytes=buffered,  # rows of other specs go to any number of partitions
         )  # fmt: skip
         written.extend(files)
 
@@ -131,6 +136,15 @@ def rewrite_group(
         write_seconds=max(clock.write, 0.0),
         backend=choice.name,
     )
+
+
+def writer_buffer_bytes(group: FileGroup, options: WriteOptions) -> int:
+    """The Arrow bytes the writer may buffer for all the partitions a group's rows go to together: a
+    quarter of the largest file (its groups being encoded add up to a file's worth), and no more than a
+    row group, what a group written into one partition buffers. So a group rewritten into a new spec's
+    partitions holds about what one rewritten in its own partition does, whatever the partitions (a
+    partition buffering alone still fills its row groups)."""
+    return max(1, min(options.row_group_size_bytes, group.max_output_file_size // 4))
 
 
 def group_read(md: TableMetadata, group: FileGroup) -> tuple[ScanPlan, Projection, Schema]:

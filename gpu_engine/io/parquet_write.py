@@ -4,15 +4,16 @@
 its rows by partition tuple (transforms on ``backend``) and buffers each partition's rows into row groups
 of about ``write.parquet.row-group-size-bytes`` (Arrow bytes), no more than the room left in the
 partition's open file under ``write.target-file-size-bytes`` at the partition's compression so far (a new
-file's worth where that file is about full). Where the room decides, the partition's groups being encoded
-are landed first, so the room and the compression are exact. Files are rolled on the exact size of each
-encoded row group (:meth:`_Writer._place`): a file about full takes no more groups but its partition's
-last rows, no file goes past 1.25 x the target (a group that would goes to a new file, or its first rows
-top up a file less than three quarters full), and a group that comes out larger than that on its own (its
-rows compress worse than the rows its size was judged by: one partition's rows change, or a partition's
-first group) is encoded again as several. So files are about the target, from 0.75 to 1.25 times it but a
-partition's last, as Iceberg Java's rolling writer makes them. Files are written by pyarrow to a temporary
-file and published create-exclusively (locally: a hard link in the target directory, as
+file's worth where that file is about full), the partitions' buffers holding no more than ``buffer_bytes``
+together (past it the fullest is encoded early, as a smaller row group). Where the room decides, the
+partition's groups being encoded are landed first, so the room and the compression are exact. Files are
+rolled on the exact size of each encoded row group (:meth:`_Writer._place`): a file about full takes no more
+groups but its partition's last rows, no file goes past 1.25 x the target (a group that would goes to a new
+file, or its first rows top up a file less than three quarters full), and a group that comes out larger than
+that on its own (its rows compress worse than the rows its size was judged by: one partition's rows change,
+or a partition's first group) is encoded again as several. So files are about the target, from 0.75 to 1.25
+times it but a partition's last, as Iceberg Java's rolling writer makes them. Files are written by pyarrow
+to a temporary file and published create-exclusively (locally: a hard link in the target directory, as
 :meth:`LocalFileIO.write_bytes`).
 
 Each row group's columns of distinct values are encoded plainly, the others with a dictionary
@@ -93,6 +94,7 @@ OVERSHOOT = 1.25  # a row group may take its file this far past the target (x ta
 _MIN_FULL = 0.75  # a file this full is finished rather than topped up with part of a group (x target)
 _FULL_ROOM = 0.02  # a file with less room than this is about full: its next group starts a new one
 _ROLL_ROWS = 1000  # rows a group is cut into at least (Java's rolling writer checks its size this often)
+BUFFER_BYTES = 512 << 20  # Arrow bytes buffered across partitions by default (at least two row groups)
 
 
 def write_table_data(
@@ -118,14 +120,18 @@ def write_data_files(
     backend: str = "auto",
     sort_order: SortOrder | None = None,
     table_order: SortOrder | None = None,
+    buffer_bytes: int | None = None,
 ) -> list[ContentFile]:
     """Write ``data`` (matched to ``schema`` by column name) as Parquet data files; see the module doc.
 
     ``location``: the table location (files go to ``<location>/data/<partition path>/``) or a
     :class:`LocationProvider`. ``sort_order``: the order the caller wrote the rows in (recorded as the
     files' ``sort_order_id``; its columns get bounds). ``table_order``: the table's sort order, whose
-    columns get bounds too (as Iceberg Java's writers keep them). Files already written are deleted when
-    it fails.
+    columns get bounds too (as Iceberg Java's writers keep them). ``buffer_bytes``: the Arrow bytes the
+    partitions' buffered rows may take together (default :data:`BUFFER_BYTES`, or two row groups): past
+    it, the partition holding the most is written out as a row group early (smaller row groups; the
+    files' sizes follow the same rules). A compaction ties it to its file size, so that its memory does
+    not grow with the partitions its rows go to. Files already written are deleted when it fails.
     """
     batches = record_batches(data)  # its kind checked before anything is written
     props = dict(properties or {})
@@ -134,7 +140,7 @@ def write_data_files(
     options = WriteOptions.from_properties(props)
     workers = _workers()
     with ThreadPoolExecutor(workers) if workers > 1 else contextlib.nullcontext() as pool:
-        writer = _Writer(io, provider, schema, spec, options, config, pool, workers)
+        writer = _Writer(io, provider, schema, spec, options, config, pool, workers, buffer_bytes)
         writer.spec_id = spec.spec_id if spec_id is None else spec_id
         writer.sort_order_id = None if sort_order is None else sort_order.order_id
         target = writer.arrow_schema
@@ -214,6 +220,7 @@ class _Writer:
         config: MetricsConfig,
         pool: ThreadPoolExecutor | None = None,
         workers: int = 1,
+        buffer_bytes: int | None = None,
     ) -> None:
         self.io, self.provider, self.schema, self.spec = io, provider, schema, spec
         self.options, self.config = options, config
@@ -227,7 +234,10 @@ class _Writer:
         self.done: list[ContentFile] = []
         self.prefix = str(uuid.uuid4())
         self.count = 0
-        self.buffer_limit = max(2 * options.row_group_size_bytes, 512 << 20)  # all partitions together
+        # Arrow bytes buffered by all partitions together before the fullest is written out early
+        default = max(2 * options.row_group_size_bytes, BUFFER_BYTES)
+        self.buffer_limit = default if buffer_bytes is None else max(1, buffer_bytes)
+        self.buffered = 0.0  # Arrow bytes buffered now, all partitions together
         self.arrow_schema = write_schema(schema)
         self.column_ids = leaf_field_ids(self.arrow_schema)
         self.leaf_paths = list(self.column_ids)
@@ -274,12 +284,18 @@ class _Writer:
             take = min(n - start, max(need, fits))
             part.buffer.append(batch.slice(start, take))
             part.nbytes += take * per_row
+            self.buffered += take * per_row
             part.rows += take
             start += take
             if start < n or (part.nbytes >= limit and part.rows >= least):
                 self._flush(part)
-        if sum(p.nbytes for p in self.parts.values()) > self.buffer_limit:
-            self._flush(max(self.parts.values(), key=lambda p: p.nbytes))
+        while self.buffered > self.buffer_limit:  # the partitions together: the fullest goes first
+            fullest = max(self.parts.values(), key=lambda p: p.nbytes)
+            if not fullest.buffer:  # only rounding left
+                self.buffered = 0.0
+            if self.buffered - fullest.nbytes < 1.0:  # a partition buffering alone fills its row group
+                break
+            self._flush(fullest)
 
     def _flush(self, part: _Partition, *, last: bool = False, max_inflight: int | None = None) -> None:
         """Encode ``part``'s buffered rows as one row group, on the pool where there is one: up to
@@ -291,6 +307,7 @@ class _Writer:
         table = pa.Table.from_batches(part.buffer)
         nbytes = part.nbytes
         part.buffer, part.nbytes, part.rows = [], 0.0, 0
+        self.buffered -= nbytes
         part.inflight_bytes += nbytes
         if self.pool is None:
             self._land(part, table, self._encode(table), self._count(table), nbytes, last=last)
