@@ -246,17 +246,31 @@ class FileSystemCatalog(Catalog):
 
     def require_commits_to(self, table: Table) -> None:
         """Refused where the current metadata is named as a catalog names it (``NNNNN-<uuid>``) and no
-        version hint points at it: a SQL, REST, Hive or Glue catalog holds that table's pointer and would
+        version hint points at it, or the hint is stale (a newer metadata file is listed: one written for
+        DuckDB's sake, say): a SQL, REST, Hive or Glue catalog holds that table's pointer and would
         not see a ``v<N>`` committed here (the table would fork; Java's HadoopTableOperations does not even
         load such a directory)."""
         name = basename(table.metadata_location)
         metadata_dir = table.metadata_location[: -len(name)].rstrip("/")
-        if _METASTORE_VERSION.match(name) and _read_hint(table.io, metadata_dir) is None:
+        if not _METASTORE_VERSION.match(name):
+            return
+        newer = [
+            n
+            for p in table.io.list_dir(metadata_dir)
+            if (v := metadata_version(n := basename(p))) is not None and v > (metadata_version(name) or 0)
+        ]
+        why = (
+            "its directory has no version hint"
+            if _read_hint(table.io, metadata_dir) is None
+            else f"its version hint is stale ({newer[0]} is newer)"
+            if newer
+            else None
+        )
+        if why is not None:
             raise UnsupportedFeature(
                 f"table {table.location}: its current metadata {name} is named as a catalog names it "
-                "(NNNNN-<uuid>.metadata.json) and its directory has no version hint: the catalog that "
-                "holds its pointer would not see a commit made through the directory; write through that "
-                "catalog (CLI: --catalog NAME)"
+                f"(NNNNN-<uuid>.metadata.json) and {why}: the catalog that holds its pointer would not see "
+                "a commit made through the directory; write through that catalog (CLI: --catalog NAME)"
             )
 
     def table_dir(self, identifier: IdentifierLike) -> str:

@@ -372,7 +372,8 @@ def _files(root: Path) -> list[str]:
 def test_a_catalog_tables_directory_is_not_committed_to(tmp_path: Path) -> None:
     """A SQL catalog's table (metadata named NNNNN-<uuid>, no version hint) loaded by its directory reads,
     but a write is refused before any file is written: the catalog would not see a v<N> committed there
-    and would count the new files as orphans. With a hint naming such a file (DuckDB's tables) it commits."""
+    and would count the new files as orphans; so with a stale hint. With a hint naming the newest such file
+    (DuckDB's tables) it commits."""
     cat = ge.load_catalog("c", uri=f"sqlite:///{tmp_path}/c.db", warehouse=(tmp_path / "wh").as_uri())
     cat.create_namespace("db")
     rows = pa.table({"id": pa.array([1, 2], pa.int64())})
@@ -387,7 +388,13 @@ def test_a_catalog_tables_directory_is_not_committed_to(tmp_path: Path) -> None:
     assert cat.load_table("db.t").scan().to_arrow().num_rows == 2
 
     current = Path(by_dir.metadata_location.removeprefix("file://"))
-    (current.parent / "version-hint.text").write_text(current.name.removesuffix(".metadata.json"))
-    hinted = ge.load_table(str(table_dir))
-    hinted.append(rows)
-    assert ge.load_table(str(table_dir)).scan().to_arrow().num_rows == 4
+    hint = current.parent / "version-hint.text"
+    hint.write_text(current.name.removesuffix(".metadata.json"))  # for DuckDB, then the catalog moves on
+    cat.load_table("db.t").append(rows)
+    with pytest.raises(UnsupportedFeature, match=r"its version hint is stale \(00002-"):
+        ge.load_table(str(table_dir)).append(rows)
+    assert cat.load_table("db.t").scan().to_arrow().num_rows == 4
+    newest = Path(cat.load_table("db.t").metadata_location.removeprefix("file://"))
+    hint.write_text(newest.name.removesuffix(".metadata.json"))
+    ge.load_table(str(table_dir)).append(rows)
+    assert ge.load_table(str(table_dir)).scan().to_arrow().num_rows == 6
