@@ -35,6 +35,7 @@ from ..errors import ExpressionError
 from ..iceberg import types as it
 from ..iceberg.json_values import offset_nanos
 from ..iceberg.serde import decimal_of
+from .tree import shown
 
 
 @dataclass(frozen=True)
@@ -133,8 +134,9 @@ def fit(value: Any, t: it.PrimitiveType, what: str) -> Fit:
     except (ValueError, TypeError, ArithmeticError) as exc:
         if isinstance(exc, ExpressionError):
             raise
-        raise ExpressionError(f"{what}: cannot convert {value!r} to {t}: {exc}") from None
-    raise ExpressionError(f"{what}: literal {value!r} ({type(value).__name__}) cannot be compared with {t}")
+        raise ExpressionError(f"{what}: cannot convert {shown(value)} to {t}: {exc}") from None
+    kind = type(value).__name__
+    raise ExpressionError(f"{what}: literal {shown(value)} ({kind}) cannot be compared with {t}")
 
 
 _TIMESTAMPS = it.TIMESTAMP_NAMES
@@ -218,7 +220,8 @@ def _floating(value: Any, single: bool) -> Fit:
     infinity."""
     if isinstance(value, bool) or not isinstance(value, (int, float, Decimal, str)):
         raise TypeError("expected a number")
-    exact = value if isinstance(value, float) else _decimal(str(value) if isinstance(value, int) else value)
+    exact = value if isinstance(value, (float, int)) else _decimal(value)
+    exact = Decimal(exact) if isinstance(exact, int) else exact  # (no text: huge ints have none)
     f = float(exact)
     if math.isnan(f):
         raise ValueError("NaN is not a literal (use is_nan / not_nan)")

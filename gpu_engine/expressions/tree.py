@@ -176,8 +176,16 @@ def _format(op: Op, target: str, literals: tuple[Any, ...]) -> str:
     if op.kind is Kind.UNARY:
         return f"{target} {op.symbol}"
     if op.kind is Kind.SET:
-        return f"{target} {op.symbol} ({', '.join(repr(v) for v in literals)})"
-    return f"{target} {op.symbol} {literals[0]!r}"
+        return f"{target} {op.symbol} ({', '.join(shown(v) for v in literals)})"
+    return f"{target} {op.symbol} {shown(literals[0])}"
+
+
+def shown(value: Any) -> str:
+    """``repr(value)``; an int too long for Python to print (4300 digits) by its size."""
+    try:
+        return repr(value)
+    except ValueError:
+        return f"<an integer of {value.bit_length()} bits>"
 
 
 @dataclass(frozen=True)

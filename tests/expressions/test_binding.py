@@ -27,6 +27,7 @@ from gpu_engine.expressions import (
     bind,
     equal_to,
     evaluate,
+    greater_than,
     greater_than_or_equal,
     is_in,
     parse,
@@ -236,6 +237,15 @@ def test_pandas_timestamps_keep_their_nanoseconds() -> None:
 def _one_bound(e: Expression) -> BoundPredicate:
     assert isinstance(e, BoundPredicate), e
     return e
+
+
+def test_integers_too_long_to_print_bind_or_fail_clearly() -> None:
+    """Python prints no int of more than 4300 digits: binding one folds by range, or fails naming its size
+    (it raised a bare ValueError)."""
+    assert str(bind(greater_than("dbl", 10**5000), SCHEMA)) == "dbl >= inf"  # exactly: infinity is more
+    assert str(bind(greater_than("i", -(10**5000)), SCHEMA)) == "i is not null"
+    with pytest.raises(ExpressionError, match=r"literal <an integer of 16610 bits> .* cannot be compared"):
+        bind(equal_to("name", 10**5000), SCHEMA)
 
 
 def test_nan_literals_are_rejected() -> None:
