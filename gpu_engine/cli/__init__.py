@@ -1,6 +1,6 @@
-"""The ``gpu-engine`` command: plan, scan, changes, create, append, delete, alter, compact, snapshots,
-inspect, and maintenance (expire-snapshots, remove-orphan-files, rewrite-position-deletes,
-convert-equality-deletes)."""
+"""The ``gpu-engine`` command (also ``python -m gpu_engine.cli``): plan, scan, changes, create, append,
+overwrite, upsert, delete, alter, compact, snapshots, inspect, and maintenance (expire-snapshots,
+remove-orphan-files, rewrite-position-deletes, convert-equality-deletes, rewrite-manifests)."""
 
 from __future__ import annotations
 

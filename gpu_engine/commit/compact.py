@@ -3,7 +3,8 @@
 Without partial progress every group is rewritten first and all are committed in one ``replace``
 snapshot; a group that fails fails the compaction and every file written is deleted. With
 ``partial-progress.enabled`` groups are committed as they finish, in up to
-``partial-progress.max-commits`` commits; a group that fails to rewrite or to validate is reported in
+``partial-progress.max-commits`` commits (one, of every group, where it is a v3 table's first v3 snapshot:
+each row gets its id once); a group that fails to rewrite or to validate is reported in
 :attr:`CompactionResult.failures` and the others still commit, unless more than
 ``partial-progress.max-failed-commits`` of the planned commits do not land, through failed rewrites or
 failed commits (then :class:`CompactionFailed`, after what landed stays landed). An unknown commit state

@@ -2,6 +2,7 @@
 snapshot (upserts write them too, :mod:`.upsert`).
 
 Keys are the ``on`` columns (default: the table's identifier fields, :func:`key_columns`); NULL matches NULL.
+A nested key (``s.k``) is read from the input's struct ``s``, written as that struct holding the keys alone.
 An equality delete of a partitioned spec applies only to data files of that spec, so the deletes are
 written in every spec that holds live rows (:func:`specs_for_deletes`), and the keys need those specs'
 partition source columns unless the table has an unpartitioned spec to write global deletes in. The commit

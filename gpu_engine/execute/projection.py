@@ -4,7 +4,7 @@ The output is the requested columns of the scan schema (all of them by default) 
 columns asked for by name. A task reads more than it returns: the columns its residual filter and its
 equality deletes need, including equality columns dropped from the table since the delete was written
 (found in older schemas by field id, and read under an internal name so they cannot collide with a
-current column that reuses the name).
+current column that reuses the name; files written before such a column was added read its initial-default).
 """
 
 from __future__ import annotations

@@ -10,12 +10,14 @@ A literal that falls between two representable values (``2.5`` for an int, ``1.2
 not rounded: :func:`fit` returns a :class:`Between` with its representable neighbours and the binder
 rewrites the comparison exactly (``x < 2.5`` becomes ``x <= 2``, ``x = 2.5`` becomes false).
 Floating-point columns are the exception: a literal denotes the nearest float/double, as its text would
-when read into that type.
+when read into that type; ``'inf'``, ``'-Infinity'`` and ``Decimal('Infinity')`` are infinities. Magnitudes
+beyond 10^±80 are decided by their sign alone (every type's range and grid lies within).
 
 Strings for temporal types are ISO-8601: ``2024-01-01``, ``2024-01-01T10:00:00[.fffffffff]`` (``T`` or a
 space). ``timestamptz`` literals may carry an offset (``Z``, ``+02:00``, ``-0530``); without one they are
 taken as UTC. ``timestamp`` (without zone), ``date`` and ``time`` literals must not carry an offset.
-Integers given for temporal types are already physical (days, micros, or nanos for ``*_ns``).
+Integers given for temporal types are already physical (days, micros, or nanos for ``*_ns``); a pandas
+Timestamp keeps its nanoseconds.
 """
 
 from __future__ import annotations

@@ -18,7 +18,8 @@ comparisons with the closed-bound adjustments (inclusive ``x < v`` is ``p <= f(v
 is ``p < f(v + 1)``) and truncated strings project ``starts_with`` by prefix length; void and unknown
 transforms project nothing. Temporal projections of dates and timestamps (but not ``day`` of a date) are
 widened for partition values written by Iceberg 0.10 and earlier, which put pre-1970 values one unit
-too high (Java's ``fixInclusiveTimeProjection`` / ``fixStrictTimeProjection``).
+too high (Java's ``fixInclusiveTimeProjection`` / ``fixStrictTimeProjection``). An ``hour`` literal of a
+microsecond timestamp whose hour lies beyond int projects nothing: stored hours wrap there, as Java's do.
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ optional fields without one) and casts types where no value changes (any integer
 with overflow checked, float into double, string/binary views, timestamp units without truncation,
 time zones of timestamptz, decimals of the same scale that fit, list/large list/fixed-size list into
 list). A column that is not in the schema, a missing required column, an incompatible type, a value that
-does not fit and a null in a required field (where its parents are not null) are each a
+does not fit, a null in a required field, values given for an ``unknown`` field and a time outside
+00:00-24:00 (each only where its parents are not null: values beneath a null are never read) are each a
 :class:`SchemaMismatch` naming the column.
 """
 
