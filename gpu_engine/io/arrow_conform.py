@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 from ..errors import SchemaMismatch, UnsupportedFeature
 from ..iceberg import types as it
 from ..iceberg.schema import Schema
+from ..iceberg.serde import MICROS_PER_DAY
 from .arrow_nested import list_values
 from .arrow_schema import default_maker, field_metadata
 
@@ -162,14 +163,11 @@ def _conform(
     read = arr if live is None else arr.filter(live)  # values under a null parent are never read
     if t == it.TIME and read.null_count < len(read):
         low, high = (v.cast(pa.int64()).as_py() for v in pc.min_max(read).values())
-        if low < 0 or high >= _DAY_MICROS:
+        if low < 0 or high >= MICROS_PER_DAY:
             raise SchemaMismatch(
                 f"column {name!r}: time values outside 00:00-24:00 ({low} .. {high} microseconds)"
             )
     return pa.ExtensionArray.from_storage(target, arr) if isinstance(target, pa.BaseExtensionType) else arr
-
-
-_DAY_MICROS = 86_400_000_000
 
 
 def _check_unknown(arr: pa.Array | None, name: str, live: pa.Array | None) -> None:
