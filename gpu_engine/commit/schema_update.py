@@ -33,20 +33,15 @@ still the one it started from; otherwise it fails with :class:`ValidationError` 
 
 from __future__ import annotations
 
-import datetime as dt
 import json
-import uuid
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-import numpy as np
 import pyarrow as pa
 
-from ..errors import ExpressionError, InvalidType, SingleValueError
-from ..expressions import exact_value
+from ..errors import InvalidType
 from ..iceberg import types as it
-from ..iceberg.json_values import from_json, to_json
 from ..iceberg.metadata import TableMetadata
 from ..iceberg.name_mapping import (
     NAME_MAPPING_PROPERTY,
@@ -63,6 +58,7 @@ from ..iceberg.schema import (
     identifier_field_problem,
     schema_to_json,
 )
+from .column_default import default_json
 from .metadata_commit import MetadataUpdate, RestForm, commit_metadata_change, require_unchanged
 from .schema_changes import (
     InvalidSchemaChange,
@@ -158,7 +154,7 @@ class SchemaUpdate(MetadataUpdate):
         new_type = fresh(_as_type(type, where), ids)
         defaults: dict[str, Any] = {}
         if default is not None:
-            value = _default_json(new_type, default, where)
+            value = default_json(new_type, default, where)
             defaults = dict(initial_default=value, write_default=value, has_initial_default=True)
             defaults["has_write_default"] = True
         added = it.NestedField(field_id, name, new_type, required, doc, **defaults)
@@ -528,68 +524,3 @@ def _check_doc(doc: object, where: str) -> None:
 
 def _added_mapping(f: it.NestedField) -> list[MappedField]:
     return list(mapping_for_schema(it.StructType((f,))))
-
-
-_TEMPORAL = frozenset({"date", "time", *it.TIMESTAMP_NAMES})
-_NANOS = {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}
-
-
-def _temporal_text(value: Any) -> Any:
-    """A numpy datetime64 or a valid Arrow date/time/timestamp scalar as its exact ISO text (what
-    :func:`~gpu_engine.expressions.exact_value` takes, to the nanosecond); other values as they are."""
-    if isinstance(value, np.datetime64):
-        return str(np.datetime_as_string(value))
-    if not isinstance(value, pa.Scalar) or not value.is_valid or not pa.types.is_temporal(value.type):
-        return value
-    raw = value.cast(pa.int64()) if not pa.types.is_date32(value.type) else value.cast(pa.int32())
-    n, at = int(raw.as_py()), value.type
-    if pa.types.is_timestamp(at):
-        return str(np.datetime_as_string(np.datetime64(n, at.unit))) + ("+00:00" if at.tz else "")
-    if pa.types.is_date(at):
-        return str(np.datetime_as_string(np.datetime64(n, "D" if pa.types.is_date32(at) else "ms")))
-    if pa.types.is_time(at):
-        seconds, nanos = divmod(n * _NANOS[at.unit], 10**9)
-        return f"{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}.{nanos:09d}"
-    return value
-
-
-def _default_json(t: it.IcebergType, value: Any, where: str) -> Any:
-    """The JSON single-value form of the Python ``value`` as a default of type ``t``."""
-    if not isinstance(t, it.PrimitiveType):
-        raise InvalidSchemaChange(f"{where}: defaults are supported for primitive columns only, not {t}")
-    if isinstance(value, str) and t.name in _TEMPORAL:  # the spec's JSON form ("2024-01-01T12:00:00")
-        try:
-            encoded = to_json(t, from_json(t, value))
-        except (SingleValueError, TypeError, ValueError) as exc:
-            raise InvalidSchemaChange(f"{where}: default {value!r} is not a {t}: {exc}") from None
-        return encoded
-    if (
-        isinstance(value, dt.datetime)
-        and t.name in ("timestamp", "timestamp_ns")
-        and value.tzinfo is not None
-    ):
-        raise InvalidSchemaChange(  # pyarrow would move it to UTC: its wall clock is the value
-            f"{where}: default {value!r} has a time zone; a {t} column (without zone) takes a naive datetime"
-        )
-    if t.name in _TEMPORAL:  # exactly, or refused (pyarrow would drop a pandas Timestamp's nanoseconds)
-        try:
-            return to_json(t, exact_value(_temporal_text(value), t, f"{where}: default"))
-        except ExpressionError as exc:
-            raise InvalidSchemaChange(str(exc)) from None
-    if t.name == "uuid" and isinstance(value, str):
-        try:
-            value = uuid.UUID(value)
-        except ValueError as exc:
-            raise InvalidSchemaChange(f"{where}: default {value!r} is not a {t}: {exc}") from None
-    try:
-        scalar = pa.scalar(value, type=it.to_arrow(t))
-        physical = scalar.value if isinstance(scalar, pa.ExtensionScalar) else scalar
-        if pa.types.is_temporal(physical.type):  # days, or time units since midnight / the epoch
-            raw = physical.cast(pa.int32() if pa.types.is_date32(physical.type) else pa.int64()).as_py()
-        else:
-            raw = physical.as_py()
-        encoded = to_json(t, raw)
-        from_json(t, encoded)
-    except (pa.ArrowException, SingleValueError, TypeError, ValueError) as exc:
-        raise InvalidSchemaChange(f"{where}: default {value!r} is not a {t}: {exc}") from None
-    return encoded
