@@ -269,7 +269,7 @@ class _Run:
         o = self.plan.options
         per_commit = max(1, math.ceil(len(self.plan.groups) / o.partial_progress_max_commits))
         if self.table.metadata.format_version >= 3 and not self.plan.read_lineage:
-            per_commit = len(self.plan.groups)  # the first v3 snapshot: one commit gives every row its id
+            per_commit = max(1, len(self.plan.groups))  # a first v3 snapshot: one commit gives rows ids
         partial = o.partial_progress_enabled
         self.planned_commits = math.ceil(len(self.plan.groups) / per_commit) if partial else 1
         pending: list[tuple[FileGroup, RewriteResult]] = []

@@ -425,6 +425,21 @@ def test_a_compaction_may_be_the_first_v3_commit(tmp_path: Path, partial: bool) 
     assert None not in ids and len(set(ids)) == len(ids) == expected.num_rows
 
 
+@pytest.mark.parametrize("partial", [True, False], ids=["partial", "all-or-nothing"])
+def test_nothing_to_compact_before_the_first_v3_snapshot(tmp_path: Path, partial: bool) -> None:
+    """An empty v3 table, or one just upgraded whose single file needs no rewrite: no group, no commit (the
+    one-commit rule for a first v3 snapshot divided by the number of groups)."""
+    _, empty = new_table(tmp_path / "empty", 3)
+    _, upgraded = new_table(tmp_path / "upgraded", 2)
+    upgraded.append(gen_rows(0, 30, seed=1))
+    upgraded.update_properties().set("format-version", "3").commit()
+    for tbl in (empty, upgraded):
+        before = tbl.metadata.current_snapshot_id
+        result = tbl.compact(options=PARTIAL if partial else {}, backend="cpu")
+        assert not result.failures and not result.commits and result.rewritten_data_files == 0
+        assert tbl.refresh().metadata.current_snapshot_id == before
+
+
 def _ids(tbl: Table) -> set[tuple[int, int]]:
     got = tbl.scan(columns=["id", "_row_id"], backend="cpu").to_arrow().to_pylist()
     return {(r["id"], r["_row_id"]) for r in got}
