@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ..errors import InvalidProperty
+from ..iceberg import metadata_columns as mc
 from ..iceberg import types as it
 from ..iceberg.schema import Schema
 from ..iceberg.sorting import SortOrder
@@ -114,16 +115,19 @@ def metrics_config(
 ) -> MetricsConfig:
     """The :class:`MetricsConfig` the table ``properties`` give for ``schema`` (see the module doc): the
     columns of ``sort_order`` (the rows' order) and of ``table_order`` (the table's, whether or not the
-    rows follow it, as Java's ``MetricsConfig.forTable``) get bounds."""
+    rows follow it, as Java's ``MetricsConfig.forTable``) get bounds. The row-lineage columns a v3 rewrite
+    writes are not table columns: they count neither toward the limit nor take a table column's place."""
     limit = _max_inferred(properties)
+    lineage = {f.field_id for f in mc.LINEAGE}
+    table_columns = it.StructType(tuple(f for f in schema.as_struct.fields if f.field_id not in lineage))
     columns: dict[int, MetricsMode] = {}
     configured = properties.get(DEFAULT_MODE_PROPERTY)
     if configured is not None:
         default = parse_mode(configured, prop=DEFAULT_MODE_PROPERTY)
-    elif sum(1 for _ in _primitives(schema.as_struct)) <= limit:
+    elif sum(1 for _ in _primitives(table_columns)) <= limit:
         default = DEFAULT_MODE
     else:
-        columns.update(dict.fromkeys(_limited_ids(schema.as_struct, limit), DEFAULT_MODE))
+        columns.update(dict.fromkeys(_limited_ids(table_columns, limit), DEFAULT_MODE))
         default = NONE
     sorted_default = DEFAULT_MODE if default in (NONE, COUNTS) else default
     for order in (o for o in (sort_order, table_order) if o is not None):

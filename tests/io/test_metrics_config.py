@@ -7,6 +7,7 @@ import pytest
 from pyiceberg.io.pyarrow import match_metrics_mode
 
 from gpu_engine.errors import InvalidProperty
+from gpu_engine.iceberg import metadata_columns as mc
 from gpu_engine.iceberg import types as it
 from gpu_engine.iceberg.schema import Schema
 from gpu_engine.iceberg.sorting import SortField, SortOrder
@@ -123,6 +124,14 @@ def test_inferred_defaults_limited_to_the_first_primitive_columns():
         if limit == len(order):  # not more columns than the limit: the default applies everywhere
             expected = dict.fromkeys(LEAVES, truncate(16))
         assert got == expected, limit
+
+
+def test_row_lineage_columns_written_by_a_rewrite_are_not_table_columns():
+    with_lineage = Schema((*SCHEMA.fields, *mc.LINEAGE))
+    for limit in range(len(LEAVES) + 1):
+        props = {"write.metadata.metrics.max-inferred-column-defaults": str(limit)}
+        got = metrics_config(with_lineage, props)
+        assert {fid: got.mode(fid) for fid in LEAVES} == modes(props), limit
 
 
 def test_limit_counts_primitives_not_top_level_columns():
