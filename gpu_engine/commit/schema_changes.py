@@ -175,22 +175,19 @@ def column_properties_after(
 ) -> dict[str, str]:
     """``properties`` with the column settings of renamed columns under their new names and those of
     deleted columns removed, as Iceberg Java's schema updates keep them (a column set to metrics ``none``
-    keeps it when renamed)."""
-    old_names, new_names = old.names_by_id, new.names_by_id
-    deleted = {old_names[i] for i in changes.deletes if i in old_names}
-    renamed = {
-        old_names[i]: new_names[i]
-        for i in changes.renames
-        if i in old_names and i in new_names and old_names[i] != new_names[i]
-    }
+    keeps it when renamed). A setting follows its column's field id: the columns nested in a renamed struct,
+    list or map take the new path, those under a deleted one go with it; a name that is no column of ``old``
+    is kept as it is."""
+    old_ids, new_names = old.ids_by_name, new.names_by_id
     out: dict[str, str] = {}
     for key, value in properties.items():
         prefix = next((p for p in COLUMN_PROPERTY_PREFIXES if key.startswith(p)), None)
-        column = None if prefix is None else key[len(prefix) :]
-        if prefix is None or column is None:
+        if prefix is None:
             out[key] = value
-        elif column in deleted:
             continue
-        else:
-            out[prefix + renamed.get(column, column)] = value
+        field_id = old_ids.get(key[len(prefix) :])
+        if field_id is None:
+            out[key] = value
+        elif field_id in new_names and field_id not in changes.deletes:
+            out[prefix + new_names[field_id]] = value
     return out

@@ -210,6 +210,29 @@ def test_a_renamed_column_keeps_its_metrics_mode(tmp_path: Path) -> None:
     assert [fid for fid, _ in row["value_counts"]] == [1] and [fid for fid, _ in row["lower_bounds"]] == [1]
 
 
+def test_column_settings_follow_nested_columns_through_their_parents_changes(tmp_path: Path) -> None:
+    """Settings on a struct's field move with a rename of the struct, go with a delete of it (a later
+    column of the same name does not inherit them); settings naming no column are kept as they are."""
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("st", pa.struct([("x", pa.string())])),
+                        pa.field("old", pa.struct([("y", pa.string())]))])  # fmt: skip
+    prefix, bloom = "write.metadata.metrics.column.", "write.parquet.bloom-filter-enabled.column."
+    props = {"format-version": "2", prefix + "st.x": "none", prefix + "old.y": "full", bloom + "st.x": "true"}
+    tbl = sql_catalog(tmp_path).create_table("db.m", schema, properties=props)
+    with tbl.update_properties() as p:
+        p.set(prefix + "gone", "counts")  # set later: only create checks the names
+    with tbl.update_schema() as u:
+        u.rename_column("st", "renamed")
+        u.delete_column("old")
+    settings = {k: v for k, v in tbl.metadata.properties.items() if ".column." in k}
+    assert settings == {prefix + "renamed.x": "none", bloom + "renamed.x": "true", prefix + "gone": "counts"}
+    with tbl.update_schema() as u:
+        u.add_column("old", pa.struct([("y", pa.string())]))
+    tbl.append(pa.table({"id": pa.array([1], pa.int64()), "renamed": [{"x": "secret"}], "old": [{"y": "v"}]}))
+    (row,) = tbl.inspect.files().to_pylist()
+    ids = tbl.schema().ids_by_name
+    assert {fid for fid, _ in row["lower_bounds"]} == {ids["id"], ids["old.y"]}
+
+
 def test_going_back_to_an_earlier_schema_reuses_its_id(tmp_path: Path) -> None:
     tbl = make(tmp_path, 2)
     with tbl.update_schema() as u:
