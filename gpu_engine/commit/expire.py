@@ -369,10 +369,13 @@ GC_ENABLED = "gc.enabled"
 
 
 def check_gc_enabled(md: TableMetadata, action: str) -> None:
-    """:class:`ValidationError` when the table's ``gc.enabled`` is false (Iceberg's guard for tables whose
-    files may belong to another table, such as those made by a snapshot procedure)."""
-    if md.properties.get(GC_ENABLED, "true").strip().lower() == "false":
+    """:class:`ValidationError` unless the table's ``gc.enabled`` is unset or true (Iceberg's guard for
+    tables whose files may belong to another table, such as those made by a snapshot procedure). Any other
+    value is false, as Iceberg Java reads it (``Boolean.parseBoolean``: ``0``, ``no``, `` true``)."""
+    raw = md.properties.get(GC_ENABLED)
+    if raw is not None and raw.lower() != "true":
+        read = "" if raw.strip().lower() == "false" else " (read as false, as Iceberg Java reads it)"
         raise ValidationError(
-            f"table {md.location}: cannot {action}: {GC_ENABLED}=false (deleting files may corrupt other "
-            "tables)"
+            f"table {md.location}: cannot {action}: {GC_ENABLED}={raw!r}{read}: deleting files may corrupt "
+            "other tables"
         )

@@ -5,6 +5,7 @@ nothing deleted when the commit fails."""
 from __future__ import annotations
 
 import datetime as dt
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -245,13 +246,15 @@ def test_a_tags_ancestors_are_unreferenced_and_kept_while_young(tmp_path: Path) 
     assert sorted(tbl.scan(snapshot_id=second).to_arrow().column("id").to_pylist()) == [1, 2]
 
 
-def test_gc_disabled_refuses_expiry(tmp_path: Path) -> None:
+@pytest.mark.parametrize("value", ["false", "FALSE", "0", "no", " true"])
+def test_gc_disabled_refuses_expiry(tmp_path: Path, value: str) -> None:
+    """Anything but true disables it, as Java's Boolean.parseBoolean reads the property."""
     tbl = sql_catalog(tmp_path).create_table(
-        "db.gc", pa.schema([("id", pa.int64())]), properties={"gc.enabled": "false"}
+        "db.gc", pa.schema([("id", pa.int64())]), properties={"gc.enabled": value}
     )
     tbl.append(pa.table({"id": pa.array([1], pa.int64())}))
     tbl.overwrite(pa.table({"id": pa.array([2], pa.int64())}))
-    with pytest.raises(ValidationError, match=r"gc\.enabled=false"):
+    with pytest.raises(ValidationError, match=rf"gc\.enabled={re.escape(repr(value))}"):
         tbl.expire_snapshots(older_than=dt.datetime.now() + dt.timedelta(days=1))
     assert len(tbl.refresh().metadata.snapshots) == 2
 

@@ -78,7 +78,7 @@ def test_gc_disabled_refuses_orphan_removal(tmp_path: Path) -> None:
     stray.parent.mkdir(parents=True, exist_ok=True)
     stray.write_bytes(b"x")
     os.utime(stray, (time.time() - 10 * DAY_S,) * 2)
-    with pytest.raises(ValidationError, match=r"gc\.enabled=false"):
+    with pytest.raises(ValidationError, match=r"gc\.enabled='false'"):
         tbl.remove_orphan_files()
     assert stray.exists()
 
