@@ -5,7 +5,8 @@ Finding the current metadata of ``<table>/metadata/``:
 * ``version-hint.text`` (or ``version-hint.txt``) holding a number ``N`` → ``vN.metadata.json`` (also
   ``vN.gz.metadata.json`` / ``vN.metadata.json.gz``), then forward to ``vN+1``, ``vN+2``, ... while they
   exist (the hint is written after the metadata file, so it may lag one commit behind; Iceberg Java's
-  HadoopTableOperations does the same). A number whose file is missing is an error.
+  HadoopTableOperations does the same). A number whose file is missing is an error, unless higher versions
+  are listed (a slow writer's hint landed after later commits pruned its file): then the listing rule.
 * a hint holding a file name (DuckDB writes ``00001-<uuid>``) → that file, with or without the
   ``.metadata.json`` suffix.
 * no hint, or an empty one → list the directory: the highest version number wins, comparing numbers
@@ -164,6 +165,11 @@ def find_current_metadata(io: FileIO, table_dir: str, *, ignore: str | None = No
             version = int(text)
             current = _version_file(io, metadata_dir, version)
             if current is None:
+                names = [basename(p) for p in io.list_dir(metadata_dir)]
+                if any((v or 0) > version for v in map(metadata_version, names)):
+                    # a slow writer's hint, written after later commits pruned its version
+                    # (write.metadata.delete-after-commit.enabled): the listing knows the current one
+                    return _pick_listed(io, metadata_dir, names, ignore)
                 raise MetadataError(
                     f"{hint_path} names version {version}, but {metadata_dir} has no v{version}.metadata.json"
                 )

@@ -238,6 +238,16 @@ def test_hint_naming_a_missing_file_is_an_error(tmp_path: Path) -> None:
         current(root)
 
 
+def test_a_hint_to_a_pruned_version_gives_way_to_the_listing(tmp_path: Path) -> None:
+    """A slow writer's hint lands after later commits pruned its version (delete-after-commit): the
+    versions listed after it are current; none listed after it is still an error."""
+    root = make_table(tmp_path / "t", {"v6.metadata.json": 6, "v7.metadata.json": 7}, "4")
+    assert current(root) == "v7.metadata.json"
+    root = make_table(tmp_path / "u", {"v2.metadata.json": 2, "v3.metadata.json": 3}, "4")
+    with pytest.raises(MetadataError, match=r"version-hint.text names version 4"):
+        current(root)
+
+
 def test_metadata_version() -> None:
     assert metadata_version("v16.metadata.json") == 16
     assert metadata_version("v2.gz.metadata.json") == 2
