@@ -93,11 +93,11 @@ def cmd_compact(args: argparse.Namespace, console: Console) -> int:
             )  # fmt: skip
     if args.json:
         print(json.dumps({**result.to_json(), "plan": result.plan.explain().splitlines()}, indent=2))
-        return 1 if result.failures else 0  # a scheduled job must see its failed groups
+        return 1 if result.failed else 0  # a scheduled job must see its failed groups
     console.print(result.plan.explain(), highlight=False)
     if not args.dry_run:
         _report(console, result)
-    return 1 if result.failures else 0
+    return 1 if result.failed else 0
 
 
 def _spark_compact(args: argparse.Namespace, table: Any, bars: _Bars) -> CompactionResult:
@@ -123,6 +123,7 @@ def _report(console: Console, result: CompactionResult) -> None:
         ("delete files removed", f"{result.removed_delete_files:,}"),
         ("commits", ", ".join(str(c.snapshot_id) for c in result.commits) or "none"),
         ("failed groups", "\n".join(str(f) for f in result.failures) or "none"),
+        *([("dangling deletes left", left)] if (left := result.dangling_deletes_failure) else []),
         ("backend", result.backend),
         ("parquet io", _parquet_io(result)),
         ("seconds", f"{result.seconds:.2f}"),

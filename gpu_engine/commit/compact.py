@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import _args
 from ..backend.select import check_backend_name, choose
-from ..errors import CommitStateUnknown, GpuEngineError, InvalidOption
+from ..errors import CommitConflict, CommitStateUnknown, GpuEngineError, InvalidOption, ValidationError
 from ..execute.group_rewrite import check_parquet_io
 from ..execute.group_runner import GroupJob, GroupRunner, LocalRunner, discard
 from ..expressions import TRUE, Expression
@@ -89,6 +89,12 @@ class CompactionResult:
     dry_run: bool = False
     dangling_deletes_removed: int = 0
     delete_files_removed: int = 0  # by the rewrite commits: deletes of the replaced files only
+    dangling_deletes_failure: str | None = None  # why remove-dangling-deletes committed nothing
+
+    @property
+    def failed(self) -> bool:
+        """A group failed, or the dangling deletes asked to go were left (a scheduled job must see it)."""
+        return bool(self.failures) or self.dangling_deletes_failure is not None
 
     @property
     def rewritten_data_files(self) -> int:
@@ -129,6 +135,7 @@ class CompactionResult:
             "added-bytes-count": self.added_bytes,
             "removed-delete-files-count": self.removed_delete_files,
             "removed-dangling-deletes-count": self.dangling_deletes_removed,
+            "dangling-deletes-failure": self.dangling_deletes_failure,
             "failed-groups": [str(f) for f in self.failures],
             "commits": [c.snapshot_id for c in self.commits],
             "seconds": round(self.seconds, 3),
@@ -227,14 +234,18 @@ def compact(
     if runner is None or isinstance(runner, LocalRunner):  # a Spark driver needs no device: executors choose
         run.backend = choose(backend).name  # what ran when no group runs ('cuda' without a device: an error)
     run.execute(runner or LocalRunner())
-    dangling = 0
+    dangling, dangling_failure = 0, None
     if resolved.remove_dangling_deletes:
-        dangling, landed = remove_dangling_deletes(table, branch=branch, faults=faults, sleep=sleep)
-        run.commits.extend([] if landed is None else [landed])
+        try:
+            dangling, landed = remove_dangling_deletes(table, branch=branch, faults=faults, sleep=sleep)
+        except (ValidationError, CommitConflict) as exc:  # the rewrites landed: report them, and this
+            dangling_failure = f"{type(exc).__name__}: {exc}"
+        else:
+            run.commits.extend([] if landed is None else [landed])
     out = CompactionResult(
         plan, tuple(run.outcomes), tuple(run.failures), tuple(run.commits), run.backend,
         time.perf_counter() - start, dangling_deletes_removed=dangling,
-        delete_files_removed=run.deletes_removed,
+        delete_files_removed=run.deletes_removed, dangling_deletes_failure=dangling_failure,
     )  # fmt: skip
     limit = resolved.partial_progress_max_failed_commits
     failed = run.planned_commits - run.rewrite_commits

@@ -68,7 +68,8 @@ def remove_dangling_deletes(
     def validate(base: TableMetadata) -> None:
         for snap in snapshots_since(base, branch, planned, action="removing dangling deletes"):
             operation = (snap.summary or {}).get("operation")
-            if operation != "append":
+            if operation == "replace":  # its files may keep an older data sequence number, which a
+                # delete found dangling applies to; appends, deletes and overwrites add newer ones
                 raise ValidationError(
                     f"table {base.location}: snapshot {snap.snapshot_id} ({operation}) was committed after "
                     f"the dangling deletes were found on snapshot {planned}"
