@@ -55,7 +55,7 @@ def _compact_racing(
     tbl.append(_ids([4, 5, 6]))
     tbl.delete_rows(_ids([2]), on=["id"])  # applies to the files read, dangling once they are rewritten
     other = sql_catalog(tmp_path).load_table("db.t")
-    found = compact_module.remove_dangling_deletes
+    found = remove_dangling_deletes
 
     def racing(table: Table, **kw: Any) -> Any:
         other.refresh()
