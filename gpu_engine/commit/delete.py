@@ -102,6 +102,7 @@ class PreparedDelete:
         the commit adds rows replacing the deleted ones (an overwrite)."""
         io, planned, targets = table.io, self.planned, self.targets
         every_delete = self.copy_on_write or replacing
+        schema = table.metadata.schema  # the filter's names are those of the schema it was planned with
 
         def validate(base: TableMetadata) -> None:
             if self.copy_on_write and self.added:
@@ -114,7 +115,14 @@ class PreparedDelete:
                 )  # fmt: skip
             if isolation == SERIALIZABLE:
                 validate_no_conflicting_data(
-                    io, base, branch, planned, filter, action=action, case_sensitive=case_sensitive
+                    io,
+                    base,
+                    branch,
+                    planned,
+                    filter,
+                    action=action,
+                    case_sensitive=case_sensitive,
+                    schema=schema,
                 )
 
         return validate

@@ -19,9 +19,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import InvalidOption, InvalidProperty, ValidationError
-from ..expressions import Expression
+from ..expressions import Expression, parse, rename_by_id
 from ..iceberg.manifests import ADDED
 from ..iceberg.metadata import TableMetadata
+from ..iceberg.schema import Schema
 from ..iceberg.snapshots import Snapshot
 from ..io.fileio import FileIO
 from ..planning.scan import ScanOptions, bound_filter, plan_files
@@ -69,9 +70,13 @@ def validate_no_conflicting_data(
     *,
     action: str,
     case_sensitive: bool = True,
+    schema: Schema | None = None,
 ) -> None:
     """:class:`ValidationError` when a snapshot of ``branch`` after ``planned`` (None: the branch's whole
     history) appended data files that may hold rows matching ``row_filter`` (see the module doc).
+    ``schema``: the one the operation was planned with, whose names the filter's are (default: ``base``'s);
+    its columns are found by field id in ``base``'s, so a concurrent rename changes nothing, and a column
+    dropped meanwhile fails the validation naming it.
 
     As Iceberg Java's ``validateAddedDataFiles``, the files are taken from the manifests those snapshots
     wrote, whether or not they are still live: rows appended and then compacted away meanwhile live on in
@@ -91,8 +96,16 @@ def validate_no_conflicting_data(
     }
     if not written:
         return
-    options = ScanOptions(row_filter, case_sensitive=case_sensitive)
-    bound = bound_filter(base, base.schema, options)
+    expr = parse(row_filter) if isinstance(row_filter, str) else row_filter
+    if schema is not None:
+        expr, dropped = rename_by_id(expr, schema, base.schema, case_sensitive=case_sensitive)
+        if dropped:
+            raise ValidationError(
+                f"table {base.location}: column {dropped[0].name!r} (field id {dropped[0].field_id}) of "
+                f"{action}'s filter was dropped by a schema change after {action} was planned: the rows "
+                "appended since cannot be checked against it"
+            )
+    bound = bound_filter(base, base.schema, ScanOptions(expr, case_sensitive=case_sensitive))
     head = parent_of(base, branch)
     assert head is not None  # it has adding ancestors
     ids = pa.array(sorted(adding), pa.int64())

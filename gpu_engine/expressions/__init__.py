@@ -6,7 +6,7 @@ and strict projection onto partition specs, and Arrow evaluators.
 """
 
 from ._literals import exact_value
-from .binding import bind, bind_predicate
+from .binding import bind, bind_predicate, rename_by_id
 from .builders import (
     equal_to,
     greater_than,
@@ -84,6 +84,7 @@ __all__ = [
     "partition_reference",
     "project_inclusive",
     "project_strict",
+    "rename_by_id",
     "rewrite_not",
     "starts_with",
     "to_arrow_filter",

@@ -57,6 +57,27 @@ def bind(expr: Expression, schema: Schema, *, case_sensitive: bool = True) -> Ex
     return map_predicates(rewrite_not(expr), bind_one)
 
 
+def rename_by_id(
+    expr: Expression, old: Schema, new: Schema, *, case_sensitive: bool = True
+) -> tuple[Expression, list[BoundReference]]:
+    """``expr``'s column names resolved in ``old`` and named as ``new`` names the same field ids (two
+    schemas of one table: a column renamed between them keeps its predicates); also the references to
+    fields ``new`` does not have (dropped), whose predicates are left as they are. Unknown names raise as
+    :func:`bind` does."""
+    index, names, dropped = _StructIndex(old), new.names_by_id, []
+
+    def rename(pred: Predicate) -> Expression:
+        if not isinstance(pred, UnboundPredicate):
+            return pred
+        ref = index.resolve(pred.term, case_sensitive)
+        if ref.field_id not in names:
+            dropped.append(ref)
+            return pred
+        return UnboundPredicate(pred.op, names[ref.field_id], pred.literals)
+
+    return map_predicates(expr, rename), dropped
+
+
 def bind_predicate(pred: UnboundPredicate, ref: BoundReference) -> Expression:
     """Bind one predicate to a resolved field: type checks, literal conversion and folding."""
     op, t = pred.op, ref.type

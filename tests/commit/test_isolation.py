@@ -11,6 +11,7 @@ import pyarrow.compute as pc
 import pytest
 
 from gpu_engine.errors import InvalidOption, ValidationError
+from gpu_engine.table import Table
 
 from ._support import assert_all_readers, keyed_rows, once_at, region_table, rows
 
@@ -118,3 +119,38 @@ def test_an_isolation_level_that_is_not_a_string_is_named(tmp_path: Path, isolat
     with pytest.raises(InvalidOption, match=r"isolation=.*: expected 'serializable' or 'snapshot', not"):
         tbl.delete("id < 2", isolation=isolation)  # type: ignore[arg-type]
     assert tbl.refresh().metadata.current_snapshot_id == before
+
+
+def _evolve_then_append(other: Table, start: int, current: str, *, rename: str | None = None) -> None:
+    """Another writer renames the column ``current`` (the rows' ``s``) to ``rename``, or drops it, then
+    appends rows ``start..start+4``."""
+    late = rows(start, 5, seed=start)
+    with other.refresh().update_schema() as u:
+        if rename is None:
+            u.delete_column(current)
+            late = late.drop_columns(["s"])
+        else:
+            u.rename_column(current, rename)
+            late = late.rename_columns([rename if n == "s" else n for n in late.column_names])
+    other.refresh().append(late)
+
+
+@pytest.mark.parametrize("mode", ["merge-on-read", "copy-on-write"])
+def test_the_filter_follows_its_columns_through_concurrent_schema_changes(tmp_path: Path, mode: str) -> None:
+    """The filter names columns of the schema the delete was planned with: renamed meanwhile, the rows
+    appended since are judged by field id (rows that cannot match commit, matching ones conflict); dropped
+    meanwhile, the validation names the column (it failed binding the filter to the new schema)."""
+    tbl = region_table(tmp_path, 2, **{"write.delete.mode": mode})
+    tbl.append(rows(0, 40))
+    other = tbl.catalog.load_table(tbl.identifier)  # type: ignore[union-attr]
+    race = once_at("manifest", lambda: _evolve_then_append(other, 100, "s", rename="label"))
+    result = tbl.delete("id < 5 and s is not null", faults=race)
+    assert result.commit is not None and result.commit.attempts == 2
+    race = once_at("manifest", lambda: _evolve_then_append(other, 200, "label", rename="tag"))
+    with pytest.raises(ValidationError, match="may hold rows matching this delete's filter"):
+        tbl.refresh().delete("id >= 100 or label = 'zz'", faults=race)
+    race = once_at("manifest", lambda: _evolve_then_append(other, 300, "tag"))
+    with pytest.raises(
+        ValidationError, match=r"column 'tag' \(field id \d+\) of this delete's filter was dropped"
+    ):
+        tbl.refresh().delete("tag is not null", faults=race)

@@ -31,6 +31,7 @@ from gpu_engine.expressions import (
     greater_than_or_equal,
     is_in,
     parse,
+    rename_by_id,
 )
 from gpu_engine.expressions.tree import predicates
 from gpu_engine.iceberg import types as it
@@ -314,3 +315,24 @@ def test_timestamp_literals_finer_than_the_column_are_exact(op: Op, nanos: int, 
     table = pa.table({"ts": pa.array(values, pa.timestamp("us"))})
     got = evaluate(bind(UnboundPredicate(op, "ts", (text,)), SCHEMA), table).to_pylist()
     assert got == [EXACT[op](v * 1000, nanos) for v in values], text
+
+
+# -- rename_by_id: a filter moved between two schemas of one table -------------------------------------
+
+RENAME_OLD = Schema(
+    (NF(1, "id", it.LONG, True), NF(2, "s", it.StructType((NF(3, "x", it.INT),))), NF(4, "gone", it.STRING))
+)
+RENAME_NEW = Schema((NF(1, "key", it.LONG, True), NF(2, "t", it.StructType((NF(3, "y", it.LONG),)))))
+
+
+def test_renamed_columns_take_their_new_names_dropped_ones_are_returned() -> None:
+    renamed, dropped = rename_by_id(parse("id < 5 and (s.x in (1, 2) or gone = 'a')"), RENAME_OLD, RENAME_NEW)
+    assert str(renamed) == str(parse("key < 5 and (t.y in (1, 2) or gone = 'a')"))
+    assert [(r.field_id, r.name) for r in dropped] == [(4, "gone")]
+
+
+def test_names_resolve_as_binding_does() -> None:
+    renamed, dropped = rename_by_id(parse("ID = 1"), RENAME_OLD, RENAME_NEW, case_sensitive=False)
+    assert str(renamed) == str(parse("key = 1")) and not dropped
+    with pytest.raises(ExpressionError, match="unknown column 'ID'"):
+        rename_by_id(parse("ID = 1"), RENAME_OLD, RENAME_NEW)
