@@ -43,6 +43,14 @@ def snapshots_in_range(md: TableMetadata, to: Snapshot, rng: SnapshotRange) -> t
             return tuple(reversed(newest_first))
     if start is None:
         return tuple(reversed(newest_first))
+    oldest = newest_first[-1]  # ``to`` at least
+    if oldest.parent_snapshot_id is not None and oldest.parent_snapshot_id not in md.snapshots_by_id:
+        raise PlanningError(
+            f"table {md.location}: from snapshot {start} was not reached: the history of snapshot "
+            f"{to.snapshot_id} ends at snapshot {oldest.snapshot_id}, whose parent "
+            f"{oldest.parent_snapshot_id} was expired; an incremental scan needs every snapshot of its "
+            f"range (start from snapshot {oldest.snapshot_id}, inclusive, or later)"
+        )
     known = start in md.snapshots_by_id or any(s.parent_snapshot_id == start for s in md.snapshots)
     if not known:  # a typo, or a snapshot expired with its children
         raise PlanningError(

@@ -64,10 +64,27 @@ def test_an_expired_exclusive_start_still_recorded_as_a_parent(
     head = expired.snapshot_by_id(ids[-1])
     assert _ids(snapshots_in_range(expired, head, SnapshotRange(ids[1]))) == ids[2:]
     assert _ids(snapshots_in_range(expired, head, SnapshotRange())) == ids[2:]
-    with pytest.raises(PlanningError, match=f"from snapshot {ids[0]} is not in the table"):
+    cut = f"from snapshot {ids[0]} was not reached: .* snapshot {ids[2]}, whose parent {ids[1]} was expired"
+    with pytest.raises(PlanningError, match=cut):
         snapshots_in_range(expired, head, SnapshotRange(ids[0]))  # expired, and no longer anyone's parent
     with pytest.raises(PlanningError, match=f"from snapshot {ids[1]} \\(inclusive\\) is not in the table"):
         snapshots_in_range(expired, head, SnapshotRange(ids[1], from_inclusive=True))
+
+
+def test_a_range_through_an_expired_snapshot_names_where_history_ends(
+    history: tuple[TableMetadata, list[int], int],
+) -> None:
+    """The start is older than a snapshot expired from the middle of the line: the error names the
+    snapshot whose parent is gone (the start was an ancestor; the range cannot be read)."""
+    md, ids, _ = history
+    expired = replace(md, snapshots=tuple(s for s in md.snapshots if s.snapshot_id != ids[2]))
+    head = expired.snapshot_by_id(ids[-1])
+    for start in (SnapshotRange(ids[0]), SnapshotRange(ids[1], from_inclusive=True)):
+        with pytest.raises(
+            PlanningError, match=f"ends at snapshot {ids[3]}, whose parent {ids[2]} was expired"
+        ):
+            snapshots_in_range(expired, head, start)
+    assert _ids(snapshots_in_range(expired, head, SnapshotRange(ids[2]))) == ids[3:]  # exclusive: still fine
 
 
 def test_inclusive_needs_a_start() -> None:
