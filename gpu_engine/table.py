@@ -198,7 +198,8 @@ class Table:
         equality, deletion vectors) are supported; ``replace`` snapshots change nothing and are passed
         over. Rows read in the current schema; ``filter`` keeps the changed rows matching it.
         ``remove_carry_overs``: rows a copy-on-write rewrite deleted and inserted unchanged cancel out
-        (compared on the requested data columns), as in Spark's ``create_changelog_view``.
+        (compared on the requested data columns, on every column when none is requested), as in Spark's
+        ``create_changelog_view``.
         ``compute_updates``: a key (``identifier_columns``, else the table's identifier fields) that a
         snapshot both deleted and inserted becomes an ``UPDATE_BEFORE`` row followed by its
         ``UPDATE_AFTER``. ``net_changes``: equal DELETEs and INSERTs cancel across the whole range, leaving

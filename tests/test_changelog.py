@@ -18,6 +18,7 @@ import pytest
 
 from gpu_engine.commit.update import SnapshotUpdate
 from gpu_engine.errors import InvalidData, MetadataError, PlanningError, UnsupportedFeature
+from gpu_engine.execute.carry_over import cancel_carry_overs
 from gpu_engine.execute.changelog import CHANGE_FIELDS
 from gpu_engine.planning.changelog import DELETE, INSERT
 from gpu_engine.table import Table
@@ -148,7 +149,11 @@ def test_copy_on_write_carry_overs_are_removed_unless_kept(tmp_path: Path) -> No
     assert counts == {DELETE: file_rows, INSERT: file_rows - 1} and file_rows > 1
     only_id = tbl.incremental_changelog_scan(start, columns=["region"]).to_arrow()  # compared on region only
     assert only_id.num_rows == 1 and only_id["_change_type"].to_pylist() == [DELETE]
-    assert tbl.incremental_changelog_scan(start, columns=["_pos"]).to_arrow().num_rows == 2 * file_rows - 1
+    positions = tbl.incremental_changelog_scan(start, columns=["_pos"])  # compared on every column
+    assert positions.to_arrow().num_rows == 1 and positions.last_run is not None
+    assert positions.last_run.rows == {DELETE: 1, INSERT: 0}
+    kept_positions = tbl.incremental_changelog_scan(start, columns=["_pos"], remove_carry_overs=False)
+    assert kept_positions.to_arrow().num_rows == 2 * file_rows - 1
 
 
 def test_carry_overs_of_rows_with_lists_and_maps_cancel(tmp_path: Path) -> None:
@@ -217,6 +222,85 @@ def test_rows_come_back_when_a_delete_file_is_removed(tmp_path: Path) -> None:
     back = sorted((1, INSERT, i) for i in restored)
     assert got == [(0, DELETE, 10), *back]
     assert assert_changes_match_duckdb(tbl) == 4
+
+
+@pytest.mark.parametrize("columns", [["id", "_pos"], ["id", "_file"], ["_pos"], ["_file", "_pos", "id"]])
+def test_rows_that_come_back_with_their_file_and_position(tmp_path: Path, columns: list[str]) -> None:
+    """Rows alive again are located by their _file and _pos: asked for under hidden names next to the
+    requested metadata columns of the same field ids, the read was refused as an invalid schema."""
+    tbl = region_table(tmp_path, 2)
+    tbl.append(rows(0, 30))
+    result = tbl.delete("id < 4")
+    start = tbl.metadata.current_snapshot_id
+    tbl.commit(SnapshotUpdate("overwrite", removed=[f.path for f in result.added]))  # rows come back
+    scan = tbl.incremental_changelog_scan(start, columns=columns)
+    changes = scan.to_arrow()
+    assert changes.schema == scan.schema() and changes.schema.names == [*columns, *CHANGE_NAMES]
+    back = tbl.scan(filter="id < 4", columns=columns).to_arrow()
+    assert back.num_rows and set(changes["_change_type"].to_pylist()) == {INSERT}
+    assert sorted(map(str, changes.select(columns).to_pylist())) == sorted(map(str, back.to_pylist()))
+
+
+def test_table_columns_named_file_and_pos_are_not_the_metadata_columns(tmp_path: Path) -> None:
+    """A table column called _pos is the table's (as in a scan): the rows that come back are still
+    located by the metadata columns, read under their hidden names."""
+    schema = pa.schema([("id", pa.int64()), ("_pos", pa.int64()), ("_file", pa.string())])
+    tbl = sql_catalog(tmp_path).create_table("db.t", schema, properties={"format-version": "2"})
+    tbl.append(pa.table({"id": range(10), "_pos": range(100, 110), "_file": [f"f{i}" for i in range(10)]}))
+    result = tbl.delete("id < 4")
+    start = tbl.metadata.current_snapshot_id
+    tbl.commit(SnapshotUpdate("overwrite", removed=[f.path for f in result.added]))
+    for columns in (["id", "_pos", "_file"], ["_pos"], ["_file"]):
+        changes = tbl.incremental_changelog_scan(start, columns=columns).to_arrow()
+        want = [{"id": i, "_pos": 100 + i, "_file": f"f{i}"} for i in range(4)]
+        got = sorted(changes.select(columns).to_pylist(), key=str)
+        assert got == sorted(([{c: r[c] for c in columns} for r in want]), key=str), columns
+        assert set(changes["_change_type"].to_pylist()) == {INSERT}
+
+
+def _kinds(changes: pa.Table) -> Counter[tuple[Any, ...]]:
+    return Counter(zip(*(changes[n].to_pylist() for n in CHANGE_NAMES), strict=True))
+
+
+@pytest.mark.parametrize("columns", [[], ["_file"], ["_pos"], ["_pos", "_file"]])
+def test_without_data_columns_rows_compare_on_every_column(tmp_path: Path, columns: list[str]) -> None:
+    """With no data column requested, carry-overs and net changes compare rows on every column (read for
+    that, not returned), as Spark's changelog view compares on all its columns: the same changes as a
+    changelog of every column; comparing on none disabled both (every rewritten row was listed)."""
+    tbl = region_table(tmp_path, 2, **{"write.delete.mode": "copy-on-write"})
+    tbl.append(keyed_rows(0, 30))
+    start = tbl.metadata.current_snapshot_id
+    located = tbl.scan(filter="id = 7", columns=["_file", "_pos"]).to_arrow()
+    tbl.delete("id = 7")  # rewrites a file: its other rows carried over
+    tbl.append(keyed_rows(100, 3, seed=1))
+    tbl.delete("id = 101")  # inserted then deleted: no net change
+    for net in (False, True):
+        every = tbl.incremental_changelog_scan(start, net_changes=net).to_arrow()
+        scan = tbl.incremental_changelog_scan(start, columns=columns, net_changes=net)
+        changes = scan.to_arrow()
+        assert changes.schema == scan.schema() and changes.schema.names == [*columns, *CHANGE_NAMES]
+        assert _kinds(changes) == _kinds(every), net
+        assert scan.last_run is not None and scan.last_run.rows == dict(
+            Counter(every["_change_type"].to_pylist())
+        )
+        deleted = changes.filter(pc.equal(changes["_change_ordinal"], 0)).select(columns)
+        assert deleted.to_pylist() == located.select(columns).to_pylist()  # the row of id 7, as it was
+    assert sorted(_typed(every, "id")) == [(DELETE, 7), (INSERT, 100), (INSERT, 102)]
+    kept = tbl.incremental_changelog_scan(start, columns=columns, remove_carry_overs=False).to_arrow()
+    assert _kinds(kept) == _kinds(tbl.incremental_changelog_scan(start, remove_carry_overs=False).to_arrow())
+    with pytest.raises(UnsupportedFeature, match=r"identifier columns \['id'\] are not among .* \[\]"):
+        tbl.incremental_changelog_scan(
+            start, columns=columns, compute_updates=True, identifier_columns=["id"]
+        )
+
+
+def test_carry_overs_compared_on_no_columns_cancel_by_count() -> None:
+    """Compared on no columns, every row equals every other: pairs cancel in order, leaving the last."""
+    deleted, inserted = pa.table({"tag": ["d0", "d1", "d2"]}), pa.table({"tag": ["i0"]})
+    kept_d, kept_i = cancel_carry_overs(deleted, inserted, [])
+    assert kept_d["tag"].to_pylist() == ["d1", "d2"] and kept_i.num_rows == 0
+    kept_i, kept_d = cancel_carry_overs(inserted, deleted, ())
+    assert kept_d["tag"].to_pylist() == ["d1", "d2"] and kept_i.num_rows == 0
 
 
 def test_filter_columns_branch_and_plan(tmp_path: Path) -> None:

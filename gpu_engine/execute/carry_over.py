@@ -5,7 +5,7 @@ adds new ones holding most of the same rows; the changelog then lists each untou
 an INSERT (so does an upsert that wrote a row unchanged). As Spark's ``create_changelog_view`` does,
 equal rows are cancelled in pairs (a multiset difference: ``k`` equal DELETEs and ``m`` equal INSERTs
 leave ``|k - m|`` of the more frequent kind). Rows compare on the given columns as :mod:`.row_matching`
-compares them.
+compares them; on no columns, every row equals every other.
 """
 
 from __future__ import annotations
@@ -26,9 +26,13 @@ def cancel_carry_overs(
 
     When neither side repeats a row (the usual case: a rewritten file's rows), matches are found by one
     hash group-by of both sides on null-safe key columns; otherwise by :func:`.row_matching.match_rows`'
-    sort."""
-    if not deleted.num_rows or not inserted.num_rows or not names:
+    sort. No ``names``: all rows are equal, so the first ``min(k, m)`` rows of each side cancel (as
+    equal rows cancel in order, leaving the last)."""
+    if not deleted.num_rows or not inserted.num_rows:
         return deleted, inserted
+    if not names:
+        n = min(deleted.num_rows, inserted.num_rows)
+        return deleted.slice(n), inserted.slice(n)
     by_join = _matched_by_join(deleted, inserted, names)
     if by_join is not None:
         gone_d, gone_i = by_join

@@ -15,10 +15,12 @@ snapshots (:mod:`.delete_cache`). Per snapshot, DELETEs come before INSERTs:
 A snapshot that both deleted rows and added data files (a copy-on-write rewrite, an overwrite, an upsert)
 may list rows it left as they were as a DELETE and an equal INSERT (carried over); with
 ``remove_carry_overs`` (the default, as Spark's ``create_changelog_view``) those pairs cancel, compared
-on the requested data columns. With
+on the requested data columns, or on every column of the scan schema when none is requested (only
+metadata columns, or none: read for the comparison, not returned). With
 ``update_keys``, a key a snapshot both deleted and inserted becomes an UPDATE_BEFORE / UPDATE_AFTER pair.
-With ``net_changes``, equal DELETEs and INSERTs cancel across the whole range (Spark's ``net_changes``):
-what is left is exactly the difference between the range's first parent and its last snapshot.
+With ``net_changes``, equal DELETEs and INSERTs cancel across the whole range (Spark's ``net_changes``),
+compared on the same columns: what is left is exactly the difference between the range's first parent
+and its last snapshot.
 
 Memory: the positions alive again of a snapshot (8 bytes a row), plus the scans' own; the changes of
 a snapshot that both deleted and added are held whole while carry-overs are removed (with update
@@ -54,7 +56,7 @@ CHANGE_FIELDS = (
     pa.field("_change_ordinal", pa.int32(), nullable=False),
     pa.field("_commit_snapshot_id", pa.int64(), nullable=False),
 )
-_KEYS = (mc.HIDDEN_FILE, mc.HIDDEN_POS)
+_KEYS = ((mc.FILE.name, mc.HIDDEN_FILE), (mc.POS.name, mc.HIDDEN_POS))  # (public, hidden) names
 
 
 @dataclass
@@ -93,13 +95,25 @@ def execute_changelog(
     cancel the rows a rewriting snapshot deleted and inserted unchanged (:mod:`.carry_over`);
     ``update_keys``: pair each snapshot's DELETE and INSERT of a key into an update (:mod:`.updates`);
     ``net_changes``: only the range's net changes (not with ``update_keys``); ``delete_cache``: where the
-    delete files loaded are kept (default: a new cache for this changelog)."""
+    delete files loaded are kept (default: a new cache for this changelog).
+
+    Rows compare (carry-overs, net changes) on the requested data columns; when ``columns`` names none
+    (``[]``, or metadata columns only), on every column of the scan schema, read for the comparison and
+    dropped from the output, so such a changelog has as many rows of each kind as one of every column.
+    Spark's ``create_changelog_view`` compares on all the view's columns, which are all the table's
+    (its ``identifier_columns`` only pair updates, and are required for that): a projection without
+    data columns then gives the counts of Spark's view. Update keys must be among the requested columns.
+    """
     out = project(md, plan.schema, columns, case_sensitive=case_sensitive)
     data_columns = tuple(n for n in out.names if n not in out.metadata_names)
     keys = key_columns(update_keys, data_columns, case_sensitive)
     if net_changes and keys:
         raise UnsupportedFeature("net changes cannot be paired into updates: choose one of the two")
-    post = _Post(data_columns if remove_carry_overs else (), keys, data_columns if net_changes else ())
+    wide = out
+    if not data_columns and (remove_carry_overs or net_changes):
+        wide = _with_every_column(out)
+    compared = tuple(n for n in wide.names if n not in wide.metadata_names)
+    post = _Post(remove_carry_overs, compared, keys, net_changes)
     run = ChangelogRun(plan, out)
     kept = DeleteCache() if delete_cache is None else delete_cache  # consecutive snapshots share most
 
@@ -120,15 +134,17 @@ def execute_changelog(
         run.backend = run.backend or choice
         return found
 
-    keyed = project(md, plan.schema, _with_keys(out), case_sensitive=case_sensitive)
-    return run, _stream(plan, run, out, _Reads(read, differences, keyed), post)
+    keyed, located_by = _with_keys(md, wide)
+    return run, _stream(plan, run, out, _Reads(read, differences, wide, keyed, located_by), post)
 
 
 @dataclass(frozen=True)
 class _Reads:
     read: Callable[[Iterable[ScanTask], Projection], Iterator[pa.RecordBatch]]
     compare: Callable[[Sequence[FilePair], Projection], Iterator[Difference]]
-    keyed: Projection  # the output columns plus the hidden _file and _pos
+    wide: Projection  # the output columns, plus every data column when they are compared but not returned
+    keyed: Projection  # ``wide`` plus _file and _pos (hidden names unless ``wide`` has the metadata columns)
+    located_by: tuple[str, str]  # the names ``keyed`` gives the metadata columns _file and _pos
 
 
 def key_columns(keys: Sequence[str], data_columns: Sequence[str], case_sensitive: bool) -> tuple[str, ...]:
@@ -144,19 +160,42 @@ def key_columns(keys: Sequence[str], data_columns: Sequence[str], case_sensitive
     return tuple(named[k if case_sensitive else k.lower()] for k in keys)
 
 
-def _with_keys(out: Projection) -> list[str]:
-    return [*out.names, *_KEYS]
+def _with_every_column(out: Projection) -> Projection:
+    """``out`` (no data columns) followed by every column of its scan schema."""
+    every = out.scan_schema
+    return replace(out, data=every, names=(*out.names, *(f.name for f in every.fields)))
+
+
+def _with_keys(md: TableMetadata, out: Projection) -> tuple[Projection, tuple[str, str]]:
+    """``out`` with the metadata columns _file and _pos that locate its rows, and their names there:
+    those ``out`` already returns (under the metadata name, or the hidden one), else added under their
+    hidden names (the two would share a field id; a table column called ``_file`` or ``_pos`` is no
+    metadata column and does not stand in for one)."""
+    metadata, names, located_by = list(out.metadata), list(out.names), []
+    for public, hidden in _KEYS:
+        present = [n for n in (hidden, public) if n in out.metadata_names]
+        if present:
+            located_by.append(present[0])
+        else:
+            metadata.append(mc.field(md, hidden))
+            names.append(hidden)
+            located_by.append(hidden)
+    keyed = replace(out, metadata=tuple(metadata), names=tuple(names))
+    return keyed, (located_by[0], located_by[1])
 
 
 def _stream(
     plan: ChangelogPlan, run: ChangelogRun, out: Projection, reads: _Reads, post: _Post
 ) -> Iterator[pa.RecordBatch]:
-    schema = changelog_schema(out)
-    batches = _by_snapshot(plan, out, reads, post, schema)
-    if post.net_columns:
-        batches = _net(batches, schema, post.net_columns)
+    schema = changelog_schema(reads.wide)
+    batches = _by_snapshot(plan, reads, post, schema)
+    if post.net_changes:
+        batches = _net(batches, schema, post.compared)
+    returned = changelog_schema(out).names
     for batch in batches:
         if batch.num_rows:
+            if reads.wide is not out:  # the columns read only to compare rows dropped
+                batch = batch.select(returned)
             for kind_count in pc.value_counts(batch.column(len(out.names))).to_pylist():
                 kind, n = kind_count["values"], kind_count["counts"]
                 run.rows[kind] = run.rows.get(kind, 0) + n
@@ -164,16 +203,17 @@ def _stream(
 
 
 def _by_snapshot(
-    plan: ChangelogPlan, out: Projection, reads: _Reads, post: _Post, schema: pa.Schema
+    plan: ChangelogPlan, reads: _Reads, post: _Post, schema: pa.Schema
 ) -> Iterator[pa.RecordBatch]:
-    tag = _Tagger(out, schema)
+    tag = _Tagger(reads.wide, schema)
     for _, group in itertools.groupby(plan.tasks, key=lambda t: t.ordinal):
         changes = list(group)
         batches = _snapshot_changes(changes, reads, tag)
         mixed = any(not c.added for c in changes) and any(c.added for c in changes)
-        carry = post.carry_over_columns if mixed else ()
+        carry = post.remove_carry_overs and mixed
         if carry or post.update_keys:
-            batches = _finished(batches, schema, carry, post.update_keys, changes[0].snapshot_id)
+            carried = post.compared if carry else None
+            batches = _finished(batches, schema, carried, post.update_keys, changes[0].snapshot_id)
         yield from batches
 
 
@@ -202,13 +242,15 @@ def _sides(batches: Iterable[pa.RecordBatch], schema: pa.Schema) -> tuple[pa.Tab
 
 @dataclass(frozen=True)
 class _Post:
-    """What happens to the changes once read: per snapshot, carry-over removal on these columns (for
-    snapshots that both deleted and added) and update pairing on these identifier columns; over the
-    range, cancellation of equal DELETEs and INSERTs on these columns (net changes)."""
+    """What happens to the changes once read: per snapshot, carry-over removal (for snapshots that both
+    deleted and added) and update pairing on these identifier columns; over the range, cancellation of
+    equal DELETEs and INSERTs (net changes). Rows are equal when equal on ``compared`` (the switches are
+    the flags: no columns would make every row equal, not disable the work)."""
 
-    carry_over_columns: tuple[str, ...]
+    remove_carry_overs: bool
+    compared: tuple[str, ...]
     update_keys: tuple[str, ...]
-    net_columns: tuple[str, ...] = ()
+    net_changes: bool = False
 
 
 def _snapshot_changes(changes: list[ChangeTask], reads: _Reads, tag: _Tagger) -> Iterator[pa.RecordBatch]:
@@ -227,7 +269,8 @@ def _snapshot_changes(changes: list[ChangeTask], reads: _Reads, tag: _Tagger) ->
     if again:
         positions = _bitmaps(again)
         after = (t for c in changed if c.path in positions for t in c.after)
-        yield from tag(_at(reads.read(after, reads.keyed), positions, keep=True), INSERT, first)
+        at = _at(reads.read(after, reads.keyed), positions, reads.located_by, keep=True)
+        yield from tag(at, INSERT, first)
     added = [task for c in changes if c.added for task in c.after]
     if added:
         yield from tag(reads.read(added, tag.out), INSERT, first)
@@ -256,13 +299,15 @@ def _whole(tasks: tuple[ScanTask, ...]) -> ScanTask:
 def _finished(
     batches: Iterator[pa.RecordBatch],
     schema: pa.Schema,
-    carry_over_columns: tuple[str, ...],
+    carry_over_columns: tuple[str, ...] | None,
     update_keys: tuple[str, ...],
     snapshot_id: int,
 ) -> Iterator[pa.RecordBatch]:
-    """One snapshot's changes, held in memory: carried-over rows cancelled, updates paired."""
+    """One snapshot's changes, held in memory: carried-over rows (equal on ``carry_over_columns``; None:
+    kept) cancelled, updates paired."""
     deleted, inserted = _sides(batches, schema)
-    deleted, inserted = cancel_carry_overs(deleted, inserted, carry_over_columns)
+    if carry_over_columns is not None:
+        deleted, inserted = cancel_carry_overs(deleted, inserted, carry_over_columns)
     updates = None
     if update_keys:
         deleted, updates, inserted = pair_updates(deleted, inserted, update_keys, snapshot_id=snapshot_id)
@@ -307,12 +352,18 @@ def _bitmaps(positions: dict[str, list[np.ndarray]]) -> dict[str, np.ndarray]:
 
 
 def _at(
-    batches: Iterator[pa.RecordBatch], bitmaps: dict[str, np.ndarray], *, keep: bool
+    batches: Iterator[pa.RecordBatch],
+    bitmaps: dict[str, np.ndarray],
+    located_by: tuple[str, str],
+    *,
+    keep: bool,
 ) -> Iterator[pa.RecordBatch]:
-    """Rows of keyed batches whose position is (``keep``) or is not set in their file's bitmap."""
+    """Rows of keyed batches (their file path and position in the columns ``located_by`` names) whose
+    position is (``keep``) or is not set in their file's bitmap."""
+    file_name, pos_name = located_by
     for batch in batches:
-        files = batch.column(batch.schema.get_field_index(mc.HIDDEN_FILE))
-        pos = batch.column(batch.schema.get_field_index(mc.HIDDEN_POS)).to_numpy(zero_copy_only=False)
+        files = batch.column(batch.schema.get_field_index(file_name))
+        pos = batch.column(batch.schema.get_field_index(pos_name)).to_numpy(zero_copy_only=False)
         hit = np.zeros(batch.num_rows, dtype=bool)
         for path in pc.unique(files).to_pylist():
             mine = pc.equal(files, path).to_numpy(zero_copy_only=False)
