@@ -45,22 +45,6 @@ def _key(io: FileIO, path: str) -> str:
     return os.path.realpath(local_path(io.resolve(path)))
 
 
-def _check_own_directory(table: Table) -> None:
-    """A file-system table must be the directory its metadata names: a copy loaded from another directory
-    still records the original's location, and its orphan removal would judge the original's newer files
-    by the copy's older metadata (and delete them)."""
-    if table.catalog is None or not is_file_system_catalog(table.catalog):
-        return
-    current = os.path.abspath(local_path(table.io.resolve(table.metadata_location)))
-    found_in = os.path.realpath(os.path.dirname(os.path.dirname(current)))  # metadata/ itself may be a link
-    recorded = os.path.realpath(local_path(table.io.resolve(table.location)))
-    if found_in != recorded:
-        raise UnsupportedFeature(
-            f"table directory {found_in} records the location {table.location} (a copy or a move): orphan "
-            "removal would list the recorded location; run it on the table loaded from there"
-        )
-
-
 def _listed_dirs(table: Table, root: str) -> list[str]:
     """Real paths of ``<location>/data``, ``<location>/metadata``, and ``write.data.path`` /
     ``write.metadata.path`` where they lie inside the table location. As Java's DeleteOrphanFiles, nothing
@@ -129,8 +113,7 @@ def remove_orphan_files(
             "from os.stat)"
         )
     # the catalog's current metadata, with paths as written: else all may look orphaned
-    check_committable(table, writes_files=False)
-    _check_own_directory(table)
+    check_committable(table, writes_files=False)  # also refuses a copy of a table (.own_location)
     check_gc_enabled(table.metadata, "remove orphan files")
     cutoff = int(time.time() * 1000) - DEFAULT_AGE_MS if given is None else given
     if table.catalog is not None:

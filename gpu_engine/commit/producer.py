@@ -38,6 +38,7 @@ from ..io.fileio import FileIO
 from . import manifest_set, table_update
 from .entries import snapshot_manifests
 from .manifest_merge import MergePolicy, merge_manifests
+from .own_location import check_own_location
 from .retry import RetryPolicy
 from .summary import partition_paths, snapshot_summary, summary_partition_limit
 from .update import CommitResult, Faults, SnapshotUpdate
@@ -78,6 +79,8 @@ def check_committable(table: Table, *, writes_files: bool = True) -> Catalog:
             "writing to it would mix old and new path spellings: commit where its paths are real"
         )
     catalog.require_commits_to(table)
+    if not is_rest_catalog(catalog):
+        check_own_location(table, file_system_table=is_file_system_catalog(catalog))
     return catalog
 
 
