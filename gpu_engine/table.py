@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from . import _args
 from .backend.select import check_backend_name, choose
-from .errors import MetadataError, UnsupportedFeature, ValidationError
+from .errors import MetadataError, PlanningError, UnsupportedFeature, ValidationError
 from .expressions import TRUE
 from .iceberg.metadata import TableMetadata, parse_metadata
 from .iceberg.partitioning import PartitionSpec
@@ -212,6 +213,11 @@ class Table:
         from .scan import scan_columns
 
         check_backend_name(backend)
+        remove_carry_overs, compute_updates, net_changes = (  # "no" would be truthy
+            _args.boolean(v, name, PlanningError)
+            for v, name in ((remove_carry_overs, "remove_carry_overs"), (compute_updates, "compute_updates"),
+                            (net_changes, "net_changes"))
+        )  # fmt: skip
         options = ScanOptions(filter, to_snapshot_id, None, branch, case_sensitive)
         since = SnapshotRange(from_snapshot_id, from_inclusive)
         picked = scan_columns(columns)

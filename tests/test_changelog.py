@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -554,3 +554,16 @@ def test_a_v3_unknown_column_beside_repeated_rows(tmp_path: Path, how: dict[str,
     tbl.delete("id = 2", backend="cpu")
     got = tbl.incremental_changelog_scan(start, **how).to_arrow()
     assert [(r["id"], r["u"], r["_change_type"]) for r in got.to_pylist()] == [(2, None, "DELETE")]
+
+
+@pytest.mark.parametrize("flag", ["remove_carry_overs", "compute_updates", "net_changes", "from_inclusive"])
+def test_flags_are_bools(tmp_path: Path, flag: str) -> None:
+    """A string such as "no" was truthy: net changes on, carry-overs still removed, the start included."""
+    tbl = sql_catalog(tmp_path).create_table("db.t", pa.schema([("id", pa.int64())]))
+    tbl.append(pa.table({"id": pa.array([1], pa.int64())}))
+    start = tbl.metadata.current_snapshot_id
+    with pytest.raises(PlanningError, match=rf"{flag}='no': expected True or False"):
+        tbl.incremental_changelog_scan(start, **{flag: cast(Any, "no")})
+    if flag == "from_inclusive":
+        with pytest.raises(PlanningError, match=r"from_inclusive='no': expected True or False"):
+            tbl.incremental_append_scan(start, from_inclusive="no")  # type: ignore[arg-type]

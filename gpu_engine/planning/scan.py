@@ -17,7 +17,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..errors import PlanningError
+from .. import _args
+from ..errors import ExpressionError, PlanningError
 from ..expressions import TRUE, BoundPredicate, Expression, bind, parse
 from ..expressions.tree import predicates
 from ..iceberg import manifests as mf
@@ -53,6 +54,12 @@ class ScanOptions:
     appends_since: SnapshotRange | None = None
 
     def __post_init__(self) -> None:
+        if not isinstance(self.filter, (str, Expression)):  # None or a number failed late, unnamed
+            raise ExpressionError(
+                f"scan filter={self.filter!r}: expected a filter string or an Expression (all rows: "
+                f"gpu_engine.expressions.TRUE), not {type(self.filter).__name__}"
+            )
+        _args.boolean(self.case_sensitive, "case_sensitive", PlanningError)
         chosen = [k for k in ("snapshot_id", "as_of", "ref") if getattr(self, k) is not None]
         if len(chosen) > 1:
             raise PlanningError(f"scan options {' and '.join(chosen)} are exclusive: choose one")

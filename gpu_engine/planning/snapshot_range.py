@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import _args
 from ..errors import PlanningError
 from ..iceberg.metadata import TableMetadata
 from ..iceberg.snapshots import Snapshot
@@ -23,6 +24,7 @@ class SnapshotRange:
     from_inclusive: bool = False
 
     def __post_init__(self) -> None:
+        _args.boolean(self.from_inclusive, "from_inclusive", PlanningError)  # "no" would be truthy
         if self.from_inclusive and self.from_snapshot_id is None:
             raise PlanningError("from_inclusive=True needs a from_snapshot_id")
 

@@ -440,6 +440,19 @@ def test_an_equality_delete_without_equality_ids_is_refused(tmp_path: Path, ids:
             action()
 
 
+@pytest.mark.parametrize("bad", [None, 5, ["id = 1"]])
+def test_a_filter_of_another_kind_is_named(bad: object) -> None:
+    """None or a number failed deep in planning ("bind the filter first"), not naming the argument."""
+    with pytest.raises(ExpressionError, match=r"scan filter=.*: expected a filter string or an Expression"):
+        ScanOptions(cast(Any, bad))
+
+
+@pytest.mark.parametrize("bad", ["no", 0, None])
+def test_case_sensitive_is_a_bool(bad: object) -> None:
+    with pytest.raises(PlanningError, match=r"case_sensitive=.*: expected True or False"):
+        ScanOptions(case_sensitive=cast(Any, bad))
+
+
 @pytest.mark.parametrize("as_of", ["2024-01-01", 1.5, True])
 def test_as_of_takes_epoch_milliseconds_only(as_of: object) -> None:
     """Java's asOfTime: epoch millis; a datetime or string failed deep inside with a TypeError."""

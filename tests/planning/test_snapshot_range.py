@@ -87,6 +87,13 @@ def test_a_range_through_an_expired_snapshot_names_where_history_ends(
     assert _ids(snapshots_in_range(expired, head, SnapshotRange(ids[2]))) == ids[3:]  # exclusive: still fine
 
 
+@pytest.mark.parametrize("bad", ["no", 1, None])
+def test_inclusive_is_a_bool(bad: object) -> None:
+    """A string such as "no" was truthy: the scan included the start snapshot's rows."""
+    with pytest.raises(PlanningError, match=r"from_inclusive=.*: expected True or False"):
+        SnapshotRange(5, from_inclusive=bad)  # type: ignore[arg-type]
+
+
 def test_inclusive_needs_a_start() -> None:
     with pytest.raises(PlanningError, match="from_inclusive=True needs a from_snapshot_id"):
         SnapshotRange(None, from_inclusive=True)
