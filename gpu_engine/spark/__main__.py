@@ -9,17 +9,22 @@ Spark, one file per task).
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from rich.console import Console
 from rich.markup import escape
 
 # absolute imports: spark-submit runs this file as a script (path/to/gpu_engine/spark/__main__.py)
 from gpu_engine.cli import compact as compact_cli
-from gpu_engine.cli.common import open_table, table_options
-from gpu_engine.errors import GpuEngineError
+from gpu_engine.cli.common import column_list, open_table, table_options
+from gpu_engine.errors import GpuEngineError, InvalidOption
+from gpu_engine.spark.runner import first_line
+
+T = TypeVar("T")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,7 +50,9 @@ def cmd_scan(args: argparse.Namespace, console: Console) -> int:
     from gpu_engine.spark import scan, session
 
     table = open_table(args)
-    columns = [c.strip() for c in args.columns.split(",") if c.strip()] if args.columns else None
+    columns = column_list(args.columns, "--columns")
+    if args.output and os.path.exists(args.output):  # Spark's own error names a mode with no option here
+        raise InvalidOption(f"-o {args.output}: already exists; name a new directory")
     frame: Any = scan(
         session(args.master),
         table,
@@ -55,16 +62,30 @@ def cmd_scan(args: argparse.Namespace, console: Console) -> int:
         from_snapshot_id=args.from_snapshot,
     )
     if args.output:
-        frame.write.mode("errorifexists").parquet(args.output)
-        console.print(f"wrote {args.output}")
+        _spark_action(lambda: frame.write.mode("errorifexists").parquet(args.output), f"-o {args.output}")
+        if args.json:
+            print(json.dumps({"output": args.output}))
+        else:
+            console.print(f"wrote {args.output}")
         return 0
-    rows = frame.count()
+    rows: int = _spark_action(frame.count, "scan")
     if args.json:
-        print(f'{{"rows": {rows}}}')
+        print(json.dumps({"rows": rows}))
         return 0
     console.print(f"{rows:,} rows")
-    frame.show(20, truncate=False)
+    _spark_action(lambda: frame.show(20, truncate=False), "scan")
     return 0
+
+
+def _spark_action(action: Callable[[], T], what: str) -> T:
+    """``action``'s result; a Spark failure (analysis, an executor's exception) as a GpuEngineError naming
+    ``what`` and the exception the task raised, not Spark's wrapped traceback."""
+    try:
+        return action()
+    except GpuEngineError:
+        raise
+    except Exception as exc:  # pyspark's AnalysisException, Py4JJavaError, PythonException
+        raise GpuEngineError(f"{what}: {first_line(exc)}") from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -71,7 +71,7 @@ class SparkRunner:
             rows = frame.mapInArrow(rewrite_batches, RESULT_DDL).collect()
         except Exception as exc:
             raise GroupRewriteFailed(
-                f"file group {group.index}: its Spark job failed: {_first_line(exc)}"
+                f"file group {group.index}: its Spark job failed: {first_line(exc)}"
             ) from exc
         if len(rows) != 1 or rows[0]["group_index"] != group.index:
             raise GroupRewriteFailed(
@@ -85,7 +85,7 @@ _RAISED = re.compile(r"^(?:Caused by: )?(?:[A-Za-z_][\w$]*\.)*([A-Z][\w$]*): (.+
 _CRASH = re.compile(r"Python worker exited unexpectedly[^\n]*")
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     """What an executor raised, out of Spark's wrapping: the exception line of the last Python traceback
     (``Class: message``, the class without its module, whatever its name), else a crashed worker, else the
     last Java exception line (or the first line of the message)."""

@@ -19,7 +19,7 @@ from gpu_engine.commit.compact import CompactionResult
 from gpu_engine.errors import InvalidOption, UnsupportedFeature, ValidationError
 from gpu_engine.iceberg.content_file import ContentFile
 from gpu_engine.spark import GroupRewriteFailed, compact
-from gpu_engine.spark.runner import _first_line
+from gpu_engine.spark.runner import first_line
 from gpu_engine.table import Table
 from gpu_engine.tasks import FileGroup, RewriteResult
 
@@ -237,7 +237,7 @@ def test_the_reported_error_is_the_exception_line_of_the_python_traceback() -> N
         "gpu_engine.errors.InvalidData: row 3: x\n"
         "\nJVM stacktrace:\norg.apache.spark.SparkException: Job aborted\n\tat org.apache.X(X.java:1)\n"
     )
-    assert _first_line(Exception(python)) == "InvalidData: row 3: x"
+    assert first_line(Exception(python)) == "InvalidData: row 3: x"
     crashed = (
         "An error occurred while calling o8313.collectToPython.\n"
         ": org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 failed 4 times, "
@@ -245,9 +245,9 @@ def test_the_reported_error_is_the_exception_line_of_the_python_traceback() -> N
         "unexpectedly (crashed)\n"
         "\tat org.apache.spark.api.python.BasePythonRunner(PythonRunner.scala:1)\n"
     )
-    assert _first_line(Exception(crashed)) == "Python worker exited unexpectedly (crashed)"
+    assert first_line(Exception(crashed)) == "Python worker exited unexpectedly (crashed)"
     java = "Job failed\nCaused by: java.io.IOException: disk full\n\tat x.y(Z.java:1)"
-    assert _first_line(Exception(java)) == "Caused by: java.io.IOException: disk full"
+    assert first_line(Exception(java)) == "Caused by: java.io.IOException: disk full"
 
 
 class _ConcurrentDelete:

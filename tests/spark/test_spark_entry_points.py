@@ -49,6 +49,25 @@ def test_module_compact_and_scan(table_name: str, tmp_path: Path, capsys: pytest
     assert sorted(pq.read_table(out)["id"].to_pylist()) == [i for i in range(50) if i not in (4, 44)]
 
 
+def test_module_scan_errors_are_named_and_json_is_json(
+    table_name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Spark's own failures (an existing directory, columns Parquet cannot hold) came out as tracebacks;
+    ``--json -o`` printed text."""
+    out = tmp_path / "out"
+    scan = ["scan", table_name, "--catalog", NAME]
+    assert spark_main([*scan, "--columns", "id", "-o", str(out), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"output": str(out)}
+    assert spark_main([*scan, "-o", str(out)]) == 2
+    assert re.search(r"error: -o .*out: already exists", capsys.readouterr().err)
+    assert spark_main([*scan, "--columns", "_partition", "-o", str(tmp_path / "empty")]) == 2
+    assert re.search(
+        r"error: -o .*empty: .*(empty|schema)", capsys.readouterr().err, re.IGNORECASE | re.DOTALL
+    )
+    assert spark_main([*scan, "--columns", ","]) == 2
+    assert "--columns ',': expected distinct comma-separated column names" in capsys.readouterr().err
+
+
 def test_cli_compact_spark(table_name: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli_main(["compact", table_name, "--catalog", NAME, "--spark", "--dry-run", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["planned-files"] == 5
