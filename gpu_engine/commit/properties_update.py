@@ -39,9 +39,9 @@ from ..io.locations import location_provider
 from ..io.metrics_config import metrics_config
 from ..io.position_delete_write import delete_properties
 from ..io.write_options import WriteOptions
-from ..properties import int_property
+from ..properties import bool_property, int_property
 from .delete_cow import delete_mode
-from .expire import MAX_REF_AGE_MS, MAX_SNAPSHOT_AGE_MS, MIN_SNAPSHOTS_TO_KEEP
+from .expire import GC_ENABLED, MAX_REF_AGE_MS, MAX_SNAPSHOT_AGE_MS, MIN_SNAPSHOTS_TO_KEEP
 from .isolation import delete_isolation_level
 from .manifest_merge import MergePolicy
 from .metadata_commit import MetadataUpdate, RestForm, commit_metadata_change
@@ -211,10 +211,11 @@ def check_property_values(
 
 
 def _check_expiry_and_mapping(props: Mapping[str, str]) -> None:
-    """The snapshot expiry settings (positive integers) and the name mapping (its JSON): each made every
-    later expire_snapshots, or every scan, fail."""
+    """The snapshot expiry settings (positive integers, ``gc.enabled`` true or false) and the name mapping
+    (its JSON): each made every later expire_snapshots, or every scan, fail."""
     for key in (MAX_SNAPSHOT_AGE_MS, MIN_SNAPSHOTS_TO_KEEP, MAX_REF_AGE_MS):
         int_property(props, key, 1)
+    bool_property(props, GC_ENABLED, True)  # Java reads "0" or "no" as false: refused, not guessed
     if NAME_MAPPING_PROPERTY in props:
         try:
             parse_name_mapping(props[NAME_MAPPING_PROPERTY])

@@ -28,6 +28,7 @@ from ._support import (
     rows,
     sql_catalog,
     table_files,
+    with_raw_properties,
 )
 
 FAST_RETRIES = {
@@ -248,12 +249,12 @@ def test_a_tags_ancestors_are_unreferenced_and_kept_while_young(tmp_path: Path) 
 
 @pytest.mark.parametrize("value", ["false", "FALSE", "0", "no", " true"])
 def test_gc_disabled_refuses_expiry(tmp_path: Path, value: str) -> None:
-    """Anything but true disables it, as Java's Boolean.parseBoolean reads the property."""
-    tbl = sql_catalog(tmp_path).create_table(
-        "db.gc", pa.schema([("id", pa.int64())]), properties={"gc.enabled": value}
-    )
+    """Anything but true disables it, as Java's Boolean.parseBoolean reads the property (values other than
+    true and false are refused when set here; another engine may have written them)."""
+    tbl = sql_catalog(tmp_path).create_table("db.gc", pa.schema([("id", pa.int64())]))
     tbl.append(pa.table({"id": pa.array([1], pa.int64())}))
     tbl.overwrite(pa.table({"id": pa.array([2], pa.int64())}))
+    tbl = with_raw_properties(tbl, "db.gc", {"gc.enabled": value})
     with pytest.raises(ValidationError, match=rf"gc\.enabled={re.escape(repr(value))}"):
         tbl.expire_snapshots(older_than=dt.datetime.now() + dt.timedelta(days=1))
     assert len(tbl.refresh().metadata.snapshots) == 2

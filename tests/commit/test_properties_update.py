@@ -275,6 +275,7 @@ def test_upgrading_a_table_with_v1_form_snapshots_keeps_it_usable(tmp_path: Path
         ("write.delete.mode", "bogus"),
         ("history.expire.min-snapshots-to-keep", "0"),
         ("schema.name-mapping.default", "notjson"),
+        ("gc.enabled", "0"),
     ],
 )
 def test_malformed_values_are_refused_at_create_as_when_set(tmp_path: Path, key: str, value: str) -> None:
