@@ -8,20 +8,25 @@ written by :func:`.frame_write.write_frame`.
   at most) and cut into files as the host path cuts them (:class:`.input_split.InputSplits`: by the input
   bytes of each row's task, at most ``expected_output_files``, the last taking the rest).
 - ``sort`` and ``zorder``, and groups of files of other specs (repartitioned into the output spec), hold
-  the whole group (up to :data:`WHOLE_BYTES` of input). The order's permutation is the host path's
-  (:func:`.rewrite_order.order_indices` on a host copy of the columns the order reads, its words and sort
-  on the group's backend), the rows gathered where the frame is; files record the table's sort order when
-  the rows follow it, as the host path's do. Rows of other specs are split by the output spec's
-  partitions where the frame is (:func:`.frame_partition.split_frame`). (The host path orders a group
-  larger than its memory budget through spill files; for ``zorder`` that clusters by ranges, where frames
-  give the exact Morton order of the whole group.)
+  the whole group: up to :data:`WHOLE_BYTES` of decoded columns, estimated from the files' footers
+  (:func:`.decoded_size.tasks_decoded_bytes`; stored bytes may decode to a hundred times as many) before
+  anything is read; a larger group goes to the host path, the reason said. The order's permutation is
+  the host path's (:func:`.rewrite_order.order_indices` on a host copy of the columns the order reads,
+  its words and sort on the group's backend), the rows gathered where the frame is; files record the
+  table's sort order when the rows follow it, as the host path's do. Rows of other specs are split by the
+  output spec's partitions where the frame is (:func:`.frame_partition.split_frame`). (The host path
+  orders a group larger than its memory budget through spill files; for ``zorder`` that clusters by
+  ranges, where frames give the exact Morton order of the whole group.)
 
 A frame is written without seeing its bytes first, so each file's rows are cut further where their input
 bytes, at the output bytes per input byte of the files written so far, would take a file past the
 host writer's limit (:data:`~gpu_engine.io.parquet_write.OVERSHOOT` x the maximum output size); a file
 that still comes out past it (rows that encode larger than the rows before them: ordered rows compress
-worse) is written again, cut by its own bytes per row. (The host writer rolls on the bytes it writes, row
-group by row group.)
+worse) is written again once, cut by its own column bytes per row (not its footer's, which each piece has
+again). No file is cut into pieces of fewer rows than the host writer puts in a row group
+(``write.parquet.row-group-check-min-record-count``): the host writer rolls on the bytes it writes, row
+group by row group, so a target smaller than that many rows' bytes gives files of that many rows there
+too.
 
 What this path does not do is said by :func:`frame_unsupported` (the caller rewrites such groups on the
 host and records why). Files written are deleted when the rewrite fails.
@@ -36,13 +41,16 @@ from typing import Any
 import pyarrow as pa
 
 from ..backend.select import choose
+from ..errors import UnsupportedFeature
 from ..iceberg.content_file import ContentFile
 from ..iceberg.metadata import TableMetadata
 from ..iceberg.schema import Schema
 from ..iceberg.sorting import SortOrder
 from ..io.fileio import FileIO
 from ..io.parquet_write import OVERSHOOT
+from ..io.write_options import WriteOptions
 from ..tasks import FileGroup, RewriteResult, RewriteStrategy
+from .decoded_size import tasks_decoded_bytes
 from .delete_cache import DeleteCache
 from .frame_partition import split_frame
 from .frame_scan import frame_stream
@@ -52,16 +60,31 @@ from .frame_write import write_frame
 from .input_split import SCALE, InputSplits, average_bytes_per_row, bytes_per_live_row
 from .rewrite import Clock, group_read, table_order, timed, without_lineage_metrics
 from .rewrite_order import order_indices
+from .scan import default_workers
 
-WHOLE_BYTES = 4 << 30  # input bytes of a group held whole on the device at most (ordered or repartitioned)
+# decoded bytes (the columns as the frame library holds them, not as stored) of a group held whole on the
+# device at most (ordered or repartitioned); it takes a few times that while it is ordered and written
+WHOLE_BYTES = 4 << 30
 
 
-def frame_unsupported(group: FileGroup, strategy: RewriteStrategy) -> str | None:
-    """Why ``group`` is not rewritten through frames, or None."""
-    if (strategy.kind != "binpack" or group.spec_id is None) and group.input_bytes > WHOLE_BYTES:
+def held_whole(group: FileGroup, strategy: RewriteStrategy) -> bool:
+    """Whether the frame path holds all of ``group``'s rows at once (ordered or repartitioned)."""
+    return strategy.kind != "binpack" or group.spec_id is None
+
+
+def frame_unsupported(
+    group: FileGroup, strategy: RewriteStrategy, decoded_bytes: int | None = None
+) -> str | None:
+    """Why ``group`` is not rewritten through frames, or None. ``decoded_bytes``: what the group's rows
+    decode to (:func:`.decoded_size.tasks_decoded_bytes`; its footers read); unknown, its stored bytes
+    stand for them (they rarely decode to fewer), so that a group past the limit by those goes to the host
+    before a footer is read."""
+    size = group.input_bytes if decoded_bytes is None else decoded_bytes
+    if held_whole(group, strategy) and size > WHOLE_BYTES:
         what = f"a {strategy.kind}" if strategy.kind != "binpack" else "a repartition (files of other specs)"
+        how = "bytes as stored" if decoded_bytes is None else "bytes, estimated from the files' footers"
         return (
-            f"{what} of more than {WHOLE_BYTES >> 30} GiB of input ({group.input_bytes:,} bytes) is done on "
+            f"{what} of more than {WHOLE_BYTES >> 30} GiB of input once decoded ({size:,} {how}) is done on "
             "the host, through spill files"
         )
     return None
@@ -78,12 +101,16 @@ def rewrite_group_frames(
     workers: int | None = None,
     delete_cache: DeleteCache | None = None,
 ) -> RewriteResult:
-    """Rewrite ``group`` through the frames of ``sink`` (see the module doc); ValueError for a group
-    :func:`frame_unsupported` names, UnsupportedFeature (naming the column or property) for rows the
-    library cannot hold or write as the table asks."""
+    """Rewrite ``group`` through the frames of ``sink`` (see the module doc); UnsupportedFeature, before
+    anything is read, for a group :func:`frame_unsupported` names (the reason; a group held whole is
+    measured by its decoded bytes, its files' footers read on ``workers`` threads) and (naming the column
+    or property) for rows the library cannot hold or write as the table asks."""
     why = frame_unsupported(group, strategy)
+    if why is None and held_whole(group, strategy):
+        decoded = tasks_decoded_bytes(io, group.tasks, workers or default_workers())
+        why = frame_unsupported(group, strategy, decoded)
     if why is not None:
-        raise ValueError(f"group {group.index} is not rewritten through frames: {why}")
+        raise UnsupportedFeature(why)
     choice = choose(backend)
     plan, projection, schema = group_read(md, group)
     arrow_schema = projection.arrow_schema
@@ -155,7 +182,8 @@ class _Files:
     """The files a group's rewrite writes: each call's rows cut further where their input bytes, at the
     output bytes per input byte seen so far (1 before any file is written), would take a file past the
     maximum output size; files that still come out past it (rows that encode larger than the rows before
-    them did) are written again, cut by their own bytes per row."""
+    them did) are written again once, each cut by its own column bytes per row. No cut makes a file of
+    fewer rows than the host writer's least a row group (see the module doc)."""
 
     def __init__(
         self,
@@ -172,6 +200,7 @@ class _Files:
         self.spec = md.spec_by_id(group.output_spec_id)
         self.props = {**md.properties, "write.target-file-size-bytes": str(group.max_output_file_size)}
         self.largest = group.max_output_file_size
+        self.least = WriteOptions.from_properties(self.props).row_group_min_rows  # rows a cut file holds
         self.average = average_bytes_per_row(group) / SCALE  # input bytes of a row without its task
         self.input_bytes = 0.0  # of the rows written so far, and the bytes of their files
         self.output_bytes = 0
@@ -195,15 +224,19 @@ class _Files:
         # the column bytes of the files written so far per input byte, once they are a tenth of a file
         # (a few rows' files are mostly page headers and statistics: no measure of the rows)
         ratio = self.output_bytes / self.input_bytes if self.input_bytes * 10 >= self.largest else 1.0
-        new = self._encode(frame, partition, _capped(rows, weight * ratio / max(total, 1), self.largest))
-        if any(f.file_size_in_bytes > self.largest * OVERSHOOT and f.record_count > 1 for f in new):
-            per_row = sum(f.file_size_in_bytes for f in new) / max(1, total)
+        cut = _capped(rows, weight * ratio / max(total, 1), self.largest, self.least)
+        new = self._encode(frame, partition, cut)
+        again = [
+            _capped([f.record_count], _column_bytes(f) / f.record_count, self.largest, self.least)
+            for f in new
+        ]
+        if any(len(pieces) > 1 for pieces in again):  # past the limit by their own bytes: cut once more
             for f in new:
                 self.io.delete(self.io.resolve(f.path), missing_ok=True)
-            new = self._encode(frame, partition, _capped(rows, per_row, self.largest))
+            new = self._encode(frame, partition, [n for pieces in again for n in pieces])
         self.written.extend(new)
         self.input_bytes += weight
-        self.output_bytes += sum(sum((f.column_sizes or {}).values()) or f.file_size_in_bytes for f in new)
+        self.output_bytes += sum(_column_bytes(f) for f in new)
         self.clock.write += time.perf_counter() - start
 
     def discard(self) -> None:
@@ -249,15 +282,20 @@ def _order_columns(strategy: RewriteStrategy, schema: Schema) -> list[str]:
     return sorted({schema.paths_by_id[i][0] for i in ids}, key=[f.name for f in schema.fields].index)
 
 
-def _capped(rows: list[int], per_row: float | None, largest: int) -> list[int]:
+def _column_bytes(f: ContentFile) -> int:
+    """The bytes of ``f``'s column chunks (its footer left out: the rows' bytes), or its size."""
+    return sum((f.column_sizes or {}).values()) or f.file_size_in_bytes
+
+
+def _capped(rows: list[int], per_row: float | None, largest: int, least: int = 1) -> list[int]:
     """``rows`` with each count that would take more than ``OVERSHOOT`` x ``largest`` bytes at ``per_row``
-    bytes a row (the host writer's limit) cut into equal parts of at most ``largest`` bytes (unchanged while
-    ``per_row`` is unknown)."""
+    bytes a row (the host writer's limit) cut into equal parts of at most ``largest`` bytes, but no part of
+    fewer than ``least`` rows (unchanged while ``per_row`` is unknown)."""
     if per_row is None or per_row <= 0:
         return rows
     out: list[int] = []
     for n in rows:
         size = int(n * per_row)
-        pieces = 1 if size <= largest * OVERSHOOT else max(1, min(n, -(-size // largest)))
+        pieces = 1 if size <= largest * OVERSHOOT else max(1, min(n // max(least, 1), -(-size // largest)))
         out += [n // pieces + (1 if i < n % pieces else 0) for i in range(pieces)]
     return out

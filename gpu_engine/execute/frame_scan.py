@@ -2,11 +2,12 @@
 
 Tasks are prepared on worker threads, in task order and a few ahead of the decoder (footer, column
 resolution, row-group pruning, delete positions); consecutive tasks whose files resolve to the same
-stored columns are decoded together, up to :data:`BATCH_FILES` files and :data:`BATCH_BYTES` bytes per
-decoder call (cuDF decodes them in one call, in parallel on the device). A file the frame decoder cannot
-read as the host reader does is decoded by the host reader and copied over, its path and the reason
-recorded in :attr:`ScanRun.host_decoded`, or, with ``host_decode=False``, refused: never decoded
-differently.
+stored columns are decoded together, up to :data:`BATCH_FILES` files and :data:`BATCH_BYTES` bytes of
+decoded columns per decoder call (cuDF decodes them in one call, in parallel on the device; the bytes are
+estimated from the footers, :mod:`.decoded_size`: stored bytes may decode to a hundred times as many). A
+task larger than that on its own is decoded alone. A file the frame decoder cannot read as the host reader
+does is decoded by the host reader and copied over, its path and the reason recorded in
+:attr:`ScanRun.host_decoded`, or, with ``host_decode=False``, refused: never decoded differently.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ from .scan import ScanRun, default_workers, read_name_mapping
 from .stream import ordered
 from .task import TaskContext, execute_task
 
-# a decoder call reads at most this many files and bytes (their ranges of the data files)
+# a decoder call reads at most this many files, and rows of at most this many bytes once decoded (their
+# columns read, as :func:`.decoded_size.decoded_bytes` estimates them; not the bytes stored)
 BATCH_FILES = 256
 BATCH_BYTES = 1 << 30
 
@@ -40,7 +42,7 @@ _MAX_ROWS = 2**31 - 1  # cuDF's column size limit: a decoder call reads fewer ro
 def _full(pending: list[FramePart], more: FramePart) -> bool:
     files = len(pending) + 1
     rows = sum(len(p.pos) for p in pending) + len(more.pos)
-    size = sum(p.task.length for p in pending) + more.task.length
+    size = sum(p.decoded for p in pending) + more.decoded
     return files > BATCH_FILES or size > BATCH_BYTES or rows >= _MAX_ROWS
 
 

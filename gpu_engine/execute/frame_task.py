@@ -2,7 +2,8 @@
 of :mod:`.task`, with the data columns decoded by the frame library and kept there.
 
 :func:`prepare` does a task's metadata work on the host: the file's footer, column resolution by field
-id, row-group pruning, and the keep-mask of its delete positions (on the scan's backend). Tasks whose
+id, row-group pruning, the keep-mask of its delete positions (on the scan's backend) and the bytes its row
+groups' columns decode to (:func:`.decoded_size.decoded_bytes`: what a decoder call holds). Tasks whose
 files resolve to the same columns of the same stored types form a batch (:attr:`FramePart.key`), and
 :func:`decode` reads the whole batch's row groups in one decoder call, casts each column to the host
 reader's type once, and filters once. The residual filter and equality deletes read host copies of only
@@ -32,6 +33,7 @@ from ..io.device_decode import frame_unsupported
 from ..io.parquet_projection import ColumnRead, Projection, identity_constants
 from ..tasks import ScanTask
 from . import masks
+from .decoded_size import decoded_bytes
 from .deletes import TaskDeletes
 from .frames import Frames
 from .metadata import metadata_column
@@ -60,6 +62,7 @@ class FramePart:
     proj: Projection
     partition_ids: tuple[int, ...]
     layout: str  # the file's whole Parquet schema, nullability aside
+    decoded: int  # the bytes its row groups' columns read decode to (estimated from the footer)
 
     @property
     def key(self) -> Hashable:
@@ -91,6 +94,7 @@ def prepare(task: ScanTask, ctx: TaskContext) -> FramePart | str:
         )
         starts = source.row_group_starts()
         layout = _layout(source.file.schema)
+        decoded = decoded_bytes(source.metadata, groups, proj.columns, source.arrow_schema)
     ranges = [np.arange(starts[g], starts[g + 1], dtype=np.int64) for g in groups]
     pos = np.concatenate(ranges) if ranges else np.empty(0, dtype=np.int64)
     keep = None
@@ -102,7 +106,7 @@ def prepare(task: ScanTask, ctx: TaskContext) -> FramePart | str:
             parts.append(np.ones(rows, dtype=bool) if part is None else part)
         keep = np.concatenate(parts)
     ids = spec_field_ids(ctx.md, task)
-    return FramePart(task, tuple(groups), pos, keep, deletes, schema, proj, ids, layout)
+    return FramePart(task, tuple(groups), pos, keep, deletes, schema, proj, ids, layout, decoded)
 
 
 class FrameRows(NamedTuple):

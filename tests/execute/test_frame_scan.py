@@ -228,6 +228,30 @@ def test_files_of_the_same_stored_columns_are_decoded_in_one_call(
     assert sorted(len(c) for c in frames.calls) == [1, 1]
 
 
+def test_decoder_calls_are_cut_by_the_bytes_their_rows_decode_to(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Files of a few long strings store in a few kilobytes and decode to megabytes: a decoder call takes
+    files up to :data:`BATCH_BYTES` of decoded rows (estimated from their footers), not of stored bytes
+    (all four files in one call before, whatever they decode to)."""
+    from gpu_engine.execute import frame_scan
+
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("s", pa.string())])
+    tbl = sql_catalog(tmp_path).create_table("db.t", schema)
+    words = [f"category-{k:02d}-" + "abcdefghij" * 3 for k in range(10)]
+    for k in range(4):
+        ids = range(k * 20_000, (k + 1) * 20_000)
+        tbl.append(pa.table({"id": ids, "s": [words[i // 1000 % 10] for i in ids]}, schema=schema))
+    tbl = tbl.refresh()
+    tasks = tbl.scan().plan().tasks
+    one = max(pq.read_table(t.file.path.removeprefix("file://")).nbytes for t in tasks)
+    monkeypatch.setattr(frame_scan, "BATCH_BYTES", int(2.5 * one))  # two files' decoded rows a call
+    assert sum(t.length for t in tasks) * 10 < frame_scan.BATCH_BYTES  # their stored bytes: all in one
+    frames = _Counting()
+    _same(tbl.scan(), frames)
+    assert [len(c) for c in frames.calls] == [2, 2]
+
+
 def test_files_are_decoded_together_only_where_their_parquet_schemas_agree(tmp_path: Path) -> None:
     """cuDF reads several files in one call only where every schema element agrees (nullability aside),
     columns not read included."""
