@@ -334,6 +334,8 @@ class _Run:
         if not ok:
             return
         dropped = dropped_keys(self.plan, [g for g, _ in ok], self.replaced)  # raising: still uncommitted
+        for _, r in ok:  # from here the commit owns them: it deletes them when it fails, keeps them when it
+            uncommitted.remove(r)  # landed or may have (an interruption just after it landed deleted them)
         try:
             landed = commit_rewrite(
                 self.table,
@@ -345,27 +347,18 @@ class _Run:
                 sleep=self.sleep,
             )
         except CommitStateUnknown:
-            for _, r in ok:
-                uncommitted.remove(r)  # possibly the table's files now: never deleted
             raise
-        except Exception as exc:
-            for _, r in ok:
-                uncommitted.remove(r)  # commit_rewrite() deleted them
+        except Exception as exc:  # commit_rewrite() deleted them
             if not partial:
                 raise
             for g, _ in ok:
                 self.failures.append(GroupFailure(g.index, "commit", f"{type(exc).__name__}: {exc}"))
             return
-        except BaseException:  # interrupted: commit() deleted the files, or kept them when it was swapping
-            for _, r in ok:  # (the outcome unknown) or had landed; they are not this loop's to delete
-                uncommitted.remove(r)
-            raise
         self.commits.append(landed)
         self.rewrite_commits += 1
         self.replaced.update(f.path for g, _ in ok for f in g.files)
         self.deletes_removed += len(dropped)
         for g, r in ok:
-            uncommitted.remove(r)
             self.outcomes.append(
                 GroupOutcome(
                     group_index=g.index,

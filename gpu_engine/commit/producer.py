@@ -314,8 +314,8 @@ class _Producer:
                 f"commit to {self.table.location}: the catalog swap to {new_location} failed with "
                 f"{type(exc).__name__}: {exc}; whether it landed is unknown"
             ) from exc
+        self.landed = True  # before swapping ends: an interruption between the two deletes nothing
         self.swapping = False
-        self.landed = True
         return location
 
     def _rest_commit(self, base: TableMetadata, new_md: TableMetadata) -> tuple[TableMetadata, str]:
@@ -350,8 +350,8 @@ class _Producer:
                 f"commit to {self.table.location}: the REST commit failed with {type(exc).__name__}: {exc}; "
                 "whether it landed is unknown"
             ) from exc
+        self.landed = True  # before swapping ends: an interruption between the two deletes nothing
         self.swapping = False
-        self.landed = True
         landed = committed.metadata.snapshots_by_id.get(self.snapshot_id)
         if landed is None or committed.metadata.snapshot_refs.get(self.branch, None) is None:
             raise CommitStateUnknown(

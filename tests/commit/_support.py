@@ -3,10 +3,12 @@ files a table's snapshots reference."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import random
+import sys
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -246,3 +248,40 @@ def swap_lands_then(monkeypatch: pytest.MonkeyPatch, error: BaseException) -> No
         raise error
 
     monkeypatch.setattr(SqlCatalog, "commit_metadata", lands_then)
+
+
+def lines_between(
+    function: Callable[..., object], first: str, last: str, *, from_first: bool = False
+) -> list[int]:
+    """The line numbers of ``function``'s source from the line after the one holding ``first`` (that one,
+    ``from_first``) to the one holding ``last``: where an interruption may arrive."""
+    import inspect
+
+    source, start = inspect.getsourcelines(function)
+    at = next(i for i, text in enumerate(source) if first in text)
+    end = next(i for i, text in enumerate(source) if i > at and last in text)
+    return [start + i for i in range(at if from_first else at + 1, end + 1)]
+
+
+@contextlib.contextmanager
+def interrupted_at(function: Callable[..., object], line: int) -> Iterator[None]:
+    """A KeyboardInterrupt (Ctrl-C) raised when ``function`` first reaches ``line`` (traced: the code under
+    test is not edited)."""
+    code = function.__code__
+    fired: list[int] = []
+
+    def local(frame: Any, event: str, arg: object) -> Any:
+        if event == "line" and frame.f_lineno == line and not fired:
+            fired.append(line)
+            raise KeyboardInterrupt
+        return local
+
+    def tracer(frame: Any, event: str, arg: object) -> Any:
+        return local if frame.f_code is code else None
+
+    sys.settrace(tracer)
+    try:
+        yield
+    finally:
+        sys.settrace(None)
+    assert fired, f"line {line} of {function.__qualname__} was not reached"

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pytest
 
 from gpu_engine.catalog.sql import SqlCatalog
-from gpu_engine.commit.compact import CompactionFailed
+from gpu_engine.commit.compact import CompactionFailed, _Run
 from gpu_engine.errors import CommitConflict, CommitStateUnknown
 from gpu_engine.execute.rewrite import rewrite_group as real_rewrite_group
 from gpu_engine.io.parquet_write import write_data_files as real_write_data_files
@@ -38,7 +38,7 @@ from ._compact_support import (
     parquet_files_on_disk,
     replace_snapshots,
 )
-from ._support import Interrupted, raise_at, swap_lands_then, table_files
+from ._support import Interrupted, interrupted_at, lines_between, raise_at, swap_lands_then, table_files
 
 REPO = Path(__file__).resolve().parents[2]
 PARTIAL = {"partial-progress.enabled": "true", "partial-progress.max-commits": "3"}
@@ -454,3 +454,22 @@ def test_a_failure_while_preparing_the_commit_deletes_the_new_files(
     assert_no_stray_data_files(fresh)
     monkeypatch.undo()
     assert_still_compacts(cat, expected)
+
+
+@pytest.mark.parametrize(
+    "line",
+    lines_between(_Run._commit, "self.commits.append(landed)", "self.outcomes.append(", from_first=True),
+)
+def test_ctrl_c_just_after_a_rewrite_commit_landed_keeps_its_files(tmp_path: Path, line: int) -> None:
+    """Interrupted once commit_rewrite() returned, before the group was counted: its files were still the
+    compaction's to clean up, and were deleted under the table's current snapshot."""
+    cat, tbl = new_table(tmp_path, 2)
+    parts = [gen_rows(i * 20, 20, seed=i) for i in range(3)]
+    for p in parts:
+        tbl.append(p)
+    with pytest.raises(KeyboardInterrupt), interrupted_at(_Run._commit, line):
+        tbl.compact(options={"rewrite-all": "true"}, backend="cpu")
+    landed = cat.load_table(tbl.identifier)
+    assert replace_snapshots(landed) == 1
+    assert_nothing_referenced_is_missing(landed)
+    assert_rows_equal(landed.scan(backend="cpu").to_arrow(), pa.concat_tables(parts))

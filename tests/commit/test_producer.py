@@ -9,9 +9,10 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from gpu_engine.commit.producer import _Producer
 from gpu_engine.errors import UnsupportedFeature
 from gpu_engine.table import Table
-from tests.commit._support import sql_catalog
+from tests.commit._support import interrupted_at, lines_between, referenced_files, sql_catalog
 
 ENCRYPTED = {"format-version": "3", "encryption.key-id": "kms-key-1"}
 
@@ -97,3 +98,16 @@ def test_a_table_made_encrypted_while_writing_is_not_committed_to(tmp_path: Path
     fresh = cat.load_table("db.t")
     assert fresh.metadata.current_snapshot_id == other.metadata.current_snapshot_id
     assert sorted(fresh.scan().to_arrow().column("id").to_pylist()) == [1, 2, 3, 5]
+
+
+@pytest.mark.parametrize("line", lines_between(_Producer._swap, ") from exc", "return location"))
+def test_ctrl_c_once_the_swap_landed_keeps_the_commits_files(tmp_path: Path, line: int) -> None:
+    """Interrupted between the catalog's swap returning and the commit recording that it landed: the clean-up
+    took the commit for a failed one and deleted the files of the table's current snapshot."""
+    tbl = sql_catalog(tmp_path).create_table("db.t", pa.schema([("id", pa.int64())]))
+    tbl.append(pa.table({"id": pa.array(range(5), pa.int64())}))
+    with pytest.raises(KeyboardInterrupt), interrupted_at(_Producer._swap, line):
+        tbl.append(pa.table({"id": pa.array(range(5, 10), pa.int64())}))
+    landed = sql_catalog(tmp_path).load_table("db.t")
+    assert not [p for p in referenced_files(landed) if not Path(p.removeprefix("file://")).exists()]
+    assert sorted(landed.scan().to_arrow().column("id").to_pylist()) == list(range(10))
