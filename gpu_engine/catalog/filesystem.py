@@ -8,7 +8,8 @@ Finding the current metadata of ``<table>/metadata/``:
   HadoopTableOperations does the same). A number whose file is missing is an error, unless higher versions
   are listed (a slow writer's hint landed after later commits pruned its file): then the listing rule.
 * a hint holding a file name (DuckDB writes ``00001-<uuid>``) → that file, with or without the
-  ``.metadata.json`` suffix.
+  ``.metadata.json`` suffix, then forward to ``v<its number + 1>``, ... while they exist (a commit through the
+  directory killed before it replaced the hint).
 * no hint, or an empty one → list the directory: the highest version number wins, comparing numbers
   (``v16`` > ``v9``) of ``vN…`` and ``NNNNN-<uuid>…`` names; several files with that number, and files
   without a number (``vfinal.metadata.json``), are ranked by their ``last-updated-ms``. Files named
@@ -179,7 +180,11 @@ def find_current_metadata(io: FileIO, table_dir: str, *, ignore: str | None = No
         name = basename(text)
         for candidate in (name, *(name + s for s in _SUFFIXES)):
             if is_metadata_file(candidate) and io.exists(join(metadata_dir, candidate)):
-                return join(metadata_dir, candidate)
+                found, number = join(metadata_dir, candidate), metadata_version(candidate)
+                # forward as from a number: a commit through the directory writes v<N+1> before the hint
+                while number is not None and (following := _version_file(io, metadata_dir, number + 1)):
+                    number, found = number + 1, following
+                return found
         raise MetadataError(f"{hint_path} names {text!r}, which is not a metadata file in {metadata_dir}")
     return _pick_listed(io, metadata_dir, [basename(p) for p in io.list_dir(metadata_dir)], ignore)
 

@@ -248,6 +248,20 @@ def test_a_hint_to_a_pruned_version_gives_way_to_the_listing(tmp_path: Path) -> 
         current(root)
 
 
+def test_a_file_name_hint_walks_forward_to_versions_committed_after_it(tmp_path: Path) -> None:
+    """DuckDB's hint names a file; a commit through the directory killed between writing v2 and replacing
+    the hint left it behind: v2 landed (Java's listing reader takes it), so it is current here too."""
+    files = {
+        "00000-a.metadata.json": 0,
+        "00001-b.metadata.json": 1,
+        "v2.metadata.json": 2,
+        "v3.metadata.json": 3,
+    }
+    assert current(make_table(tmp_path / "t", files, "00001-b")) == "v3.metadata.json"
+    files = {"00000-a.metadata.json": 0, "00001-b.metadata.json": 1}
+    assert current(make_table(tmp_path / "u", files, "00000-a")) == "00000-a.metadata.json"  # by the hint
+
+
 def test_metadata_version() -> None:
     assert metadata_version("v16.metadata.json") == 16
     assert metadata_version("v2.gz.metadata.json") == 2
