@@ -6,7 +6,11 @@ files of one :func:`~gpu_engine.execute.frame_write.write_frame` call in one cal
 the frame's rows cut by ``PartitionInfo``). Columns are named and given their nullability from the
 write schema; decimals are written as INT32 (precision <= 9) or INT64 (<= 18) by casting to cuDF's
 32- and 64-bit decimals first, dates (cuDF holds them as seconds) as INT32 days; the footer fixes
-(field ids, UTC flags, DATE) follow in :mod:`gpu_engine.io.parquet_footer_schema`. Refused, with the
+(field ids, UTC flags, DATE) follow in :mod:`gpu_engine.io.parquet_footer_schema`. Float and double
+columns are written PLAIN: libcudf's dictionaries key floats by value, so -0.0 and 0.0, and NaNs of any
+sign or payload, became one entry and rows came back with another row's zero or NaN (seen on an H200 with
+cuDF 26.10). A chunk libcudf finds no smaller compressed is stored UNCOMPRESSED (its writer decides per
+column chunk). Refused, with the
 reason (:func:`cudf_encode_unsupported`): what cuDF cannot hold, a compression level or a codec its
 writer lacks, bloom filters, decimals of precision 19 to 35 (cuDF writes 16 bytes, the spec asks for the
 fewest) and decimals or dates inside structs and lists (not cast there).
@@ -142,7 +146,7 @@ class CudfSink(CudfFrames):
         table, _ = self._cudf.DataFrame(data).to_pylibcudf()
         meta = plc.io.types.TableInputMetadata(table)
         for column, f in zip(meta.column_metadata, schema, strict=True):
-            _describe(column, f)
+            _describe(column, f, plc.io.types.ColumnEncoding.PLAIN)
         built = (
             plc.io.parquet.ParquetWriterOptions.builder(plc.io.SinkInfo(list(paths)), table)
             .metadata(meta)
@@ -229,15 +233,18 @@ def _scalar(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
 
 
-def _describe(column: Any, f: pa.Field) -> None:
-    """Name, nullability and decimal precision of ``f`` (and its children) on pylibcudf's column metadata."""
+def _describe(column: Any, f: pa.Field, plain: Any) -> None:
+    """Name, nullability and decimal precision of ``f`` (and its children) on pylibcudf's column metadata;
+    floats get the ``plain`` encoding (see the module doc)."""
     column.set_name(f.name)
     column.set_nullability(f.nullable)
     t = f.type
-    if pa.types.is_decimal(t):
+    if pa.types.is_floating(t):
+        column.set_encoding(plain)
+    elif pa.types.is_decimal(t):
         column.set_decimal_precision(t.precision)
     elif pa.types.is_struct(t):
         for i in range(t.num_fields):
-            _describe(column.child(i), t.field(i))
+            _describe(column.child(i), t.field(i), plain)
     elif pa.types.is_list(t) or pa.types.is_large_list(t):
-        _describe(column.child(1), t.value_field)  # child 0: the offsets
+        _describe(column.child(1), t.value_field, plain)  # child 0: the offsets

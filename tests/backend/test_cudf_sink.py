@@ -120,6 +120,9 @@ class _Meta:
     def set_decimal_precision(self, p: int) -> None:
         self.log.append((self.path, "precision", p))
 
+    def set_encoding(self, encoding: str) -> None:
+        self.log.append((self.path, "encoding", encoding))
+
     def child(self, i: int) -> _Meta:
         return self.children.setdefault(i, _Meta(self.log, f"{self.path}/{i}"))
 
@@ -153,6 +156,9 @@ class _Plc:
 
             class DictionaryPolicy:
                 ADAPTIVE = "adaptive-enum"
+
+            class ColumnEncoding:
+                PLAIN = "plain-enum"
 
             @staticmethod
             def TableInputMetadata(table: Any) -> Any:  # noqa: N802
@@ -234,15 +240,20 @@ def test_the_writer_call(monkeypatch: pytest.MonkeyPatch) -> None:
         pa.field("price", pa.decimal128(9, 2)),
         pa.field("big", pa.decimal128(38, 4)),
         pa.field("s", pa.struct([pa.field("l", pa.list_(pa.field("element", pa.decimal128(38, 0), False)))])),
+        pa.field("x", pa.float64()),
+        pa.field("n", pa.struct([
+            pa.field("f", pa.float32()), pa.field("l", pa.list_(pa.field("element", pa.float64()))),
+        ])),
     ])  # fmt: skip
     frame = _Frame({
         "id": _Column("id"), "day": _Column("day", np.dtype("datetime64[s]")), "price": _Column("price"),
-        "big": _Column("big"), "s": _Column("s"),
+        "big": _Column("big"), "s": _Column("s"), "x": _Column("x"), "n": _Column("n"),
     })  # fmt: skip
     options = WriteOptions.from_properties({"write.parquet.row-group-size-bytes": "100000"})
     sink.encode(frame, schema, ["/a.parquet", "/b.parquet"], [3, 4], options)
     log = plc.log
     table = ["id", "day.astype(int64)//86400.astype(int32)", "price.astype(decimal32(9,2))", "big", "s"]
+    table += ["x", "n"]
     described = [entry for entry in log if isinstance(entry[0], str) and entry[0][:1].isdigit()]
     assert described == [
         ("0", "name", "id"), ("0", "nullable", False),
@@ -252,6 +263,12 @@ def test_the_writer_call(monkeypatch: pytest.MonkeyPatch) -> None:
         ("4", "name", "s"), ("4", "nullable", True),
         ("4/0", "name", "l"), ("4/0", "nullable", True),
         ("4/0/1", "name", "element"), ("4/0/1", "nullable", False), ("4/0/1", "precision", 38),
+        # floats PLAIN, nested ones too: libcudf's dictionaries merge -0.0 with 0.0 and NaNs of either sign
+        ("5", "name", "x"), ("5", "nullable", True), ("5", "encoding", "plain-enum"),
+        ("6", "name", "n"), ("6", "nullable", True),
+        ("6/0", "name", "f"), ("6/0", "nullable", True), ("6/0", "encoding", "plain-enum"),
+        ("6/1", "name", "l"), ("6/1", "nullable", True),
+        ("6/1/1", "name", "element"), ("6/1/1", "nullable", True), ("6/1/1", "encoding", "plain-enum"),
     ]  # fmt: skip
     calls = [entry for entry in log if not (isinstance(entry[0], str) and entry[0][:1].isdigit())]
     assert calls[0] == ("builder", ("sink", "/a.parquet", "/b.parquet"), table)
