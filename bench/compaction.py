@@ -58,7 +58,8 @@ Before measuring the driver waits (up to ``--quiet-wait`` s; 0: not at all) for 
 bench/scan.py does. The workers run a copy of ``gpu_engine/`` taken at start (the checkout is shared).
 
 Writes ``compaction-<device-slug>.json`` and ``.png`` (and ``compaction-profile-<slug>.txt``: one
-compaction under cProfile, by default when a CPU target is missed) under ``--out``.
+compaction under cProfile, by default when a CPU target is missed; ``compaction-profile-cudf-<slug>.txt``
+instead where the cuDF peer runs and misses one) under ``--out``.
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -507,16 +508,18 @@ def run_worker(args: argparse.Namespace) -> None:
 
 
 def run_profile(args: argparse.Namespace) -> None:
-    """cProfile one cpu compaction: the calling thread, plus each group's rewrite (run on the group
-    runner's thread pool) under its own profiler, merged; the rewrite's scan with ``workers=1`` so that
-    its reads run in the profiled thread (cProfile sees only the threads it runs in)."""
+    """cProfile one compaction of ``--worker``'s peer (ours): the calling thread, plus each group's rewrite
+    (run on the group runner's thread pool) under its own profiler, merged; the rewrite's scan with
+    ``workers=1`` so that its reads run in the profiled thread (cProfile sees only the threads it runs in).
+    cuDF's device work is asynchronous: its time shows where the host waits for it."""
     from gpu_engine.execute import group_runner
     from gpu_engine.execute import scan as scan_exec
 
-    warm = prepare(OURS_CPU, Path(args.warm_dir))
+    peer = args.worker or OURS_CPU
+    warm = prepare(peer, Path(args.warm_dir))
     warm.run()
     group_profilers: list[cProfile.Profile] = []
-    rewrite_group = group_runner.rewrite_group  # type: ignore[attr-defined]
+    rewrite_group = group_runner.rewrite_file_group  # type: ignore[attr-defined]
 
     def profiled_rewrite(*a: Any, **kw: Any) -> Any:
         prof = cProfile.Profile()
@@ -524,14 +527,15 @@ def run_profile(args: argparse.Namespace) -> None:
         return prof.runcall(rewrite_group, *a, **kw)
 
     scan_exec.default_workers = lambda: 1
-    group_runner.rewrite_group = profiled_rewrite  # type: ignore[attr-defined]
-    prepared = prepare(OURS_CPU, Path(args.table_dir))
+    group_runner.rewrite_file_group = profiled_rewrite  # type: ignore[attr-defined]
+    prepared = prepare(peer, Path(args.table_dir))
     profiler = cProfile.Profile()
     seconds, result = rep.once(lambda: profiler.runcall(prepared.run))
     text = io.StringIO()
     detail = describe_compaction(result)
+    how = f"backend={'cpu' if peer == OURS_CPU else 'cuda'!r}, parquet_io={PARQUET_IO[peer]!r}"
     text.write(
-        f"== {load_meta(Path(args.table_dir))['workload']}: tbl.compact(rewrite-all, backend='cpu'), "
+        f"== {load_meta(Path(args.table_dir))['workload']}: tbl.compact(rewrite-all, {how}), "
         f"scan workers=1, under cProfile: {seconds:.3f} s (read {detail['read_s']:.3f} s, order "
         f"{detail['order_s']:.3f} s, write {detail['write_s']:.3f} s) ==\n"
     )
@@ -772,9 +776,9 @@ def run_driver(args: argparse.Namespace) -> int:
         rep.note_checkout_changes(code)
         ratio = rep.time_ratios(results, OURS, stats=("median", "best"))  # ours / peer throughput
         targets = evaluate_targets(results, device)
-        missed_cpu = any(t["met"] is False and t["ours"] == OURS_CPU for t in targets)
-        if OURS_CPU in peers and (args.profile == "always" or (args.profile == "auto" and missed_cpu)):
-            profile = write_profile(args, tables, ratio, env, out_dir, slug)
+        profiled = profiled_peer(peers, targets, args.profile)
+        if profiled is not None:
+            profile = write_profile(args, profiled, tables, ratio, env, out_dir, slug)
 
     payload: dict[str, Any] = {
         **rep.header("compaction", PEER_PACKAGES, device, slug),
@@ -840,26 +844,42 @@ def run_driver(args: argparse.Namespace) -> int:
     return rep.finish(out_dir, stem, payload, lambda path: chart(path, payload, slug), failures, targets)
 
 
+# the peer a profile is taken of, the raw peer it is compared with, and the profile file's name part
+PROFILED = {OURS_CPU: (RAW_PA, ""), OURS_CUDF: (RAW_CUDF, "cudf-")}
+
+
+def profiled_peer(peers: Sequence[str], targets: Sequence[dict[str, Any]], mode: str) -> str | None:
+    """Which of ours to profile: with ``mode`` "always" or "auto" (where a target of it was missed),
+    cuDF's peer before the CPU one (one profile a run)."""
+    for peer in (OURS_CUDF, OURS_CPU):
+        missed = any(t["met"] is False and t["ours"] == peer for t in targets)
+        if peer in peers and (mode == "always" or (mode == "auto" and missed)):
+            return peer
+    return None
+
+
 def write_profile(
     args: argparse.Namespace,
+    peer: str,
     tables: dict[str, dict[str, Any]],
     ratio: dict[str, dict[str, dict[str, Any]]],
     env: dict[str, str],
     out_dir: Path,
     slug: str,
 ) -> dict[str, Any]:
-    """cProfile one cpu compaction of the workload where ours fares worst against raw pyarrow."""
-    key = min(tables, key=lambda k: ratio.get(k, {}).get(f"{OURS_CPU}/{RAW_PA}", {}).get("median", 9e9))
+    """cProfile one compaction by ``peer`` of the workload where it fares worst against its raw peer."""
+    raw, part = PROFILED[peer]
+    key = min(tables, key=lambda k: ratio.get(k, {}).get(f"{peer}/{raw}", {}).get("median", 9e9))
     big, warm = Path(tables[key]["dir"]), Path(tables[key]["warm_dir"])
     restore(big)
     restore(warm)
-    path = out_dir / f"compaction-profile-{slug}.txt"
+    path = out_dir / f"compaction-profile-{part}{slug}.txt"
     out_dir.mkdir(parents=True, exist_ok=True)
-    extra = ["--profile-worker", "--table-dir", str(big), "--warm-dir", str(warm), "--profile-out", str(path)]
-    r = spawn(args, extra, env)
+    extra = ["--profile-worker", "--worker", peer, "--table-dir", str(big), "--warm-dir", str(warm)]
+    r = spawn(args, [*extra, "--profile-out", str(path)], env)
     restore(big)
     print(f"wrote {path}" if path.exists() else f"profile failed: {r.get('reason')}", flush=True)
-    return {"workload": key, "file": path.name if path.exists() else None, **r}
+    return {"peer": peer, "workload": key, "file": path.name if path.exists() else None, **r}
 
 
 def main() -> int:
@@ -885,8 +905,8 @@ def main() -> int:
         p.error("need rows >= files >= 1")
     workers = {
         "generate": lambda a: generate(Path(a.table_dir), WORKLOADS[a.generate], a.rows, a.files, a),
+        "profile_worker": run_profile,  # before "worker": a profile names its peer with --worker
         "worker": run_worker,
-        "profile_worker": run_profile,
     }
     return rep.run_mode(args, workers, run_driver)
 
