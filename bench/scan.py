@@ -54,7 +54,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -460,20 +460,43 @@ def run_worker(args: argparse.Namespace) -> None:
     rep.print_result(RESULT_PREFIX, out)
 
 
+def profiled_peer(peers: Sequence[str], targets: Sequence[Any], mode: str) -> str | None:
+    """Which of ours to profile: with ``mode`` "always" or "auto" (where a target of it was missed),
+    ``to_cudf`` before the CPU scan (one peer a run)."""
+    for peer in (OURS_CUDF, OURS_CPU):
+        missed = any(t["met"] is False and t["ours"] == peer for t in targets)
+        if peer in peers and (mode == "always" or (mode == "auto" and missed)):
+            return peer
+    return None
+
+
 def run_profile(args: argparse.Namespace) -> None:
-    """cProfile one serial gpu-engine cpu scan (``workers=1``: cProfile sees the calling thread only)."""
+    """cProfile serial scans (``workers=1``: cProfile sees the calling thread only) of ``--worker``'s peer,
+    gpu-engine's CPU scan or its ``to_cudf`` (cuDF's device work is asynchronous: its time shows where the
+    host waits for it)."""
     import gpu_engine as ge
 
     meta = load_meta(Path(args.table_dir))
     assert meta is not None
     location = str(meta["metadata_location"])
+    peer = args.worker or OURS_CPU
+
+    def call(workers: int | None) -> Any:
+        scan = ge.load_table(location).scan(backend="cpu" if peer == OURS_CPU else "cuda")
+        scan = scan if workers is None else dataclasses.replace(scan, workers=workers)
+        if peer != OURS_CUDF:
+            return scan.to_arrow()
+        import cupy
+
+        frame = scan.to_cudf(host_decode=False)
+        cupy.cuda.runtime.deviceSynchronize()
+        return frame
 
     def serial() -> Any:
-        scan = ge.load_table(location).scan(backend="cpu")
-        return dataclasses.replace(scan, workers=1).to_arrow()
+        return call(1)
 
     def parallel() -> Any:
-        return ge.load_table(location).scan(backend="cpu").to_arrow()
+        return call(None)
 
     first = cProfile.Profile()  # the first call in this fresh process (numba's disk cache is warm)
     first_s, _ = rep.once(lambda: first.runcall(serial))
@@ -490,12 +513,13 @@ def run_profile(args: argparse.Namespace) -> None:
     stats.sort_stats("cumulative").print_stats(args.profile_top)
     stats.sort_stats("tottime").print_stats(args.profile_top)
     header = (
-        f"== {meta['kind']}: gpu-engine cpu scan().to_arrow(), workers=1 under cProfile ==\n"
+        f"== {meta['kind']}: {LABELS[peer]}, workers=1 under cProfile ==\n"
         f"default workers without profiler: {parallel_s:.3f} s; workers=1: {serial_s:.3f} s; "
         f"workers=1 under cProfile: {profiled_s:.3f} s; first call under cProfile: {first_s:.3f} s\n"
     )
     Path(args.profile_out).write_text(header + text.getvalue())
-    summary = {"kind": meta["kind"], "parallel_s": parallel_s, "serial_s": serial_s, "profiled_s": profiled_s}
+    summary = {"kind": meta["kind"], "peer": peer, "parallel_s": parallel_s, "serial_s": serial_s}
+    summary["profiled_s"] = profiled_s
     summary["first_call_profiled_s"] = first_s
     rep.print_result(RESULT_PREFIX, summary)
 
@@ -605,15 +629,17 @@ def run_driver(args: argparse.Namespace) -> int:
         rep.note_checkout_changes(code)
         ratios = rep.time_ratios(results, OURS, against_ours=True, lower_bounds=True)
         targets = evaluate_targets(results, device)
-        missed_cpu = any(t["met"] is False and t["ours"] == OURS_CPU for t in targets)
-        if args.profile == "always" or (args.profile == "auto" and missed_cpu):
-            profile_path = out_dir / f"{args.name}-profile-{slug}.txt"
+        profiled = profiled_peer(peers, targets, args.profile)
+        if profiled is not None:
+            part_name = "cudf-" if profiled == OURS_CUDF else ""
+            profile_path = out_dir / f"{args.name}-profile-{part_name}{slug}.txt"
             out_dir.mkdir(parents=True, exist_ok=True)
             texts = []
             for kind, meta in tables.items():
                 part = work / f"profile-{kind}.txt"
-                cache_env = dict(env, NUMBA_CACHE_DIR=str(work / f"numba-{kind}-{OURS_CPU}"))
-                extra = ["--profile-worker", "--table-dir", meta["dir"], "--profile-out", str(part)]
+                cache_env = dict(env, NUMBA_CACHE_DIR=str(work / f"numba-{kind}-{profiled}"))
+                extra = ["--profile-worker", "--worker", profiled, "--table-dir", meta["dir"]]
+                extra += ["--profile-out", str(part)]
                 profiles.append(spawn(args, [*extra, "--profile-top", str(args.profile_top)], cache_env))
                 if part.exists():
                     texts.append(part.read_text())
@@ -800,8 +826,8 @@ def main() -> int:
     args = p.parse_args()
     workers = {
         "generate": lambda a: generate_kind(Path(a.table_dir), a.generate, a),
+        "profile_worker": run_profile,  # before "worker": a profile names its peer with --worker
         "worker": run_worker,
-        "profile_worker": run_profile,
     }
     return rep.run_mode(args, workers, run_driver)
 
