@@ -13,7 +13,11 @@ hook, called with ``metadata`` and ``swap``.
 REST catalogs take table changes as updates, not as metadata files: a change that can say itself as REST
 requirements and updates (``rest``) is sent so, after an ``assert-table-uuid``, and the server's metadata is
 adopted; a lost race (409) refreshes and asks ``change`` again, a 5xx or a broken connection is an unknown
-state. Changes without a REST form are refused there with :class:`UnsupportedFeature`.
+state. The first attempt starts from a refreshed table too, as Java's commits do: the requirements assert
+only what the change reads (refs it moves, the schema it evolves), so a change made of a handle behind the
+table would be accepted (an expiration unaware of a newer tag had the server drop the tag with its
+snapshot, whose files were then deleted). Changes without a REST form are refused there with
+:class:`UnsupportedFeature`.
 """
 
 from __future__ import annotations
@@ -83,6 +87,8 @@ def commit_metadata_change(
 
     while True:
         attempt += 1
+        if attempt == 1 and rest_catalog:
+            table.refresh()  # see _rest_commit
         base, base_location, io = table.metadata, table.metadata_location, table.io
         changed = change(base)
         if changed is None:

@@ -133,6 +133,11 @@ def commit(
         deadline = time.monotonic() + policy.total_timeout_ms / 1000.0
         while True:
             attempt += 1
+            if attempt == 1 and is_rest_catalog(catalog):
+                # REST requirements assert the branch's head only: a snapshot made of a handle behind
+                # the table (another branch committed since) carries a stale sequence number and row id,
+                # which the server refuses; Java's producers refresh before every attempt
+                table.refresh()
             try:
                 return producer.attempt(attempt)
             except (CommitConflict, ManifestError) as exc:

@@ -126,12 +126,12 @@ class PropertiesUpdate(MetadataUpdate):
             updates: list[dict[str, Any]] = []
             if new.format_version != base.format_version:
                 updates.append({"action": "upgrade-format-version", "format-version": new.format_version})
-            changed = {k: v for k, v in new.properties.items() if base.properties.get(k) != v}
-            if changed:
-                updates.append({"action": "set-properties", "updates": changed})
-            removed = sorted(k for k in base.properties if k not in new.properties)
-            if removed:
-                updates.append({"action": "remove-properties", "removals": removed})
+            # every key asked for, as Java and PyIceberg send them: a difference from the base would
+            # leave out what the base already agreed with, and another writer's value would stay
+            if self._set:
+                updates.append({"action": "set-properties", "updates": dict(self._set)})
+            if self._remove:
+                updates.append({"action": "remove-properties", "removals": sorted(self._remove)})
             return [], updates
 
         commit_metadata_change(self._table, change, action="update_properties", faults=faults, rest=rest)

@@ -74,9 +74,10 @@ class RestCatalogServer:
         defaults: dict[str, str] | None = None,
         overrides: dict[str, str] | None = None,
         slow_s: float = 2.0,
+        prefix: str = "ws1",
     ) -> None:
         self.root = root
-        self.prefix = "ws1"
+        self.prefix = prefix  # one path segment, matched once unquoted
         self.clients = {"client": "secret"}
         self.token_ttl_s = token_ttl_s
         self.endpoints = endpoints
@@ -180,7 +181,7 @@ class RestCatalogServer:
 
     def _route(self, method: str, path: str, query: dict[str, list[str]], body: Any) -> Reply:
         seg = path.split("/")[2:]  # after "/v1/"
-        if not seg or seg[0] != self.prefix:
+        if not seg or unquote(seg[0]) != self.prefix:
             return error(404, "NotFoundException", f"no route {path} (prefix is {self.prefix!r})")
         seg = seg[1:]
         if seg == ["namespaces"]:
@@ -585,12 +586,15 @@ def _upgrade_format_version(md: dict[str, Any], upd: dict[str, Any]) -> str | No
 
 
 def _remove_snapshots(md: dict[str, Any], upd: dict[str, Any]) -> str | None:
-    """Drop the snapshots, their snapshot-log entries and statistics, as Java's removeSnapshots does; refs
-    pointing at one of them are refused."""
+    """Drop the snapshots, their snapshot-log entries and statistics, and the refs pointing at one of them,
+    as Java's TableMetadata.Builder does (removeSnapshots, then the dangling refs); the current snapshot is
+    refused."""
     gone = set(upd["snapshot-ids"])
-    held = [name for name, ref in (md.get("refs") or {}).items() if ref["snapshot-id"] in gone]
-    if held or md.get("current-snapshot-id") in gone:
-        return f"cannot remove snapshots that refs point at: {held or ['main']}"
+    if md.get("current-snapshot-id") in gone:
+        return "cannot remove the current snapshot"
+    refs = md.get("refs") or {}
+    for name in [name for name, ref in refs.items() if ref["snapshot-id"] in gone]:
+        del refs[name]
     md["snapshots"] = [s for s in md.get("snapshots", []) if s["snapshot-id"] not in gone]
     md["snapshot-log"] = [e for e in md.get("snapshot-log", []) if e["snapshot-id"] not in gone]
     for key in ("statistics", "partition-statistics"):

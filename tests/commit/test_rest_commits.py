@@ -82,10 +82,55 @@ def test_a_lost_race_retries(server: RestCatalogServer, tmp_path: Path) -> None:
     cat.create_namespace("db")
     tbl = cat.create_table("db.t", rows(0, 0).schema, properties={"format-version": "2", **PROPS})
     other = cat.load_table("db.t")
-    tbl.append(rows(0, 10))
-    result = other.append(rows(10, 10, seed=1))  # planned on the old head: the server refuses, it retries
-    assert result.commit.attempts == 2
+    raced: list[str] = []
+
+    def race(stage: str) -> None:  # another writer lands after this attempt's base was read
+        if stage == "swap" and not raced:
+            raced.append(stage)
+            tbl.append(rows(0, 10))
+
+    result = other.append(rows(10, 10, seed=1), faults=race)  # the server refuses (409), it retries
+    assert raced and result.commit.attempts == 2
     assert_all_readers(cat.load_table("db.t"), pa.concat_tables([rows(0, 10), rows(10, 10, seed=1)]))
+
+
+@pytest.mark.parametrize("version", [2, 3])
+def test_a_stale_handle_appends_after_a_commit_to_another_branch(
+    server: RestCatalogServer, tmp_path: Path, version: int
+) -> None:
+    """Main's head did not move, so its assertion holds: the snapshot must still take the sequence number
+    and first row id past the other branch's commit (the server refused a stale one: 400, files deleted)."""
+    cat = _catalog(server, tmp_path)
+    cat.create_namespace("db")
+    tbl = cat.create_table("db.t", rows(0, 0).schema, properties={"format-version": str(version), **PROPS})
+    tbl.append(rows(0, 10))
+    stale = cat.load_table("db.t")
+    tbl.append(rows(10, 5, seed=1), branch="audit")
+    result = stale.append(rows(20, 5, seed=2))
+    assert result.commit.attempts == 1
+    md = cat.load_table("db.t").metadata
+    head = md.snapshot_by_id(md.refs["main"].snapshot_id)
+    assert head.sequence_number == md.last_sequence_number == 3
+    assert_all_readers(cat.load_table("db.t"), pa.concat_tables([rows(0, 10), rows(20, 5, seed=2)]))
+
+
+def test_expire_on_a_stale_handle_keeps_a_newer_tag(server: RestCatalogServer, tmp_path: Path) -> None:
+    """The expiration is planned on the table as it is: a tag made after the handle was loaded keeps its
+    snapshot (the server, as Java's, drops a ref whose snapshot a commit removes: the tag and its files
+    were gone)."""
+    cat = _catalog(server, tmp_path)
+    cat.create_namespace("db")
+    tbl = cat.create_table("db.t", rows(0, 0).schema, properties={"format-version": "2", **PROPS})
+    for i in range(3):
+        tbl.append(rows(i * 10, 10, seed=i))
+    first = tbl.metadata.snapshots[0].snapshot_id
+    stale = cat.load_table("db.t")
+    tbl.manage_snapshots().create_tag("keep", first).commit()
+    result = stale.expire_snapshots(older_than=int(time.time() * 1000) + 1, retain_last=1)
+    md = cat.load_table("db.t").metadata
+    assert md.refs["keep"].snapshot_id == first and first not in result.expired_snapshot_ids
+    assert all(Path(p.removeprefix("file://")).exists() for p in referenced_files(cat.load_table("db.t")))
+    assert_same_rows(cat.load_table("db.t").scan(ref="keep").to_arrow(), rows(0, 10), context="the tag")
 
 
 def test_503_after_apply_is_unknown_and_keeps_files(server: RestCatalogServer, tmp_path: Path) -> None:
@@ -203,7 +248,7 @@ def test_expire_snapshots_through_rest(server: RestCatalogServer, tmp_path: Path
     stale = cat.load_table("db.t")
     tbl.append(rows(40, 10, seed=9))
     now = int(time.time() * 1000) + 1
-    result = stale.expire_snapshots(older_than=now, retain_last=2)  # 409 (main moved): planned again
+    result = stale.expire_snapshots(older_than=now, retain_last=2)  # planned on the refreshed table
     landed = cat.load_table("db.t")
     assert len(landed.metadata.snapshots) == 2 and landed.metadata_location == stale.metadata_location
     assert (
@@ -219,7 +264,7 @@ def test_expire_snapshots_through_rest(server: RestCatalogServer, tmp_path: Path
 def test_expire_removes_an_aged_tag_and_its_snapshot_through_rest(
     server: RestCatalogServer, tmp_path: Path
 ) -> None:
-    """The ref goes before its snapshot in the updates (servers refuse removing a snapshot a ref holds)."""
+    """The ref goes before its snapshot in the updates, as Java sends them."""
     cat = _catalog(server, tmp_path)
     cat.create_namespace("db")
     tbl = cat.create_table("db.t", rows(0, 0).schema, properties={"format-version": "2", **PROPS})
@@ -245,6 +290,26 @@ def test_properties_and_format_upgrade_through_rest(server: RestCatalogServer, t
     assert md.properties.get("b") == "2" and "a" not in md.properties
     tbl.delete("id < 5")  # a DV: the table is v3 now
     assert_all_readers(cat.load_table("db.t"), rows(0, 20).filter(pc.field("id") >= 5))
+
+
+def test_properties_sent_as_asked_while_another_writer_sets_them(
+    server: RestCatalogServer, tmp_path: Path
+) -> None:
+    """Every key set or removed goes to the server, also those the base already agreed with: another
+    writer's values set between the base and the request do not stay (only the difference was sent)."""
+    cat = _catalog(server, tmp_path)
+    cat.create_namespace("db")
+    tbl = cat.create_table("db.t", rows(0, 0).schema, properties={"k": "v", **PROPS})
+    other = cat.load_table("db.t")
+
+    def race(stage: str) -> None:
+        if stage == "swap":
+            with other.update_properties() as p:
+                p.set("k", "w").set("z", "1")
+
+    tbl.update_properties().set("k", "v").set("a", "1").remove("z").commit(faults=race)
+    props = cat.load_table("db.t").properties
+    assert props["k"] == "v" and props["a"] == "1" and "z" not in props
 
 
 def test_branches_tags_and_rollback_through_rest(server: RestCatalogServer, tmp_path: Path) -> None:
