@@ -66,6 +66,10 @@ DEFAULT_ENDPOINTS = frozenset(
 DEFAULT_NAMESPACE_SEPARATOR = "%1F"
 _AUTH_KEYS = ("uri", "token", "credential", "scope", "oauth2-server-uri", "audience", "resource")
 
+# characters a path segment holds as they are (RFC 3986 pchar), with '/' and '%' (a prefix may span segments
+# and arrive escaped)
+_PREFIX_SAFE = "/%!$&'()*+,;=:@"
+
 
 @dataclass(frozen=True)
 class PropertiesUpdate:
@@ -134,7 +138,10 @@ class RestCatalog(Catalog):
         return json_object(self._client.request(method, path, **options), self._client.where(method, path))
 
     def _path(self, *segments: str) -> str:
-        return "/v1/" + "/".join(s for s in (self.prefix, *segments) if s)
+        # the server's prefix as given, percent-encoded where a path cannot hold it (a space, non-ASCII),
+        # its '/' and escapes kept: as PyIceberg's HTTP client sends it
+        prefix = quote(self.prefix, safe=_PREFIX_SAFE) if self.prefix else ""
+        return "/v1/" + "/".join(s for s in (prefix, *segments) if s)
 
     def _ns(self, namespace: IdentifierLike) -> str:
         """A namespace as one path segment: its quoted levels joined by the (url-encoded) separator."""

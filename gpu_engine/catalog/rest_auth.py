@@ -90,8 +90,21 @@ def http_request(
             conn.connect()
         except OSError as e:
             raise TransportError(f"cannot connect to {parts.netloc}: {e}", sent=False) from e
+        try:  # built apart from the sending: a target or header it cannot hold never left this process
+            conn.putrequest(method, target)
+            for name, value in headers.items():
+                conn.putheader(name, value)
+            if not any(k.lower() == "content-length" for k in headers) and (
+                body is not None or method in ("POST", "PUT", "PATCH")
+            ):
+                conn.putheader("Content-Length", str(0 if body is None else len(body)))
+        except (ValueError, http.client.HTTPException) as e:  # UnicodeEncodeError is a ValueError
+            raise TransportError(
+                f"request {method} {target!r} to {parts.netloc} cannot be sent: {type(e).__name__}: {e}",
+                sent=False,
+            ) from e
         try:
-            conn.request(method, target, body=body, headers=dict(headers))
+            conn.endheaders(body)
             response = conn.getresponse()
             data = response.read()
         except (OSError, http.client.HTTPException) as e:

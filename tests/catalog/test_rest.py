@@ -14,6 +14,7 @@ import pytest
 
 import gpu_engine as ge
 from gpu_engine.catalog.rest import RestCatalog
+from gpu_engine.catalog.rest_auth import TransportError, http_request
 from gpu_engine.errors import (
     CatalogError,
     CommitConflict,
@@ -104,6 +105,24 @@ def test_config_defaults_user_overrides_and_prefix(tmp_path: Path, request: pyte
     assert c.prefix == "ws1"  # the server's prefix override, not the user's
     c.create_namespace("db")
     assert srv.seen[-1].path == "/v1/ws1/namespaces"
+
+
+def test_a_prefix_a_path_cannot_hold_is_percent_encoded(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    srv = make_server(tmp_path, request, prefix="données x")  # a crash (non-ASCII), InvalidURL (space)
+    c = connect(srv)
+    c.create_namespace("db")
+    assert c.list_namespaces() == [("db",)]
+    assert srv.seen[-1].path == "/v1/donn%C3%A9es%20x/namespaces"
+
+
+def test_a_request_that_cannot_be_built_was_not_sent(server: RestCatalogServer) -> None:
+    """A header value a request line cannot hold fails before anything is sent (for a commit: not an
+    unknown state)."""
+    with pytest.raises(TransportError, match=r"cannot be sent: ValueError") as info:
+        http_request("GET", f"{server.url}/v1/config", headers={"X-Bad": "a\nb"}, body=None, timeout=5)
+    assert info.value.sent is False
 
 
 def test_load_catalog_dispatches_rest(server: RestCatalogServer) -> None:
