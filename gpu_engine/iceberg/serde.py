@@ -243,16 +243,37 @@ def physical_arrow_type(t: it.PrimitiveType) -> pa.DataType:
     raise _fail(t, None, "has no physical Arrow type")
 
 
-def decode_array(t: it.PrimitiveType, values: pa.Array | pa.ChunkedArray) -> pa.Array:
+def decode_array(
+    t: it.PrimitiveType, values: pa.Array | pa.ChunkedArray, *, invalid_as_unknown: bool = False
+) -> pa.Array:
     """Decode a binary Arrow column of Appendix D values (nulls stay null) into :func:`physical_arrow_type`.
 
     Fixed-width types are decoded with numpy, per byte length (so a column mixing 4-byte bounds written
-    before an int->long promotion with 8-byte ones decodes in one call); the others per value.
+    before an int->long promotion with 8-byte ones decodes in one call); the others per value. A value
+    that is not a valid ``t`` raises :class:`SingleValueError`, or with ``invalid_as_unknown`` (column
+    bounds, which only narrow a search) decodes to null: a string bound some writers cut inside a UTF-8
+    character (DuckDB's, before duckdb-iceberg#1138) is no bound rather than a failed scan.
     """
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks()
     if values.type != pa.binary():
         values = values.cast(pa.binary())
+    try:
+        return _decode_array(t, values)
+    except (SingleValueError, pa.ArrowInvalid):
+        if not invalid_as_unknown:
+            raise
+    unknown = pa.nulls(1, physical_arrow_type(t))
+    pieces = []
+    for i in range(len(values)):
+        try:
+            pieces.append(_decode_array(t, values.slice(i, 1)))
+        except (SingleValueError, pa.ArrowInvalid):
+            pieces.append(unknown)
+    return pa.concat_arrays(pieces) if pieces else pa.array([], physical_arrow_type(t))
+
+
+def _decode_array(t: it.PrimitiveType, values: pa.Array) -> pa.Array:
     name = t.name
     if name in _FIXED_WIDTH or name == "boolean":
         return _decode_fixed_width(t, values)

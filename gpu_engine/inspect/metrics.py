@@ -74,5 +74,6 @@ def readable_metrics(schema: Schema, files: Sequence[ContentFile]) -> pa.StructA
 def _bounds(t: it.PrimitiveType, arrow: pa.DataType, raw: list[bytes | None]) -> pa.Array:
     if not _has_bounds(t):
         return pa.nulls(len(raw), arrow)
-    decoded = serde.decode_array(t, pa.array(raw, pa.binary()))
+    # a bound that does not decode shows as null (its bytes stay in lower_bounds / upper_bounds)
+    decoded = serde.decode_array(t, pa.array(raw, pa.binary()), invalid_as_unknown=True)
     return decoded if decoded.type == arrow else decoded.cast(arrow)

@@ -58,8 +58,10 @@ def _summary_stats(spec: PartitionSpec, manifests: Sequence[ManifestFile]) -> St
         summaries = [s for s in found if s is not None]
         if len(summaries) != len(found):
             return ColumnStats()
-        lower = serde.decode_array(ref.type, pa.array([s.lower_bound for s in summaries], pa.binary()))
-        upper = serde.decode_array(ref.type, pa.array([s.upper_bound for s in summaries], pa.binary()))
+        lows = pa.array([s.lower_bound for s in summaries], pa.binary())
+        highs = pa.array([s.upper_bound for s in summaries], pa.binary())
+        lower = serde.decode_array(ref.type, lows, invalid_as_unknown=True)
+        upper = serde.decode_array(ref.type, highs, invalid_as_unknown=True)
         contains_null = pa.array([s.contains_null for s in summaries], pa.bool_())
         contains_nan = pa.array([s.contains_nan for s in summaries], pa.bool_())
         null_count = pc.if_else(contains_null, pa.scalar(None, pa.int64()), pa.scalar(0, pa.int64()))
@@ -67,7 +69,7 @@ def _summary_stats(spec: PartitionSpec, manifests: Sequence[ManifestFile]) -> St
         nan_count = pc.if_else(no_nans, pa.scalar(0, pa.int64()), pa.scalar(None, pa.int64()))
         # all values null: nulls present, no lower bound, and (for floats) no NaN either
         no_nan = pc.fill_null(no_nans, not pa.types.is_floating(lower.type))
-        all_null = pc.and_(pc.and_(contains_null, pc.is_null(lower)), no_nan)
+        all_null = pc.and_(pc.and_(contains_null, pc.is_null(lows)), no_nan)  # no bound stored
         return ColumnStats(lower, upper, null_count, nan_count, None, all_null)
 
     return stats
@@ -139,8 +141,9 @@ def _file_stats(table: pa.Table) -> StatsFor:
         if ref.type.name in _NO_BOUNDS:
             return ColumnStats()
         fid = ref.field_id
-        lower = serde.decode_array(ref.type, lookup(table, "lower_bounds", fid))
-        upper = serde.decode_array(ref.type, lookup(table, "upper_bounds", fid))
+        # a bound that does not decode is none (a string some writers cut inside a character)
+        lower = serde.decode_array(ref.type, lookup(table, "lower_bounds", fid), invalid_as_unknown=True)
+        upper = serde.decode_array(ref.type, lookup(table, "upper_bounds", fid), invalid_as_unknown=True)
         values = lookup(table, "value_counts", fid)
         nulls = lookup(table, "null_value_counts", fid)
         nans = lookup(table, "nan_value_counts", fid)

@@ -204,6 +204,25 @@ def test_promoted_date_bounds_past_the_new_range_are_unknown() -> None:
     assert serde.decode_array(it.TIMESTAMP, arr).to_pylist()[1] == 2932896 * 86_400_000_000  # micros fit
 
 
+@pytest.mark.parametrize(
+    ("t", "values", "decoded"),
+    [
+        (it.STRING, [b"ok", b"AAAA\xe2\x80", None, b"fine"], ["ok", None, None, "fine"]),
+        (it.LONG, [struct.pack("<q", 7), b"\x01\x02\x03", None], [7, None, None]),
+        (it.decimal(9, 2), [b"", b"\x01"], [None, Decimal("0.01")]),
+    ],
+)
+def test_values_that_do_not_decode_raise_or_are_unknown(
+    t: it.PrimitiveType, values: list[bytes | None], decoded: list[Any]
+) -> None:
+    """Strict by default (a partition value must decode); bounds ask for invalid values as unknown."""
+    arr = pa.array(values, pa.binary())
+    assert serde.decode_array(t, arr, invalid_as_unknown=True).to_pylist() == decoded
+    with pytest.raises(SingleValueError):
+        serde.decode_array(t, arr)
+    assert serde.decode_array(t, pa.array([], pa.binary()), invalid_as_unknown=True).to_pylist() == []
+
+
 def test_decode_array_mixes_promoted_lengths() -> None:
     arr = pa.array([struct.pack("<i", 5), struct.pack("<q", 2**40), None, struct.pack("<i", -1)])
     assert serde.decode_array(it.LONG, arr).to_pylist() == [5, 2**40, None, -1]
