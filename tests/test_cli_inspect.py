@@ -113,6 +113,11 @@ def test_unpartitioned_parquet_output_stdout_and_strict_json(
     out = tmp_path / "files.parquet"
     assert main(["inspect", "u.f", "--catalog", NAME, "files", "-o", str(out)]) == 0
     assert pq.read_table(out).num_rows == 1 and "partition" not in pq.read_table(out).column_names
+    for what in ("entries", "all_entries"):  # the field-less partition inside data_file goes too
+        assert main(["inspect", "u.f", "--catalog", NAME, what, "-o", str(out)]) == 0
+        data_file = pq.read_table(out).column("data_file")
+        assert len(data_file) == 1 and "partition" not in [f.name for f in data_file.type]
+        assert data_file[0]["record_count"].as_py() == 3
     capsysbinary.readouterr()
     assert main(["inspect", "u.f", "--catalog", NAME, "files", "-o", "-"]) == 0
     assert pq.read_table(io.BytesIO(capsysbinary.readouterr().out)).num_rows == 1

@@ -65,16 +65,14 @@ def cmd_inspect(args: argparse.Namespace, console: Console) -> int:
             )
         result = result.select(wanted)
     if args.output:
-        # Parquet has no struct without fields (an unpartitioned table's ``partition``): such columns go
-        empty = [
-            i for i, f in enumerate(result.schema) if pa.types.is_struct(f.type) and f.type.num_fields == 0
-        ]
-        writable = result.drop_columns([result.column_names[i] for i in empty]) if empty else result
         target: Any = sys.stdout.buffer if args.output == "-" else args.output
         try:
-            pq.write_table(writable, target, compression="zstd")
+            pq.write_table(_parquet_writable(result), target, compression="zstd")
         except OSError as e:
             raise GpuEngineError(f"-o {args.output}: cannot write there ({e})") from None
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+            why = f"{args.what} cannot be written as Parquet ({e})"
+            raise GpuEngineError(f"-o {args.output}: {why}") from None
         if args.output == "-":
             return 0  # stdout holds the Parquet stream
     if args.json:  # strict JSON: non-finite floats (bounds of a column with infinities) as strings
@@ -93,6 +91,35 @@ def cmd_inspect(args: argparse.Namespace, console: Console) -> int:
         out.add_row(*(_cell(v) for v in row.values()))
     console.print(out)
     return 0
+
+
+def _parquet_writable(result: pa.Table) -> pa.Table:
+    """``result`` without the structs Parquet cannot hold: those without fields, at any depth (the
+    ``partition`` of an unpartitioned table, also inside ``entries``' ``data_file``), and structs left
+    without fields once theirs are gone."""
+    names, columns = [], []
+    for name, column in zip(result.column_names, result.columns, strict=True):
+        kept = _without_empty_structs(column.combine_chunks())
+        if kept is not None:
+            names.append(name)
+            columns.append(kept)
+    return pa.table(columns, names=names)
+
+
+def _without_empty_structs(values: pa.Array) -> pa.Array | None:
+    t = values.type
+    if not pa.types.is_struct(t):
+        return values
+    fields, children = [], []
+    for i in range(t.num_fields):
+        child = _without_empty_structs(values.field(i))
+        if child is not None:
+            fields.append(t.field(i).with_type(child.type))
+            children.append(child)
+    if not children:
+        return None
+    mask = values.is_null() if values.null_count else None
+    return pa.StructArray.from_arrays(children, fields=fields, mask=mask)
 
 
 def _finite(value: Any) -> Any:
