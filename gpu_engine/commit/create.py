@@ -37,7 +37,7 @@ from ..io.metrics_config import check_metrics_columns
 from .producer import is_file_system_catalog
 from .properties_update import check_commit_properties, check_property_values
 from .schema_from_arrow import schema_from_arrow
-from .spec_parse import parse_partition_spec, parse_sort_order
+from .spec_parse import check_sort_fields, parse_partition_spec, parse_sort_order
 from .table_update import metadata_path, write_metadata
 
 if TYPE_CHECKING:
@@ -73,7 +73,8 @@ def new_table_metadata(
         spec = parse_partition_spec(partition_spec, iceberg_schema)
     if sort_order is None or isinstance(sort_order, SortOrder):
         order = sort_order if sort_order is not None and not sort_order.is_unsorted else UNSORTED
-        order = order if order.is_unsorted else replace(order, order_id=1)
+        if not order.is_unsorted:
+            order = replace(order, order_id=1, fields=check_sort_fields(order.fields, iceberg_schema))
     else:
         order = parse_sort_order(sort_order, iceberg_schema) if sort_order else UNSORTED
     return TableMetadata(

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 import pyarrow as pa
 
-from ..errors import InvalidType
+from ..errors import InvalidType, ValidationError
 from ..iceberg import types as it
 from ..iceberg.metadata import TableMetadata
 from ..iceberg.name_mapping import (
@@ -183,14 +183,9 @@ class SchemaUpdate(MetadataUpdate):
         if f.field_id in self._roles:
             raise InvalidSchemaChange(f"{where}: a {self._roles[f.field_id]} cannot be deleted")
         doomed = {f.field_id, *ids_in(f.type)}
-        md = self._base
-        uses = [
-            (f"partition field {p.name!r}", p.source_ids) for p in md.spec.fields if p.transform != "void"
-        ]
-        uses += [(f"sort order {md.sort_order.order_id}", s.source_ids) for s in md.sort_order.fields]
-        for what, ids in uses:
-            if doomed & set(ids):
-                raise InvalidSchemaChange(f"{where}: {what} uses it")
+        user = _user_of(self._base, doomed)
+        if user is not None:
+            raise InvalidSchemaChange(f"{where}: {user} uses it")
         updated = (self._c.renames, self._c.types, self._c.docs, self._c.optional)
         if any(f.field_id in change for change in updated):  # Java: "Cannot delete a column that has updates"
             raise InvalidSchemaChange(f"{where}: it is renamed or updated in this update")
@@ -284,6 +279,13 @@ class SchemaUpdate(MetadataUpdate):
             require_unchanged(base, "schema", base.current_schema_id, self._base.current_schema_id)
             # field ids were assigned from the base's last-column-id: another writer's columns took them
             require_unchanged(base, "last column id", base.last_column_id, self._base.last_column_id)
+            # the deleted columns checked again: another writer may have partitioned or sorted by one
+            user = _user_of(base, self._c.deletes)
+            if user is not None:
+                raise ValidationError(
+                    f"update_schema on {base.location}: {user} uses a deleted column (it changed since "
+                    "this update was built)"
+                )
             committed = numbered(schema, base)  # numbered again: another writer may have added schemas
             check_format_version(committed, base.format_version)
             check_lineage_names(committed, base.format_version, base.schema)
@@ -305,6 +307,14 @@ class SchemaUpdate(MetadataUpdate):
                 {"type": "assert-current-schema-id", "current-schema-id": base.current_schema_id},
                 {"type": "assert-last-assigned-field-id", "last-assigned-field-id": base.last_column_id},
             ]
+            if self._c.deletes:  # the spec and order checked not to use a deleted column stay
+                requirements += [
+                    {"type": "assert-default-spec-id", "default-spec-id": base.default_spec_id},
+                    {
+                        "type": "assert-default-sort-order-id",
+                        "default-sort-order-id": base.default_sort_order_id,
+                    },
+                ]
             updates: list[dict[str, Any]] = []
             committed = new.schemas_by_id[new.current_schema_id]
             added = committed.schema_id not in base.schemas_by_id
@@ -524,3 +534,10 @@ def _check_doc(doc: object, where: str) -> None:
 
 def _added_mapping(f: it.NestedField) -> list[MappedField]:
     return list(mapping_for_schema(it.StructType((f,))))
+
+
+def _user_of(md: TableMetadata, doomed: set[int]) -> str | None:
+    """What of ``md``'s default partition spec and sort order uses a column of ``doomed``, or None."""
+    uses = [(f"partition field {p.name!r}", p.source_ids) for p in md.spec.fields if p.transform != "void"]
+    uses += [(f"sort order {md.sort_order.order_id}", s.source_ids) for s in md.sort_order.fields]
+    return next((what for what, ids in uses if doomed & set(ids)), None)

@@ -18,10 +18,11 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from ..errors import UnsupportedTransform, ValidationError
 from ..iceberg.metadata import TableMetadata
 from ..iceberg.sorting import UNSORTED, SortOrder, sort_order_to_json
 from .metadata_commit import MetadataUpdate, RestForm, commit_metadata_change, require_unchanged
-from .spec_parse import parse_sort_order
+from .spec_parse import check_sort_fields, parse_sort_order
 from .update import Faults
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ class SortOrderUpdate(MetadataUpdate):
         self._table = table
         self._base = table.metadata
         if isinstance(order, SortOrder):
-            self._fields = order.fields
+            self._fields = check_sort_fields(order.fields, self._base.schema)
         elif not isinstance(order, str) and not order:
             self._fields = ()
         else:
@@ -61,6 +62,13 @@ class SortOrderUpdate(MetadataUpdate):
 
         def change(base: TableMetadata) -> TableMetadata | None:
             require_unchanged(base, "sort order", base.default_sort_order_id, started)
+            try:  # another writer may have dropped a column it sorts by since it was built
+                check_sort_fields(self._fields, base.schema)
+            except UnsupportedTransform as exc:
+                raise ValidationError(
+                    f"replace_sort_order on {base.location}: the schema changed since the order was built: "
+                    f"{exc}"
+                ) from None
             order = self._numbered(base)  # numbered again: another writer may have added orders since
             if order.order_id == base.default_sort_order_id:
                 return None
@@ -69,7 +77,10 @@ class SortOrderUpdate(MetadataUpdate):
             return replace(base, sort_orders=orders, default_sort_order_id=order.order_id)
 
         def rest(base: TableMetadata, new: TableMetadata) -> RestForm:
-            requirements = [{"type": "assert-default-sort-order-id", "default-sort-order-id": started}]
+            requirements = [  # the schema the fields were checked against stays too
+                {"type": "assert-default-sort-order-id", "default-sort-order-id": started},
+                {"type": "assert-current-schema-id", "current-schema-id": base.current_schema_id},
+            ]
             order = new.sort_orders_by_id[new.default_sort_order_id]
             added = order.order_id not in base.sort_orders_by_id
             updates: list[dict[str, Any]] = []

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 
 from .. import _args
 from ..errors import InvalidType, UnsupportedTransform
 from ..iceberg import types as it
 from ..iceberg.partitioning import V1_FIRST_PARTITION_FIELD_ID, PartitionField, PartitionSpec
 from ..iceberg.schema import Schema
-from ..iceberg.sorting import SortField, SortOrder
+from ..iceberg.sorting import DIRECTIONS, NULL_ORDERS, SortField, SortOrder
 from ..transforms.spec import parse_transform
 
 _CALL = re.compile(r"^\s*([A-Za-z_]+)\s*(?:\[\s*(\d+)\s*\])?\s*\((.*)\)\s*$")
@@ -93,6 +94,33 @@ _SORT_ITEM = re.compile(
     r"^(?P<expr>.*?)(?:\s+(?P<direction>asc|desc))?(?:\s+nulls\s+(?P<nulls>first|last))?\s*$",
     re.IGNORECASE | re.DOTALL,
 )
+
+
+def check_sort_fields(
+    fields: Sequence[SortField], schema: Schema, *, where: str = "sort order"
+) -> tuple[SortField, ...]:
+    """``fields`` (a :class:`SortOrder` built in code, or one built before the schema changed) checked as
+    :func:`parse_sort_order` checks what it parses: each source a column of ``schema`` (not in a list or
+    map) its transform applies to, direction ``asc``/``desc`` and null order ``nulls-first``/``nulls-last``
+    (spelled in lower case, as the spec writes them); an :class:`UnsupportedTransform` names the field."""
+    out = []
+    for i, f in enumerate(fields, 1):
+        at = f"{where} field {i}"
+        if not isinstance(f, SortField):
+            raise UnsupportedTransform(f"{at}: expected a SortField, not {type(f).__name__}")
+        direction, nulls = str(f.direction).lower(), str(f.null_order).lower()
+        if direction not in DIRECTIONS:
+            raise UnsupportedTransform(f"{at}: direction {f.direction!r}: expected one of {DIRECTIONS}")
+        if nulls not in NULL_ORDERS:
+            raise UnsupportedTransform(f"{at}: null order {f.null_order!r}: expected one of {NULL_ORDERS}")
+        if len(f.source_ids) != 1:
+            raise UnsupportedTransform(f"{at}: {len(f.source_ids)} source columns; its transform takes one")
+        name = schema.names_by_id.get(f.source_id)
+        if name is None:
+            raise UnsupportedTransform(f"{at}: the schema has no column with field id {f.source_id}")
+        _checked_source(schema, f.transform, name, f"{at} ({f.transform} of {name!r})")
+        out.append(replace(f, direction=direction, null_order=nulls))
+    return tuple(out)
 
 
 def _split_items(text: str) -> list[str]:

@@ -136,6 +136,13 @@ class SpecUpdate(MetadataUpdate):
             spec = _numbered(built, base)  # numbered again: another writer may have added specs since
             if spec.spec_id == base.default_spec_id:
                 return None
+            for f in spec.fields:  # another writer may have dropped a source column since it was built
+                if f.transform != "void" and any(i not in base.schema.by_id for i in f.source_ids):
+                    raise ValidationError(
+                        f"update_spec on {base.location}: partition field {f.name!r} ({f.transform}) has no "
+                        "source column in the table's schema any more (it changed since this update was "
+                        "built)"
+                    )
             known = spec.spec_id in base.specs
             ids = [f.field_id for f in spec.fields]
             return replace(
@@ -152,6 +159,8 @@ class SpecUpdate(MetadataUpdate):
                     "type": "assert-last-assigned-partition-id",
                     "last-assigned-partition-id": base.last_partition_id,
                 },
+                # the schema its fields' sources were found in stays
+                {"type": "assert-current-schema-id", "current-schema-id": base.current_schema_id},
             ]
             spec = new.specs[new.default_spec_id]
             added = spec.spec_id not in base.specs

@@ -779,3 +779,20 @@ def test_filters_near_the_greatest_decimal_38_under_truncate(tmp_path: Path) -> 
     assert tbl.scan(filter=f"x != {greatest}").to_arrow().column("id").to_pylist() == [2]
     tbl.delete(f"x <= {greatest - 100}")
     assert tbl.scan().to_arrow().column("id").to_pylist() == [1]
+
+
+def test_deleting_a_column_another_writer_sorted_or_partitioned_by_fails(tmp_path: Path) -> None:
+    """The uses of a deleted column were checked on the handle's metadata only: a column another writer had
+    just made the sort order's (or a partition field's) was deleted, leaving an order Java cannot load."""
+    for i, user in enumerate(("sort order 1", "partition field 'name'")):
+        cat = sql_catalog(tmp_path / str(i))
+        cat.create_table("db.t", SCHEMA, properties=FAST)
+        stale = cat.load_table("db.t")
+        other = cat.load_table("db.t")
+        if i == 0:
+            other.replace_sort_order("name")
+        else:
+            other.update_spec().add_field("name").commit()
+        with pytest.raises(ValidationError, match=f"{user} uses a deleted column"):
+            stale.update_schema().delete_column("name").commit()
+        assert "name" in {f.name for f in cat.load_table("db.t").metadata.schema.fields}

@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from gpu_engine.errors import UnsupportedTransform, ValidationError
+from gpu_engine.iceberg.sorting import SortField, SortOrder
 from gpu_engine.table import Table
 
 from ._support import assert_all_readers, raise_at, rows, sql_catalog, table_files
@@ -115,3 +116,41 @@ def test_an_order_is_numbered_against_the_metadata_it_commits_on(tmp_path: Path)
     order = cat.load_table("db.t").metadata.sort_order
     assert raced and got == order and order.order_id == 2
     assert [(f.source_ids, f.direction) for f in order.fields] == [((2,), "desc")]
+
+
+@pytest.mark.parametrize(
+    ("field", "message"),
+    [
+        (SortField((99,), "identity", "asc", "nulls-first"), "no column with field id 99"),
+        (SortField((4,), "day", "asc", "nulls-first"), r"transform day cannot apply to column 'region'"),
+        (SortField((1,), "identity", "descending", "nulls-last"), "direction 'descending'"),
+        (SortField((1,), "identity", "asc", "first"), "null order 'first'"),
+        (SortField((1, 4), "identity", "asc", "nulls-first"), "2 source columns"),
+    ],
+)
+def test_orders_built_in_code_are_checked_as_parsed_ones(
+    tmp_path: Path, field: SortField, message: str
+) -> None:
+    """A SortOrder object was committed as given: Java cannot load a default order on a missing column or
+    with a transform its column cannot take, PyIceberg (and this engine) one spelled otherwise."""
+    tbl = make(tmp_path)
+    location = tbl.metadata_location
+    with pytest.raises(UnsupportedTransform, match=message):
+        tbl.replace_sort_order(SortOrder(1, (field,)))
+    with pytest.raises(UnsupportedTransform, match=message):
+        sql_catalog(tmp_path).create_table("db.o", rows(0, 0).schema, sort_order=SortOrder(1, (field,)))
+    tbl.refresh()
+    assert tbl.metadata_location == location and not sql_catalog(tmp_path).table_exists("db.o")
+    order = tbl.replace_sort_order(SortOrder(7, (SortField((1,), "identity", "DESC", "NULLS-LAST"),)))
+    assert [(f.direction, f.null_order) for f in order.fields] == [("desc", "nulls-last")]  # spec spelling
+
+
+def test_an_order_on_a_column_another_writer_dropped_fails(tmp_path: Path) -> None:
+    """Built on a handle that still had the column, the order was committed onto the schema without it (a
+    default order Java cannot load, and compaction's sort failed)."""
+    tbl = make(tmp_path)
+    stale = sql_catalog(tmp_path).load_table("db.t")
+    tbl.update_schema().delete_column("region").commit()
+    with pytest.raises(ValidationError, match=r"schema changed since the order was built.*field id 4"):
+        stale.replace_sort_order("region DESC")
+    assert sql_catalog(tmp_path).load_table("db.t").metadata.sort_order.is_unsorted

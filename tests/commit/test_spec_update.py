@@ -370,3 +370,14 @@ def test_an_identity_partition_of_an_unknown_column_takes_appends(tmp_path: Path
     assert sorted(tbl.scan().to_arrow().column("id").to_pylist()) == [1, 2, 3]
     assert sorted(tbl.scan(filter="u is null").to_arrow().column("id").to_pylist()) == [1, 2, 3]
     assert {t.file.partition for t in tbl.scan().plan().tasks} == {(None,)}
+
+
+def test_a_field_on_a_column_another_writer_dropped_fails(tmp_path: Path) -> None:
+    """Built on a handle that still had the column, the spec was committed with a field whose source the
+    schema no longer has."""
+    tbl = make(tmp_path, 2, [])
+    stale = sql_catalog(tmp_path).load_table("db.t")
+    tbl.update_schema().delete_column("name").commit()
+    with pytest.raises(ValidationError, match=r"partition field 'name' \(identity\) has no source column"):
+        stale.update_spec().add_field("name").commit()
+    assert sql_catalog(tmp_path).load_table("db.t").metadata.spec.fields == ()
