@@ -14,9 +14,10 @@ is raised at once (its files are kept: they may be the table's).
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import _args
@@ -32,7 +33,7 @@ from ..tasks import STRATEGIES, FileGroup, RewriteResult, RewriteStrategy
 from .dangling import remove_dangling_deletes
 from .producer import check_committable, delete_files
 from .rewrite import commit_rewrite, conflicting_groups, dropped_keys
-from .spec_parse import parse_sort_order
+from .spec_parse import check_sort_fields, parse_sort_order
 from .update import CommitResult, Faults
 
 if TYPE_CHECKING:
@@ -152,10 +153,13 @@ def resolve_strategy(
     table: Table, strategy: str, sort_order: str | Sequence[str] | SortOrder | None
 ) -> RewriteStrategy:
     """``strategy`` with its order: ``sort`` by ``sort_order`` or the table's sort order; ``zorder`` over
-    the columns of ``sort_order`` (``"a, b"`` or ``"zorder(a, b)"``)."""
+    the columns of ``sort_order`` (``"a, b"`` or ``"zorder(a, b)"``; ``sort`` with ``"zorder(a, b)"`` is a
+    zorder too, as Java's rewrite_data_files reads it)."""
     kind = _args.text(strategy, "strategy", InvalidOption).strip().lower()
     if kind not in STRATEGIES:
         raise InvalidOption(f"strategy {strategy!r}: expected one of {', '.join(STRATEGIES)}")
+    if kind == "sort" and isinstance(sort_order, str) and _ZORDER_CALL.match(sort_order):
+        kind = "zorder"
     md = table.metadata
     if kind == "binpack":
         if sort_order is not None:
@@ -167,7 +171,8 @@ def resolve_strategy(
             md.schema.find_field(c)
         return RewriteStrategy("zorder", zorder_columns=columns)
     if isinstance(sort_order, SortOrder):
-        order = sort_order
+        checked = check_sort_fields(sort_order.fields, md.schema, where="sort_order")
+        order = replace(sort_order, fields=checked)
     elif sort_order is not None:
         order = parse_sort_order(sort_order, md.schema, order_id=md.default_sort_order_id or 1)
     else:
@@ -179,15 +184,17 @@ def resolve_strategy(
     return RewriteStrategy("sort", sort_order=order)
 
 
+_ZORDER_CALL = re.compile(r"^\s*zorder\s*\(.*\)\s*$", re.IGNORECASE | re.DOTALL)
+
+
 def _zorder_columns(sort_order: str | Sequence[str] | SortOrder | None) -> tuple[str, ...]:
     if sort_order is None or isinstance(sort_order, SortOrder):
         raise InvalidOption("the zorder strategy needs columns: sort_order='zorder(a, b)' or 'a, b'")
     if not isinstance(sort_order, str):
         sort_order = ", ".join(_args.names(sort_order, "sort_order", InvalidOption))
-    text = sort_order
-    text = text.strip()
-    if text.lower().startswith("zorder(") and text.endswith(")"):
-        text = text[len("zorder(") : -1]
+    text = sort_order.strip()
+    if _ZORDER_CALL.match(text):
+        text = text[text.index("(") + 1 : text.rindex(")")]
     columns = tuple(c.strip() for c in text.split(",") if c.strip())
     if not columns or len(set(columns)) != len(columns):
         raise InvalidOption(f"zorder columns {text!r}: one or more distinct column names")

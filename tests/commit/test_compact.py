@@ -26,12 +26,13 @@ from pyiceberg.types import LongType
 
 import gpu_engine as ge
 from gpu_engine.commit.compact import CompactionResult
-from gpu_engine.errors import InvalidOption, UnsupportedFeature
+from gpu_engine.errors import InvalidOption, UnsupportedFeature, UnsupportedTransform
 from gpu_engine.execute import group_runner, rewrite_order
 from gpu_engine.execute.group_rewrite import rewrite_file_group
 from gpu_engine.execute.rewrite import rewrite_group
 from gpu_engine.iceberg import types as it
 from gpu_engine.iceberg.content_file import ContentFile
+from gpu_engine.iceberg.sorting import SortField, SortOrder
 from gpu_engine.table import Table
 from gpu_engine.tasks import RewriteResult
 
@@ -448,11 +449,16 @@ def test_zorder_clusters_both_columns(tmp_path: Path) -> None:
     parts = [gen_rows(i * 100, 100, seed=i) for i in range(4)]
     for p in parts:
         tbl.append(p)
-    result = tbl.compact("zorder", sort_order="zorder(a, b)", options=REWRITE_ALL, backend="cpu")
+    # the sort strategy with a zorder(...) order is a zorder, as Java's rewrite_data_files reads it
+    result = tbl.compact("sort", sort_order=" ZORDER(a, b)", options=REWRITE_ALL, backend="cpu")
     assert str(result.plan.strategy) == "zorder(a, b)"
     (f,) = data_files(tbl)
     _zordered(read_file(f))
     assert_rows_equal(tbl.scan(backend="cpu").to_arrow(), pa.concat_tables(parts))
+    with pytest.raises(
+        UnsupportedTransform, match="sort_order field 1: the schema has no column with field id 99"
+    ):
+        tbl.compact("sort", sort_order=SortOrder(1, (SortField((99,), "identity", "asc", "nulls-first"),)))
 
 
 # -- sizes, partial progress, spill --------------------------------------------------------------------------
