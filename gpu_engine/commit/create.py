@@ -31,7 +31,7 @@ from ..errors import (
 )
 from ..iceberg.metadata import SUPPORTED_FORMAT_VERSIONS, TableMetadata
 from ..iceberg.partitioning import V1_FIRST_PARTITION_FIELD_ID, PartitionSpec
-from ..iceberg.schema import Schema, check_format_version, check_lineage_names
+from ..iceberg.schema import Schema, check_format_version, check_lineage_names, unstored_struct
 from ..iceberg.sorting import UNSORTED, SortOrder
 from ..io.metrics_config import check_metrics_columns
 from .producer import is_file_system_catalog
@@ -64,6 +64,12 @@ def new_table_metadata(
         raise UnsupportedFeature(f"schema must be an Iceberg Schema or a pyarrow Schema, not {type(schema)}")
     iceberg_schema = replace(iceberg_schema, schema_id=0, schema_id_written=True)
     check_format_version(iceberg_schema, version)
+    empty = unstored_struct(iceberg_schema)
+    if empty is not None:
+        raise UnsupportedFeature(
+            f"struct column {empty!r} has no field a data file can store (none, or only unknown ones): "
+            "Parquet has no empty group, so the table could not be written"
+        )
     check_lineage_names(iceberg_schema, version)
     if partition_spec is None:
         spec = PartitionSpec(0)

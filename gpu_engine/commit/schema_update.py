@@ -57,6 +57,7 @@ from ..iceberg.schema import (
     check_lineage_names,
     identifier_field_problem,
     schema_to_json,
+    unstored_struct,
 )
 from .column_default import default_json
 from .metadata_commit import MetadataUpdate, RestForm, commit_metadata_change, require_unchanged
@@ -268,6 +269,12 @@ class SchemaUpdate(MetadataUpdate):
     def apply(self) -> Schema:
         """The new schema (not committed)."""
         fields = rebuild(self._schema.fields, 0, self._c)
+        empty = unstored_struct(Schema(fields))
+        if empty is not None:
+            raise InvalidSchemaChange(
+                f"update_schema: struct {empty!r} would have no field a data file can store (Parquet has no "
+                "empty group): delete the struct itself, or add a field to it"
+            )
         identifiers = self._identifiers(Schema(fields))
         return numbered(Schema(fields, schema_id=0, identifier_field_ids=identifiers), self._base)
 

@@ -22,6 +22,7 @@ from ..iceberg import metadata_columns as mc
 from ..iceberg.metadata import TableMetadata
 from ..iceberg.name_mapping import NameMapping
 from ..iceberg.schema import Schema
+from ..io.arrow_nested import struct_array
 from ..io.fileio import FileIO
 from ..io.parquet_projection import identity_constants
 from ..io.parquet_read import FileBatch, ParquetSource
@@ -194,5 +195,5 @@ def _conform(column: pa.Array, target: pa.DataType) -> pa.Array:
     if pa.types.is_struct(target) and pa.types.is_struct(column.type):
         assert isinstance(column, pa.StructArray)
         children = [_conform(column.field(f.name), f.type) for f in target]
-        return pa.StructArray.from_arrays(children, fields=list(target), mask=column.is_null())
+        return struct_array(children, list(target), len(column), column.is_null())
     raise DataFileError(f"internal: column of type {column.type} cannot be returned as {target}")

@@ -93,6 +93,16 @@ class Schema:
         return self.find_field(key).type
 
 
+def unstored_struct(schema: Schema) -> str | None:
+    """The full name of a struct of ``schema`` (at any depth) with no field a data file stores (none, or
+    only ``unknown`` ones), or None. The spec allows such a type, but Parquet has no group without fields:
+    no writer can store it (Java cannot either), so tables are not made or evolved to hold one."""
+    for fid, f in schema.by_id.items():
+        if isinstance(f.type, it.StructType) and all(g.type == it.UNKNOWN for g in f.type.fields):
+            return schema.names_by_id[fid]
+    return None
+
+
 def identifier_field_problem(schema: Schema, field_id: int) -> str | None:
     """Why field ``field_id`` of ``schema`` cannot be an identifier field, or None when it can: the spec
     asks for a required primitive column, not float, double, variant or geo, nested only in required

@@ -22,7 +22,7 @@ from ..errors import SchemaMismatch, UnsupportedFeature
 from ..iceberg import types as it
 from ..iceberg.schema import Schema
 from ..iceberg.serde import MICROS_PER_DAY
-from .arrow_nested import list_values
+from .arrow_nested import list_values, struct_array
 from .arrow_schema import default_maker, field_metadata
 
 
@@ -35,14 +35,24 @@ def write_schema(schema: Schema) -> pa.Schema:
 
 
 def _write_field(name: str, fid: int, t: it.IcebergType, nullable: bool) -> pa.Field | None:
-    return None if t == it.UNKNOWN else pa.field(name, write_type(t), nullable, metadata=field_metadata(fid))
+    if t == it.UNKNOWN:
+        return None
+    try:
+        return pa.field(name, write_type(t), nullable, metadata=field_metadata(fid))
+    except UnsupportedFeature as exc:
+        raise UnsupportedFeature(f"column {name!r}: {exc}") from None
 
 
 def write_type(t: it.IcebergType) -> pa.DataType:
     if isinstance(t, it.StructType):
-        return pa.struct(
-            [f for f in (_write_field(f.name, f.field_id, f.type, not f.required) for f in t.fields) if f]
-        )
+        fields = (_write_field(f.name, f.field_id, f.type, not f.required) for f in t.fields)
+        stored = [f for f in fields if f]
+        if not stored:  # Parquet has no group without fields (Java cannot write one either)
+            raise UnsupportedFeature(
+                f"writing Iceberg {t} columns is not supported: a struct with no stored field (none, or "
+                "only unknown ones) cannot be written to Parquet"
+            )
+        return pa.struct(stored)
     if isinstance(t, it.ListType | it.MapType) and it.UNKNOWN in (
         (t.element,) if isinstance(t, it.ListType) else (t.key, t.value)
     ):  # an unknown column is left out of the file; a list element or map entry cannot be (Java refuses too)
@@ -130,7 +140,7 @@ def _conform(
             _conform_field(kids.get(c.name), fields[c.name], c.type, f"{name}.{c.name}", here, len(arr))
             for c in target
         ]
-        return pa.StructArray.from_arrays(children, fields=list(target), mask=mask)
+        return struct_array(children, list(target), len(arr), mask)
     if isinstance(t, it.ListType) and (
         pa.types.is_list(arr.type)
         or pa.types.is_large_list(arr.type)
@@ -201,7 +211,7 @@ def _without_nulls(arr: pa.Array) -> pa.Array:
     if isinstance(t, pa.BaseExtensionType):
         return pa.ExtensionArray.from_storage(t, _without_nulls(arr.storage))
     if pa.types.is_struct(t):
-        return pa.StructArray.from_arrays([arr.field(i) for i in range(t.num_fields)], fields=list(t))
+        return struct_array([arr.field(i) for i in range(t.num_fields)], list(t), len(arr))
     if pa.types.is_list(t):
         return pa.ListArray.from_arrays(_offsets(pc.list_value_length(arr)), list_values(arr), type=t)
     if pa.types.is_map(t):

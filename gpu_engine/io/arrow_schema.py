@@ -24,6 +24,7 @@ from ..errors import SchemaMismatch
 from ..iceberg import json_values
 from ..iceberg import types as it
 from ..iceberg.schema import Schema
+from .arrow_nested import struct_array
 
 Make = Callable[[int], pa.Array]  # number of rows -> constant column
 
@@ -115,7 +116,7 @@ def default_maker(f: it.NestedField, where: str, *, write: bool = False) -> Make
         for g in f.type.fields
     ]
     fields = list(to_arrow_type(f.type))
-    return lambda n: pa.StructArray.from_arrays([m(n) for m in makers], fields=fields)
+    return lambda n: struct_array([m(n) for m in makers], fields, n)
 
 
 def _arrow_value(t: it.IcebergType, value: Any) -> Any:

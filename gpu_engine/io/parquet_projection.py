@@ -25,6 +25,7 @@ from ..iceberg.name_mapping import MappedField, NameMapping
 from ..iceberg.partitioning import PartitionSpec
 from ..iceberg.schema import Schema
 from . import parquet_types
+from .arrow_nested import struct_array
 from .arrow_schema import Make, constant_maker, default_maker, field_id_of, to_arrow_schema, to_arrow_type
 
 Conv = Callable[[pa.Array, pa.Array | None], pa.Array]  # (file array, INT96 seconds companion) -> output
@@ -352,7 +353,7 @@ def _struct_conv(t: it.StructType, parts: Sequence[_Part], where: str) -> Conv:
             ):
                 raise DataFileError(f"{where}: field {f.name!r} is required but holds nulls")
             children.append(child)
-        return pa.StructArray.from_arrays(children, fields=fields, mask=_mask(arr))
+        return struct_array(children, fields, len(arr), _mask(arr))
 
     return run
 

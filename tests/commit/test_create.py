@@ -385,3 +385,15 @@ def test_arguments_the_metadata_cannot_hold_are_refused(
     assert not cat.table_exists("db.t")
     with pytest.raises(InvalidSpecChange, match="expected a string"):
         cat.create_table("db.u", SCHEMA).update_spec().add_field(5)  # type: ignore[arg-type]
+
+
+def test_a_struct_with_no_stored_field_is_refused(tmp_path: Path) -> None:
+    """Parquet has no group without fields: a table made with one could never be written."""
+    from gpu_engine.iceberg.schema import Schema
+
+    cat = sql_catalog(tmp_path)
+    f = it.NestedField
+    unknown_only = Schema((f(1, "id", it.LONG), f(2, "s", it.StructType((f(3, "u", it.UNKNOWN),)))))
+    with pytest.raises(UnsupportedFeature, match=r"struct column 's' has no field a data file can store"):
+        cat.create_table("db.e", unknown_only, properties={"format-version": "3"})
+    assert not cat.table_exists("db.e")

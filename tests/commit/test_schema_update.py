@@ -796,3 +796,20 @@ def test_deleting_a_column_another_writer_sorted_or_partitioned_by_fails(tmp_pat
         with pytest.raises(ValidationError, match=f"{user} uses a deleted column"):
             stale.update_schema().delete_column("name").commit()
         assert "name" in {f.name for f in cat.load_table("db.t").metadata.schema.fields}
+
+
+@pytest.mark.parametrize("path", ["loc", "pts.element"])
+def test_deleting_every_field_of_a_struct_is_refused(tmp_path: Path, path: str) -> None:
+    """A struct left without fields (allowed by the spec) could not be written again (Parquet has no empty
+    group): appends failed, and its reads lost rows."""
+    schema = pa.schema([*SCHEMA, pa.field("pts", pa.list_(pa.struct([pa.field("px", pa.int32())])))])
+    tbl = sql_catalog(tmp_path).create_table("db.e", schema, properties=FAST)
+    fields = ["lat", "lon"] if path == "loc" else ["px"]
+    update = tbl.update_schema()
+    for name in fields:
+        update.delete_column(f"{path}.{name}")
+    with pytest.raises(InvalidSchemaChange, match=f"struct '{path}' would have no field"):
+        update.commit()
+    tbl.update_schema().delete_column("loc").add_column(
+        "loc2", pa.struct([pa.field("a", pa.int64())])
+    ).commit()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from gpu_engine.io.arrow_nested import empty, list_values
+from gpu_engine.io.arrow_nested import empty, list_values, struct_array
 
 UUID_MAP = pa.map_(pa.uuid(), pa.int64())
 NESTED = [
@@ -49,3 +49,14 @@ def _nulls(t: pa.DataType) -> pa.Array:
     if isinstance(t, pa.MapType):
         return pa.MapArray.from_arrays(offsets, empty(t.key_type), empty(t.item_type), type=t, mask=mask)
     return pa.ListArray.from_arrays(offsets, empty(t.value_type), type=t, mask=mask)
+
+
+@pytest.mark.parametrize("nulls", [None, [False, True, False]])
+def test_a_struct_without_fields_keeps_its_rows(nulls: list[bool] | None) -> None:
+    """pyarrow's StructArray.from_arrays of no children has no rows, whatever the rows asked for."""
+    mask = None if nulls is None else pa.array(nulls)
+    got = struct_array([], [], 3, mask)
+    assert len(got) == 3 and got.type == pa.struct([])
+    assert got.to_pylist() == ([{}, {}, {}] if nulls is None else [{}, None, {}])
+    child = pa.array([1, 2, 3])
+    assert struct_array([child], [pa.field("x", pa.int64())], 3, mask).to_pylist()[0] == {"x": 1}

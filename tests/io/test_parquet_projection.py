@@ -356,3 +356,17 @@ def test_fixture_tables_with_initial_defaults() -> None:
         "col_fixed": b"\x01\x02\x03\xff\x03",
         "col_binary": b"\x01\x02",
     }
+
+
+def test_a_struct_whose_fields_were_all_deleted_keeps_the_rows(tmp_path: Path) -> None:
+    """``struct<>`` (the spec allows it: another engine's table, every field deleted) was read as no rows: a
+    batch of that column alone came back empty (and compaction then committed no rows), beside other
+    columns the read failed."""
+    s = pa.struct([fld("x", pa.int32(), 2)])
+    path = write(
+        tmp_path, [fld("s", s, 1), fld("n", pa.int64(), 3)], {"s": [{"x": 1}, {"x": 2}], "n": [5, 6]}
+    )
+    alone = Schema((F(1, "s", it.StructType(())),))
+    assert read(path, alone) == [{"s": {}}, {"s": {}}]
+    both = Schema((F(1, "s", it.StructType(())), F(3, "n", it.LONG)))
+    assert read(path, both) == [{"s": {}, "n": 5}, {"s": {}, "n": 6}]

@@ -220,7 +220,7 @@ def test_an_executors_error_is_reported_as_raised(spark: Any, tmp_path: Path) ->
     nor Exception), not Spark's wrapping; a bad backend name is refused before any job runs."""
     variant = committable_copy("fixtures/impala/iceberg_test/iceberg_v3/trino_variant", tmp_path / "v")
     with pytest.raises(
-        GroupRewriteFailed, match="failed: UnsupportedFeature: writing Iceberg variant columns"
+        GroupRewriteFailed, match="failed: UnsupportedFeature: column 'v': writing Iceberg variant columns"
     ):
         compact(spark, variant, options={"rewrite-all": "true"}, backend="cpu")
     tbl = _build(_catalog(tmp_path), "t", 2, "position")
