@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .. import _args
 from ..backend.select import check_backend_name, choose
 from ..errors import CommitConflict, CommitStateUnknown, GpuEngineError, InvalidOption, ValidationError
-from ..execute.group_rewrite import check_parquet_io
-from ..execute.group_runner import GroupJob, GroupRunner, LocalRunner, discard
+from ..execute.group_rewrite import check_parquet_io, discard
+from ..execute.group_runner import GroupJob, GroupRunner, LocalRunner
 from ..expressions import TRUE, Expression
 from ..iceberg.sorting import SortOrder
 from ..planning.compaction import CompactionPlan, plan_compaction

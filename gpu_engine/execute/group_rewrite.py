@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from .._deps import optional
 from ..backend.select import choose
-from ..errors import InvalidOption, UnsupportedFeature
+from ..errors import DataFileError, InvalidOption, UnsupportedFeature
 from ..iceberg.metadata import TableMetadata
 from ..io.arrow_conform import write_schema
 from ..io.fileio import FileIO
@@ -64,7 +64,42 @@ def rewrite_file_group(
     workers: int | None = None,
     delete_cache: DeleteCache | None = None,
 ) -> RewriteResult:
-    """Rewrite ``group`` by the path ``parquet_io`` names (see the module doc)."""
+    """Rewrite ``group`` by the path ``parquet_io`` names (see the module doc); its files are checked to
+    hold every live row read (:func:`every_row_written`)."""
+    result = _rewrite(md, io, group, strategy, parquet_io, backend, workers, delete_cache)
+    return every_row_written(io, group, result)
+
+
+def every_row_written(io: FileIO, group: FileGroup, result: RewriteResult) -> RewriteResult:
+    """``result`` when its files' record counts add up to the live rows the rewrite read; otherwise its
+    files are deleted and a :class:`DataFileError` says so: a commit would replace the group's files with
+    fewer (or more) rows. (A struct column without fields lost every row of its batches this way.)"""
+    stored = sum(f.record_count for f in result.added)
+    if stored != result.rows_read:
+        discard(io, result)
+        raise DataFileError(
+            f"rewrite of file group #{group.index}: the files written hold {stored:,} rows where "
+            f"{result.rows_read:,} live rows were read; nothing of it is committed (its files are deleted)"
+        )
+    return result
+
+
+def discard(io: FileIO, result: RewriteResult) -> None:
+    """Delete the files a rewrite wrote (a result that will not be committed)."""
+    for f in result.added:
+        io.delete(io.resolve(f.path), missing_ok=True)
+
+
+def _rewrite(
+    md: TableMetadata,
+    io: FileIO,
+    group: FileGroup,
+    strategy: RewriteStrategy,
+    parquet_io: str,
+    backend: str,
+    workers: int | None,
+    delete_cache: DeleteCache | None,
+) -> RewriteResult:
     name = resolve_parquet_io(parquet_io, backend)
     if name == "pyarrow":
         return rewrite_group(

@@ -17,7 +17,7 @@ from ..iceberg.metadata import TableMetadata
 from ..io.fileio import FileIO
 from ..tasks import FileGroup, RewriteResult, RewriteStrategy
 from .delete_cache import DeleteCache
-from .group_rewrite import rewrite_file_group
+from .group_rewrite import discard, rewrite_file_group
 
 Outcome = RewriteResult | Exception
 
@@ -43,12 +43,6 @@ class GroupRunner(Protocol):
         concurrency: int,
         started: Callable[[FileGroup], None],
     ) -> Generator[tuple[FileGroup, Outcome], None, None]: ...
-
-
-def discard(io: FileIO, result: RewriteResult) -> None:
-    """Delete the files a rewrite wrote (a result that will not be committed)."""
-    for f in result.added:
-        io.delete(io.resolve(f.path), missing_ok=True)
 
 
 def pooled(

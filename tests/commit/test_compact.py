@@ -6,6 +6,7 @@ result; target sizes, partial progress, the spill path of a large sort, dry runs
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import os
@@ -26,8 +27,8 @@ from pyiceberg.types import LongType
 
 import gpu_engine as ge
 from gpu_engine.commit.compact import CompactionResult
-from gpu_engine.errors import InvalidOption, UnsupportedFeature, UnsupportedTransform
-from gpu_engine.execute import group_runner, rewrite_order
+from gpu_engine.errors import DataFileError, InvalidOption, UnsupportedFeature, UnsupportedTransform
+from gpu_engine.execute import group_rewrite, group_runner, rewrite_order
 from gpu_engine.execute.group_rewrite import rewrite_file_group
 from gpu_engine.execute.rewrite import rewrite_group
 from gpu_engine.iceberg import types as it
@@ -961,3 +962,28 @@ def test_v3_rewrites_keep_metrics_near_the_inferred_limit(tmp_path: Path, parque
     assert result.added_data_files == 1 and bounded() == [every]
     tbl.delete("c0 = 1", backend="cpu")
     assert bounded() == [every]
+
+
+def test_a_group_whose_files_miss_rows_is_not_committed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The files' record counts must add up to the live rows read, or the group is refused and its files
+    deleted (a struct without fields once wrote no rows, and the commit replaced the rows with none)."""
+    _, tbl = new_table(tmp_path, 2)
+    parts = [gen_rows(i * 50, 50, seed=i) for i in range(3)]
+    for p in parts:
+        tbl.append(p)
+    before = sorted(data_files(tbl))
+    real = rewrite_group
+
+    def one_row_short(*args: Any, **kwargs: Any) -> RewriteResult:
+        result = real(*args, **kwargs)
+        return dataclasses.replace(result, rows_read=result.rows_read + 1)
+
+    monkeypatch.setattr(group_rewrite, "rewrite_group", one_row_short)
+    with pytest.raises(DataFileError, match="the files written hold 150 rows where 151 live rows were read"):
+        tbl.compact(options=REWRITE_ALL, backend="cpu")
+    assert sorted(data_files(tbl)) == before and set(os.listdir(Path(before[0]).parent)) == {
+        Path(p).name for p in before
+    }
+    assert_rows_equal(tbl.scan(backend="cpu").to_arrow(), pa.concat_tables(parts))
