@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import struct
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,9 +24,13 @@ def partition_key(spec_id: int, values: tuple[Any, ...]) -> PartitionKey:
 
 
 def value_key(value: Any) -> Any:
-    """One partition value as :func:`partition_key` compares it."""
+    """One partition value as :func:`partition_key` compares it: a uuid as its 16 bytes (writers hold
+    ``uuid.UUID``, manifests give the bytes: an identity(uuid) partition was two partitions, and a dynamic
+    partition overwrite kept the rows it replaced)."""
     if isinstance(value, float):
         return ("f64", struct.pack("<d", math.nan if value != value else value))
+    if isinstance(value, uuid.UUID):
+        return value.bytes
     return value
 
 

@@ -160,8 +160,8 @@ def human_string(transform: str, t: it.IcebergType, value: Any) -> str:
         return text + ("+00:00" if kind in it.ZONED_TIMESTAMP_NAMES else "")
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, bytes):
-        return base64.b64encode(value).decode()
+    if isinstance(value, bytes):  # a uuid from a manifest: its bytes, shown as Java shows a UUID
+        return str(uuid.UUID(bytes=value)) if kind == "uuid" else base64.b64encode(value).decode()
     if isinstance(value, float):
         return _java_float(value, kind == "float")
     return str(value)

@@ -4,6 +4,7 @@ specs stay; concurrency by isolation level; failures leave nothing; readers agre
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -212,6 +213,37 @@ def test_only_manifests_that_may_hold_the_partitions_are_read(
     new = days[2].slice(0, 3)
     result = tbl.dynamic_partition_overwrite(new)
     assert result is not None and len(read) == 1 and result.partitions == 1
-    assert len(result.removed_data_files) == 1
+    assert result is not None and len(result.removed_data_files) == 1
     expected = pa.concat_tables([keyed_rows(0, 20), days[0], days[1], new, days[3], days[4]])
     assert_all_readers(tbl, expected)
+
+
+def test_uuid_partitions_are_replaced_and_counted_once(tmp_path: Path) -> None:
+    """Written partition tuples hold uuid.UUID, manifests the 16 bytes: the partition of the new rows kept
+    its old rows beside them, and a copy-on-write delete counted its one partition twice, the removed
+    file's under a base64 name."""
+    cat = sql_catalog(tmp_path)
+    schema = pa.schema([pa.field("u", pa.uuid()), pa.field("v", pa.int64())])
+    key, other = uuid.UUID(int=1), uuid.UUID(int=2)
+
+    def data(keys: list[uuid.UUID], values: list[int]) -> pa.Table:
+        return pa.table({"u": pa.array([k.bytes for k in keys], pa.uuid()), "v": values}, schema=schema)
+
+    tbl = cat.create_table("db.u", schema, partition_spec=["u"], properties={"format-version": "2", **FAST})
+    tbl.append(data([key, other], [1, 9]))
+    result = tbl.dynamic_partition_overwrite(data([key], [2]))
+    assert result is not None and len(result.removed_data_files) == 1
+    assert sorted(tbl.scan().to_arrow().column("v").to_pylist()) == [2, 9]
+    props = {
+        "format-version": "2",
+        "write.delete.mode": "copy-on-write",
+        "write.summary.partition-limit": "9",
+    }
+    cow = cat.create_table("db.c", schema, partition_spec=["u"], properties={**props, **FAST})
+    cow.append(data([key, key], [1, 2]))
+    cow.delete("v = 1")
+    head = cow.metadata.current_snapshot()
+    assert head is not None and head.summary is not None
+    summary = head.summary
+    assert summary["changed-partition-count"] == "1"
+    assert [k for k in summary if k.startswith("partitions.")] == [f"partitions.u={key}"]
