@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import InvalidData, ValidationError
+from ..errors import InvalidData, SchemaMismatch, ValidationError
 from ..iceberg.content_file import ContentFile
 from ..iceberg.metadata import TableMetadata
 from ..io.data_input import arrow_table
@@ -101,7 +101,14 @@ def upsert(
 def _check_unique(md: TableMetadata, data: pa.Table, keys: list[str]) -> None:
     """:class:`InvalidData` naming a key that ``data`` holds twice (NULL equal to NULL)."""
     plain = pa.table([_storage(key_values(md, data, k)) for k in keys], names=keys)
-    counts = plain.group_by(keys, use_threads=False).aggregate([([], "count_all")])
+    try:
+        counts = plain.group_by(keys, use_threads=False).aggregate([([], "count_all")])
+    except (pa.ArrowNotImplementedError, pa.ArrowTypeError, pa.ArrowInvalid) as exc:  # run-end encoded...
+        types = {k: str(plain[k].type) for k in keys}
+        raise SchemaMismatch(
+            f"data: key column(s) {types}: Arrow cannot compare these types ({exc}); cast them to the "
+            "table's types"
+        ) from None
     repeated = counts.filter(pc.greater(counts["count_all"], 1))
     if repeated.num_rows:
         first = {k: repeated[k][0].as_py() for k in keys}

@@ -121,6 +121,13 @@ def test_bad_input_is_refused_and_leaves_nothing(tmp_path: Path) -> None:
         tbl.upsert(keyed_rows(0, 2))
     with pytest.raises(SchemaMismatch):
         tbl.upsert(pa.table({"id": [1], "region": ["eu"], "other": [2]}), on=["id", "region"])
+    encoded = keyed_rows(0, 2)  # run-end encoded keys: a bare ArrowNotImplementedError named no column
+    region = pc.run_end_encode(encoded["region"].combine_chunks())
+    with pytest.raises(SchemaMismatch, match=r"key column\(s\) .*'region': 'run_end_encoded"):
+        tbl.upsert(
+            encoded.set_column(encoded.schema.get_field_index("region"), "region", region),
+            on=["id", "region"],
+        )
     assert tbl.upsert(keyed_rows(0, 0), on=["id", "region"]) is None
     v1 = make(tmp_path / "v1", 1)
     with pytest.raises(ValidationError, match="format version 1 has no equality deletes"):
