@@ -165,6 +165,7 @@ class Table:
         delete file applies. The other arguments are :meth:`scan`'s."""
         from .scan import new_scan
 
+        to_snapshot_id, branch = self._incremental_end(to_snapshot_id, branch)
         return new_scan(
             self,
             filter=filter,
@@ -218,6 +219,7 @@ class Table:
             for v, name in ((remove_carry_overs, "remove_carry_overs"), (compute_updates, "compute_updates"),
                             (net_changes, "net_changes"))
         )  # fmt: skip
+        to_snapshot_id, branch = self._incremental_end(to_snapshot_id, branch)
         options = ScanOptions(filter, to_snapshot_id, None, branch, case_sensitive)
         since = SnapshotRange(from_snapshot_id, from_inclusive)
         picked = scan_columns(columns)
@@ -225,6 +227,25 @@ class Table:
             raise UnsupportedFeature("net_changes cannot be combined with compute_updates: choose one")
         keys = checked_update_keys(self.metadata, picked, identifier_columns, compute_updates, case_sensitive)
         return ChangelogScan(self, options, since, picked, backend, remove_carry_overs, keys, net_changes)
+
+    def _incremental_end(
+        self, to_snapshot_id: int | None, branch: str | None
+    ) -> tuple[int | None, str | None]:
+        """Where an incremental scan ends: ``to_snapshot_id`` on ``branch`` (both given) when it is one of
+        the branch head's ancestors, as Java's ``toSnapshot`` with ``useBranch``; else what was given."""
+        if to_snapshot_id is None or branch is None:
+            return to_snapshot_id, branch
+        end = _args.integer(to_snapshot_id, "to_snapshot_id", PlanningError)
+        md = self.metadata
+        ref = md.refs.get(branch)
+        if ref is None or ref.type != "branch":
+            raise PlanningError(f"incremental scan branch={branch!r}: the table has no such branch")
+        if end not in md.ancestor_ids(ref.snapshot_id):
+            raise PlanningError(
+                f"incremental scan to_snapshot_id={end}: not an ancestor of branch {branch!r} (head "
+                f"{ref.snapshot_id})"
+            )
+        return end, None
 
     def refresh(self) -> Table:
         """Reload the current metadata (from the catalog, or re-read a static metadata file); returns self.

@@ -69,6 +69,7 @@ def project(
     for name in columns:
         f = _data_field(schema, name, case_sensitive)
         if f is None:  # a metadata column: a table column of the same name wins (as in Spark)
+            name = _metadata_name(name, case_sensitive)
             if name in (mc.ROW_ID.name, mc.LAST_UPDATED_SEQUENCE_NUMBER.name) and md.format_version < 3:
                 raise UnsupportedFeature(f"column {name!r}: row lineage needs a format-version 3 table")
             metadata.append(mc.field(md, name))
@@ -94,9 +95,16 @@ def _data_field(schema: Schema, name: str, case_sensitive: bool) -> it.NestedFie
     try:
         return schema.find_field(name, case_sensitive=case_sensitive)
     except InvalidType as e:
-        if name in mc.NAMES:
+        if _metadata_name(name, case_sensitive) in mc.NAMES:
             return None
         raise InvalidType(f"scan column {name!r}: {e}") from None
+
+
+def _metadata_name(name: str, case_sensitive: bool) -> str:
+    """The metadata column ``name`` names (``_FILE``: ``_file`` unless ``case_sensitive``), else ``name``."""
+    if case_sensitive or name in mc.NAMES:
+        return name
+    return next((m for m in mc.NAMES if m.casefold() == name.casefold()), name)
 
 
 def residual_ids(residual: Expression) -> frozenset[int]:

@@ -60,6 +60,8 @@ class ScanOptions:
                 f"gpu_engine.expressions.TRUE), not {type(self.filter).__name__}"
             )
         _args.boolean(self.case_sensitive, "case_sensitive", PlanningError)
+        if self.snapshot_id is not None:  # "123" (from JSON) was looked up and "not found"; True was id 1
+            _args.integer(self.snapshot_id, "scan snapshot_id", PlanningError)
         chosen = [k for k in ("snapshot_id", "as_of", "ref") if getattr(self, k) is not None]
         if len(chosen) > 1:
             raise PlanningError(f"scan options {' and '.join(chosen)} are exclusive: choose one")

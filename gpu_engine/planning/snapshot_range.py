@@ -25,6 +25,8 @@ class SnapshotRange:
 
     def __post_init__(self) -> None:
         _args.boolean(self.from_inclusive, "from_inclusive", PlanningError)  # "no" would be truthy
+        if self.from_snapshot_id is not None:
+            _args.integer(self.from_snapshot_id, "from_snapshot_id", PlanningError)
         if self.from_inclusive and self.from_snapshot_id is None:
             raise PlanningError("from_inclusive=True needs a from_snapshot_id")
 

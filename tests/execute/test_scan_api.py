@@ -26,7 +26,7 @@ from pyroaring import BitMap64
 
 from gpu_engine._deps import optional
 from gpu_engine.backend import probe_cuda
-from gpu_engine.errors import BackendUnavailable, InvalidType, UnsupportedFeature
+from gpu_engine.errors import BackendUnavailable, InvalidType, PlanningError, UnsupportedFeature
 from gpu_engine.execute.metadata import metadata_column
 from gpu_engine.execute.scan import ScanProgress
 from gpu_engine.iceberg import metadata_columns as mc
@@ -383,6 +383,20 @@ def test_columns_without_case_prefer_the_exact_name_and_refuse_ambiguity(tmp_pat
     assert tbl.scan(columns=["id"], case_sensitive=False).to_arrow().to_pylist() == [{"id": 1}]
     with pytest.raises(InvalidType, match="'Id' is ambiguous without case"):
         tbl.scan(columns=["Id"], case_sensitive=False).to_arrow()
+
+
+def test_metadata_columns_and_snapshot_ids_as_a_scan_takes_them(tmp_path: Path) -> None:
+    """Metadata columns resolve without case too (``_FILE``: ``_file``); a snapshot id that is not an
+    integer is refused naming it (a string was "not found" beside itself in the list of ids)."""
+    tbl = _id_table(tmp_path)
+    got = tbl.scan(columns=["ID", "_FILE", "_Pos"], case_sensitive=False).to_arrow()
+    assert got.column_names == ["id", "_file", "_pos"] and got["_pos"].to_pylist() == [0, 1, 2]
+    with pytest.raises(InvalidType, match="'_FILE'"):
+        tbl.scan(columns=["_FILE"]).to_arrow()
+    head = tbl.metadata.current_snapshot_id
+    for bad in (str(head), True):
+        with pytest.raises(PlanningError, match=r"scan snapshot_id.*an integer"):
+            tbl.scan(snapshot_id=bad).to_arrow()
 
 
 def test_columns_naming_one_column_twice_without_case_are_refused(tmp_path: Path) -> None:

@@ -82,8 +82,17 @@ def test_end_snapshot_branch_filter_columns_and_limit(tmp_path: Path) -> None:
         tbl.incremental_append_scan(_head(tbl), branch="audit").to_arrow()
     with pytest.raises(SnapshotNotFound):
         tbl.incremental_append_scan(first, to_snapshot_id=123).to_arrow()
-    with pytest.raises(PlanningError, match="exclusive"):
-        tbl.incremental_append_scan(first, to_snapshot_id=second, branch="audit")
+    # an end snapshot on a branch: one of its head's ancestors (Java's toSnapshot with useBranch)
+    on_audit = tbl.incremental_append_scan(first, to_snapshot_id=second, branch="audit").to_arrow()
+    assert_same_rows(on_audit, rows(20, 20, seed=1), context="to a snapshot of a branch")
+    main_head = tbl.metadata.current_snapshot_id
+    with pytest.raises(PlanningError, match=r"to_snapshot_id=\d+: not an ancestor of branch 'audit'"):
+        tbl.incremental_append_scan(first, to_snapshot_id=main_head, branch="audit")
+    # ids arrive as strings from JSON
+    with pytest.raises(PlanningError, match=r"snapshot_id=.\d+.: expected an integer"):
+        tbl.incremental_append_scan(first, to_snapshot_id=str(second)).to_arrow()  # type: ignore[arg-type]
+    with pytest.raises(PlanningError, match=r"from_snapshot_id.*an integer"):
+        tbl.incremental_append_scan(str(first)).to_arrow()  # type: ignore[arg-type]
 
 
 def test_current_schema_and_rewritten_manifests(tmp_path: Path) -> None:
