@@ -509,10 +509,11 @@ def run_worker(args: argparse.Namespace) -> None:
 
 def run_profile(args: argparse.Namespace) -> None:
     """cProfile one compaction of ``--worker``'s peer (ours): the calling thread, plus each group's rewrite
-    (run on the group runner's thread pool) under its own profiler, merged; the rewrite's scan with
-    ``workers=1`` so that its reads run in the profiled thread (cProfile sees only the threads it runs in).
+    (run on the group runner's thread pool) under its own profiler, merged (Python 3.12 and later: one
+    profiler, which sees every thread, and allows no other); the rewrite's scan with ``workers=1`` so that
+    its reads run in the profiled thread (before 3.12, cProfile sees only the threads it runs in).
     cuDF's device work is asynchronous: its time shows where the host waits for it."""
-    from gpu_engine.execute import group_runner
+    from gpu_engine.execute import frame_scan, group_runner
     from gpu_engine.execute import scan as scan_exec
 
     peer = args.worker or OURS_CPU
@@ -522,11 +523,14 @@ def run_profile(args: argparse.Namespace) -> None:
     rewrite_group = group_runner.rewrite_file_group  # type: ignore[attr-defined]
 
     def profiled_rewrite(*a: Any, **kw: Any) -> Any:
+        if sys.version_info >= (3, 12):  # one profiler at a time, and it sees every thread (sys.monitoring)
+            return rewrite_group(*a, **kw)
         prof = cProfile.Profile()
         group_profilers.append(prof)
         return prof.runcall(rewrite_group, *a, **kw)
 
     scan_exec.default_workers = lambda: 1
+    frame_scan.default_workers = lambda: 1  # type: ignore[attr-defined]  # the frame path's own import
     group_runner.rewrite_file_group = profiled_rewrite  # type: ignore[attr-defined]
     prepared = prepare(peer, Path(args.table_dir))
     profiler = cProfile.Profile()

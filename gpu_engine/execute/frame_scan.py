@@ -41,7 +41,7 @@ _MAX_ROWS = 2**31 - 1  # cuDF's column size limit: a decoder call reads fewer ro
 
 def _full(pending: list[FramePart], more: FramePart) -> bool:
     files = len(pending) + 1
-    rows = sum(len(p.pos) for p in pending) + len(more.pos)
+    rows = sum(p.rows for p in pending) + more.rows
     size = sum(p.decoded for p in pending) + more.decoded
     return files > BATCH_FILES or size > BATCH_BYTES or rows >= _MAX_ROWS
 
@@ -128,7 +128,7 @@ class _Decoder:
         """The frames of the tasks of ``ahead``. With a limit, a task is taken only while rows are still
         wanted: a limit met before a missing or corrupt file is no error, as for ``to_arrow``."""
         while not self._done():
-            held = sum(len(p.pos) for p in self.pending)
+            held = sum(p.rows for p in self.pending)
             if self.remaining is not None and self.pending and held >= self.remaining:
                 yield from self._flush()  # the held rows may reach the limit: decoded before reading on
                 continue

@@ -30,13 +30,22 @@ def position_keep(positions: np.ndarray, first_pos: int, n: int, backend: str) -
     hit = in_range(positions, first_pos, n)
     if not len(hit):
         return None
+    return _cleared(hit, first_pos, n, backend)
+
+
+def rows_keep(rows: np.ndarray, n: int, backend: str) -> np.ndarray:
+    """Keep-mask (bool) of ``n`` rows with the rows at indexes ``rows`` cleared: one kernel call."""
+    return _cleared(rows, 0, n, backend)
+
+
+def _cleared(positions: np.ndarray, first_pos: int, n: int, backend: str) -> np.ndarray:
     if backend == "cuda":
         from numba import cuda
 
         with DEVICE_LOCK:
             keep_d = cuda.to_device(np.ones(n, dtype=np.uint8))
-            kd.clear_positions(cuda.to_device(hit), first_pos, keep_d)
+            kd.clear_positions(cuda.to_device(positions), first_pos, keep_d)
             return np.asarray(keep_d.copy_to_host(), dtype=bool)
     keep = np.ones(n, dtype=np.uint8)
-    kd.clear_positions(hit, first_pos, keep)
+    kd.clear_positions(positions, first_pos, keep)
     return keep.view(bool)

@@ -17,7 +17,7 @@ both bounds are spelled as its path is (same scheme and authority): then so is e
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 
@@ -35,6 +35,13 @@ class PathScope:
     target: str | None = None
     lower: str | None = None
     upper: str | None = None
+    # the scheme and authority both bounds are spelled with (see :func:`_head`); None when they differ
+    heads: str | None = field(init=False, default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.lower is not None and self.upper is not None:
+            head = _head(self.lower)
+            object.__setattr__(self, "heads", head if head == _head(self.upper) else None)
 
     def may_hold(self, path: str) -> bool:
         """Whether rows for the data file at ``path`` (mapped, as written) may be in the delete file (for
@@ -44,8 +51,8 @@ class PathScope:
             return True
         if lower is None or upper is None:
             return True  # paths below (or above) one bound may be other spellings of this one
-        head = _head(path)
-        return head is None or _head(lower) != head or _head(upper) != head
+        heads = self.heads
+        return heads is None or _head(path) != heads
 
 
 def _head(path: str) -> str | None:

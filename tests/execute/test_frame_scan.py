@@ -308,6 +308,39 @@ def test_a_file_whose_row_groups_are_all_pruned_gives_no_rows(tmp_path: Path) ->
         assert _same(tbl.scan(filter=f"id > {gap - 1} and id < {gap}", columns=columns)).num_rows == 0
 
 
+@pytest.mark.parametrize("version", [2, 3], ids=["position-deletes", "dvs"])
+def test_deleted_positions_map_to_the_rows_of_the_row_groups_kept(
+    tmp_path: Path, version: int, backend: str
+) -> None:
+    """The batch's position mask is built from each file's row groups left after pruning (a gap where
+    one is pruned) and split tasks: the rows and their ``_pos`` equal the host reader's."""
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("s", pa.string())])
+    props = {
+        "format-version": str(version),
+        "write.delete.mode": "merge-on-read",
+        "write.parquet.row-group-size-bytes": "800",
+        "write.parquet.row-group-check-min-record-count": "10",
+        "read.split.target-size": "1500",
+    }
+    tbl = sql_catalog(tmp_path).create_table("db.t", schema, properties=props)
+    for first in (0, 1000):
+        ids = range(first, first + 300)
+        tbl.append(pa.table({"id": ids, "s": [str(i) for i in ids]}, schema=schema))
+    tbl = tbl.refresh()
+    deleted = [i for i in range(1300) if i % 7 == 3 or i % 11 == 0]
+    tbl.delete(f"id in ({', '.join(map(str, deleted))})")
+    tbl = tbl.refresh()
+    path = tbl.scan().plan().tasks[0].file.path
+    gap = [i for i in range(1, 300) if _first_of_a_row_group(path, i)][:2]
+    assert len(gap) == 2  # a row group [gap[0], gap[1]) lies between others
+    columns = ["id", "_pos", "_file"]
+    pruned = f"id < {gap[0]} or id >= {gap[1]}"  # the middle row group of each file pruned by its stats
+    for where in ("true", pruned, f"{pruned} and s > '5'"):  # the last filters rows of kept groups too
+        got = _same(tbl.scan(filter=where, backend=backend, columns=columns))
+        assert got.num_rows and not set(deleted) & set(got["id"].to_pylist())
+    assert len(tbl.scan().plan().tasks) > 2  # the files split
+
+
 def _first_of_a_row_group(path: str, i: int) -> bool:
     md = pq.ParquetFile(path.removeprefix("file://")).metadata
     starts, at = [], 0

@@ -1,0 +1,216 @@
+"""Where a frame scan (``TableScan.to_cudf`` / ``to_frame``) spends its time, stage by stage.
+
+    python bench/frame_stages.py METADATA_JSON [--frames cudf|arrow] [--repeat 3] [--profile-top 30]
+                                [--out FILE]
+
+Measured in one process, after a warm-up call: the whole call (default workers, then each of
+``--workers``); the sum over tasks of
+:func:`~gpu_engine.execute.frame_task.prepare` (run on worker threads, so it may exceed the wall time), the
+calling thread's time in :func:`~gpu_engine.execute.frame_task.decode` and in the frame library's ``read``
+(the decoder call), loading the table, planning, the final concat; Python's garbage collections during
+the call (count and seconds); with ``--gc``, the same call with the collector frozen after the warm-up
+(``gc.freeze``) or disabled; the raw
+decoder call alone on the same files (cuDF: ``cudf.read_parquet`` of the paths; arrow: ``pq.read_table``
+per file); and a cProfile of one call with ``workers=1`` (every stage on the calling thread). Prints one
+JSON object and, with ``--out``, writes the profile text there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import dataclasses
+import gc
+import io
+import json
+import pstats
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import gpu_engine as ge
+from gpu_engine.execute import frame_scan
+from gpu_engine.execute.frames import ArrowFrames
+from gpu_engine.io.fileio import local_path
+from gpu_engine.scan import TableScan
+
+
+class Stages:
+    """Seconds per stage, summed over the calls since :meth:`reset` (thread-safe)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.seconds: dict[str, float] = {}
+        self.calls: dict[str, int] = {}
+
+    def reset(self) -> None:
+        self.seconds.clear()
+        self.calls.clear()
+
+    def add(self, name: str, seconds: float) -> None:
+        with self.lock:
+            self.seconds[name] = self.seconds.get(name, 0.0) + seconds
+            self.calls[name] = self.calls.get(name, 0) + 1
+
+    def wrap(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*a: Any, **kw: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return fn(*a, **kw)
+            finally:
+                self.add(name, time.perf_counter() - start)
+
+        return timed
+
+
+class Collections:
+    """Python's garbage collections while counting."""
+
+    def __init__(self) -> None:
+        self.count, self.seconds, self.by_gen = 0, 0.0, [0, 0, 0]
+        self._start = 0.0
+        gc.callbacks.append(self._callback)
+
+    def reset(self) -> None:
+        self.count, self.seconds, self.by_gen = 0, 0.0, [0, 0, 0]
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._start = time.perf_counter()
+        else:
+            self.count += 1
+            self.by_gen[info["generation"]] += 1
+            self.seconds += time.perf_counter() - self._start
+
+
+def make_frames(kind: str) -> Any:
+    if kind == "arrow":
+        return ArrowFrames()
+    from gpu_engine.backend.cudf_frames import CudfFrames
+
+    return CudfFrames()
+
+
+def synchronize(kind: str) -> None:
+    if kind == "cudf":
+        import cupy
+
+        cupy.cuda.runtime.deviceSynchronize()
+
+
+@contextmanager
+def frozen(mode: str) -> Iterator[None]:
+    if mode == "freeze":
+        gc.collect()
+        gc.freeze()
+    elif mode == "disable":
+        gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+        gc.unfreeze()
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("metadata")
+    p.add_argument("--frames", choices=("cudf", "arrow"), default="cudf")
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--profile-top", type=int, default=30)
+    p.add_argument("--workers", type=int, nargs="*", default=[], help="also with these worker counts")
+    p.add_argument("--gc", nargs="*", choices=("freeze", "disable"), default=[], help="also with gc so")
+    p.add_argument("--out")
+    args = p.parse_args()
+    stages, collections = Stages(), Collections()
+    frames = make_frames(args.frames)
+    backend = "cuda" if args.frames == "cudf" else "cpu"
+    frame_scan.prepare = stages.wrap("prepare (all tasks, worker threads)", frame_scan.prepare)  # type: ignore[attr-defined]
+    frame_scan.decode = stages.wrap("decode (calling thread)", frame_scan.decode)  # type: ignore[attr-defined]
+    TableScan._planned = stages.wrap("plan", TableScan._planned)  # type: ignore[method-assign]
+    frames.read = stages.wrap("read: decoder call (calling thread)", frames.read)
+    frames.concat = stages.wrap("concat", frames.concat)
+
+    def call(workers: int | None = None) -> Any:
+        start = time.perf_counter()
+        scan = ge.load_table(args.metadata).scan(backend=backend)
+        scan = scan if workers is None else dataclasses.replace(scan, workers=workers)
+        stages.add("load table", time.perf_counter() - start)
+        out = scan.to_frame(frames, host_decode=False)
+        synchronize(args.frames)
+        return out
+
+    call()  # warm: imports, kernels, dtypes
+    report: dict[str, Any] = {"frames": args.frames, "metadata": args.metadata}
+    runs = [("enabled", None)] + [("enabled", w) for w in args.workers] + [(m, None) for m in args.gc]
+    for mode, workers in runs:
+        walls = []
+        with frozen(mode):
+            for _ in range(args.repeat):
+                stages.reset()
+                collections.reset()
+                start = time.perf_counter()
+                call(workers)
+                walls.append(time.perf_counter() - start)
+        report[f"gc {mode}, workers {workers or 'default'}"] = {
+            "wall_s": [round(w, 4) for w in walls],
+            "median_s": round(statistics.median(walls), 4),
+            "last_call_stages_s": {k: round(v, 4) for k, v in stages.seconds.items()},
+            "last_call_stage_calls": dict(stages.calls),
+            "last_call_gc": {
+                "count": collections.count,
+                "by_generation": list(collections.by_gen),
+                "s": round(collections.seconds, 4),
+            },
+        }
+    report["gc objects tracked"] = len(gc.get_objects())
+    paths = [local_path(t.file.path) for t in ge.load_table(args.metadata).scan().plan().tasks]
+    report["files"] = len(paths)
+    report["raw decoder call_s"] = raw_read(args.frames, paths, args.repeat)
+    profiler = cProfile.Profile()
+    start = time.perf_counter()
+    profiler.runcall(call, 1)
+    report["workers=1 under cProfile_s"] = round(time.perf_counter() - start, 4)
+    print(json.dumps(report, indent=2))
+    if args.out:
+        text = io.StringIO()
+        text.write(json.dumps(report, indent=2) + "\n-- workers=1, cProfile, tottime --\n")
+        stats = pstats.Stats(profiler, stream=text)
+        stats.sort_stats("tottime").print_stats(args.profile_top)
+        text.write("-- cumulative --\n")
+        stats.sort_stats("cumulative").print_stats(args.profile_top)
+        Path(args.out).write_text(text.getvalue())
+    return 0
+
+
+def raw_read(kind: str, paths: list[str], repeat: int) -> list[float]:
+    if kind == "cudf":
+        import cudf
+
+        def read() -> Any:
+            return cudf.read_parquet(paths, dataset_kwargs={"partitioning": None}, use_pandas_metadata=False)
+    else:
+        import pyarrow.parquet as pq
+
+        def read() -> Any:
+            return [pq.read_table(p) for p in paths]
+
+    read()
+    out = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        read()
+        synchronize(kind)
+        out.append(round(time.perf_counter() - start, 4))
+    return out
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
