@@ -32,6 +32,7 @@ from ..expressions import AlwaysTrue
 from ..expressions.evaluator import evaluate
 from ..iceberg import metadata_columns as mc
 from ..iceberg.schema import Schema
+from ..iceberg.types import NestedField
 from ..io.device_decode import frame_unsupported
 from ..io.parquet_projection import ColumnRead, Projection, identity_constants
 from ..tasks import ScanTask
@@ -272,18 +273,29 @@ def _output(
         f.name: read[f.name] if f.name in read else frames.from_arrow(_made(parts, sizes, f.name))
         for f in projection.data.fields
     }
-    for f in projection.metadata:
-        stored: pa.Array | None = None
-        if f in mc.LINEAGE and f.name in read:
-            stored = frames.to_arrow(read[f.name], types[f.name])
-        elif f in mc.LINEAGE and f.name in parts[0].made:
-            stored = _made(parts, sizes, f.name)
-        values, offset = [], 0
-        for p, k, n in zip(parts, keep, sizes, strict=True):
-            pos = p.positions() if k is None else p.positions()[k]
-            own = None if stored is None else stored.slice(offset, n)
-            offset += n
-            values.append(metadata_column(f, p.task.file, pos, partition_ids=p.partition_ids, stored=own))
-        columns[f.name] = frames.from_arrow(pa.concat_arrays(values) if len(values) > 1 else values[0])
+    if projection.metadata:  # the file positions of the rows kept, made once for all metadata columns
+        kept = [p.positions() if k is None else p.positions()[k] for p, k in zip(parts, keep, strict=True)]
+        for f in projection.metadata:
+            columns[f.name] = _metadata(f, parts, kept, frames, read, types)
     ordered = [(name, columns[name]) for name in projection.names]
     return frames.assemble(ordered, projection.arrow_schema, sum(sizes))
+
+
+def _metadata(
+    f: NestedField,
+    parts: Sequence[FramePart],
+    kept: Sequence[np.ndarray],
+    frames: Frames,
+    read: dict[str, Any],
+    types: dict[str, pa.DataType],
+) -> Any:
+    """Metadata column ``f`` of the rows at file positions ``kept`` (per part). A row-lineage column the
+    files store (null where inherited) is read back; one they lack is inherited whole (it has no default:
+    the files read it as nulls)."""
+    stored = frames.to_arrow(read[f.name], types[f.name]) if f in mc.LINEAGE and f.name in read else None
+    values, offset = [], 0
+    for p, pos in zip(parts, kept, strict=True):
+        own = None if stored is None else stored.slice(offset, len(pos))
+        offset += len(pos)
+        values.append(metadata_column(f, p.task.file, pos, partition_ids=p.partition_ids, stored=own))
+    return frames.from_arrow(pa.concat_arrays(values) if len(values) > 1 else values[0])

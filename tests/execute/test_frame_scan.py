@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+import threading
 from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
@@ -25,6 +26,7 @@ import gpu_engine as ge
 from gpu_engine._deps import optional
 from gpu_engine.backend.cudf_frames import cudf_unsupported
 from gpu_engine.errors import DataFileError, InvalidType, UnsupportedFeature
+from gpu_engine.execute import frame_scan, frame_task
 from gpu_engine.execute.frames import ArrowFrames
 from gpu_engine.scan import TableScan
 
@@ -466,6 +468,39 @@ def _two_files(tmp_path: Path) -> ge.Table:
     tbl.append(pa.table({"id": [1, 2, 3], "s": ["aaaaaaaa", "bbbbbbbb", "cccccccc"]}, schema=schema))
     tbl.append(pa.table({"id": [4, 5, 6], "s": ["dddddddd", "eeeeeeee", "ffffffff"]}, schema=schema))
     return tbl
+
+
+def test_local_files_are_prepared_on_the_calling_thread_and_remote_ones_ahead_on_threads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Preparing a local file is Python holding the GIL (threads only contend for it); a remote file's
+    reads wait on the network, so its tasks are prepared ahead on worker threads."""
+    schema = pa.schema([pa.field("id", pa.int64())])
+    props = {"write.delete.mode": "merge-on-read"}
+    tbl = sql_catalog(tmp_path).create_table("db.t", schema, properties=props)
+    for first in range(0, 40, 10):
+        tbl.append(pa.table({"id": range(first, first + 10)}, schema=schema))
+    tbl = tbl.refresh()
+    tbl.delete("id in (3, 17, 25)")
+    tbl = tbl.refresh()
+    caller, on = threading.current_thread(), list[bool]()
+    real = frame_task.prepare
+
+    def spy(task: Any, ctx: Any) -> Any:
+        on.append(threading.current_thread() is caller)
+        return real(task, ctx)
+
+    monkeypatch.setattr(frame_scan, "prepare", spy)
+    monkeypatch.setattr(frame_scan, "default_workers", lambda: 3)
+    assert _same(tbl.scan()).num_rows == 37
+    assert on == [True] * 4
+    on.clear()
+    monkeypatch.setattr(frame_scan, "on_local_disk", lambda io, path: False)  # as if they were remote
+    assert _same(tbl.scan()).num_rows == 37
+    assert len(on) == 4 and not any(on)
+    on.clear()
+    _same(dataclasses.replace(tbl.scan(), workers=1))  # the caller's choice stands
+    assert on == [True] * 4
 
 
 def test_a_limit_met_before_a_missing_file_is_no_error(tmp_path: Path) -> None:
