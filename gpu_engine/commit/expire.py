@@ -39,7 +39,7 @@ from ..iceberg.manifest_list import ManifestFile
 from ..iceberg.manifests import read_manifest
 from ..iceberg.metadata import TableMetadata
 from ..iceberg.snapshots import MAIN_BRANCH, Snapshot, SnapshotLogEntry, SnapshotRef
-from ..io.fileio import FileIO
+from ..io.fileio import FileIO, file_identity
 from .entries import snapshot_manifests
 from .metadata_commit import RestForm, commit_metadata_change
 from .producer import delete_files
@@ -341,13 +341,16 @@ def _delete_unreachable(
     # the kept manifests are read only when some file may go (Java's ReachableFileCleanup)
     reachable = _files_of(io, kept_manifests.values(), live=True) if candidates else {}
     doomed = {p: c for p, c in candidates.items() if p not in reachable}
-    kept_stats = _stats_paths(new_md)
-    stats = _stats_paths(base) - kept_stats
+    # statistics files are named by the engines that wrote them, each in its own spelling: one a kept
+    # snapshot names in any spelling stays; one named twice is deleted once
+    kept_stats = {file_identity(io, p) for p in _stats_paths(new_md)}
+    stats = {file_identity(io, p): p for p in sorted(_stats_paths(base))}
+    gone_stats = sorted(p for key, p in stats.items() if key not in kept_stats)
     lists = sorted(expired_lists - kept_lists)
     manifests_gone = sorted(only_expired)
     data = sorted(p for p, c in doomed.items() if c not in _POSITION_OR_EQUALITY)
     deletes = sorted(p for p, c in doomed.items() if c in _POSITION_OR_EQUALITY)
-    left = set(delete_files(io, [*data, *deletes, *manifests_gone, *lists, *sorted(stats)], fault=fault))
+    left = set(delete_files(io, [*data, *deletes, *manifests_gone, *lists, *gone_stats], fault=fault))
 
     def done(paths: Iterable[str]) -> tuple[str, ...]:
         return tuple(p for p in paths if p not in left)
@@ -360,7 +363,7 @@ def _delete_unreachable(
         deleted_manifests=done(manifests_gone),
         deleted_data_files=done(data),
         deleted_delete_files=done(deletes),
-        deleted_statistics_files=done(sorted(stats)),
+        deleted_statistics_files=done(gone_stats),
         undeleted=tuple(sorted(left)),
     )
 

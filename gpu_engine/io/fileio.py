@@ -381,3 +381,11 @@ def on_local_disk(io: FileIO, path: str) -> bool:
     """Whether ``io`` reads ``path`` from the local file system (a plain path or ``file:`` URI through
     :class:`LocalFileIO` or :class:`DefaultFileIO`): then other libraries may open it by path."""
     return isinstance(io, (LocalFileIO, DefaultFileIO)) and scheme_of(path) in ("", "file")
+
+
+def file_identity(io: FileIO, path: str) -> str:
+    """One name for every spelling of the file ``path`` names through ``io`` (``/x``, ``file:/x``,
+    ``file:///x``, a path through a symbolic link): a local file's real path, any other file's resolved URI.
+    Where paths written by several engines are compared to decide what to delete."""
+    resolved = io.resolve(path)
+    return os.path.realpath(local_path(resolved)) if on_local_disk(io, resolved) else resolved

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from gpu_engine.catalog.sql import SqlCatalog
 from gpu_engine.commit import table_update
 from gpu_engine.errors import CommitConflict, InvalidOption, SnapshotNotFound, ValidationError
+from gpu_engine.iceberg import snapshots as sn
 from gpu_engine.iceberg.snapshots import SnapshotRef
 from gpu_engine.table import Table
 
@@ -379,3 +380,49 @@ def test_numpy_integers_are_taken_as_ints(tmp_path: Path) -> None:
     zero, first_id = np.int64(0), np.int64(first)
     result = tbl.expire_snapshots(older_than=zero, snapshot_ids=[first_id])  # type: ignore[arg-type,list-item]
     assert result.expired_snapshot_ids == (first,)
+
+
+def set_statistics(cat: SqlCatalog, tbl: Table, entries: dict[int, tuple[str, str]]) -> None:
+    """Give snapshots statistics files: {snapshot id: (table statistics path, partition statistics path)}."""
+    stats = tuple(
+        sn.StatisticsFile(sid, path, 10, 4, (sn.BlobMetadata("apache-datasketches-theta-v1", sid, 1, (1,)),))
+        for sid, (path, _) in entries.items()
+    )
+    partition = tuple(sn.PartitionStatisticsFile(sid, path, 10) for sid, (_, path) in entries.items())
+    md = replace(tbl.metadata, statistics=stats, partition_statistics=partition)
+    path = table_update.metadata_path(md, tbl.metadata_location, file_system_table=False)
+    table_update.write_metadata(tbl.io, path, md)
+    cat.commit_metadata(tbl.identifier, tbl.metadata_location, path)
+    tbl.refresh()
+
+
+def test_statistics_files_go_with_their_snapshots_unless_a_kept_one_names_them_in_any_spelling(
+    tmp_path: Path,
+) -> None:
+    """An expired snapshot's statistics files are deleted, except one a kept snapshot's entry still names,
+    also where the entries spell it differently (``/x`` and ``file:///x``: engines write their own)."""
+    cat, tbl = build(tmp_path)
+    s0, s1, s2, s3 = (s.snapshot_id for s in tbl.metadata.snapshots)
+    folder = tmp_path / "stats"
+    folder.mkdir()
+    made = {name: folder / name for name in ("a.stats", "a.parquet", "shared.stats", "b.parquet", "c.stats")}
+    for p in made.values():
+        p.write_bytes(b"0123456789")
+    shared = made["shared.stats"]
+    set_statistics(
+        cat,
+        tbl,
+        {
+            s0: (str(made["a.stats"]), str(made["a.parquet"])),
+            s1: (str(shared), str(made["b.parquet"])),
+            s3: (f"file://{shared}", str(made["c.stats"])),  # the same file as s1's, as a URI
+        },
+    )
+    result = tbl.expire_snapshots(snapshot_ids=[s0, s1])
+    assert {f.snapshot_id for f in tbl.metadata.statistics} == {s3}
+    assert {f.snapshot_id for f in tbl.metadata.partition_statistics} == {s3}
+    assert shared.exists() and made["c.stats"].exists()
+    gone = {made["a.stats"], made["a.parquet"], made["b.parquet"]}
+    assert not any(p.exists() for p in gone)
+    assert sorted(result.deleted_statistics_files) == sorted(map(str, gone))
+    assert s2 in {s.snapshot_id for s in tbl.metadata.snapshots}
