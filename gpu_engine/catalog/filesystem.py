@@ -10,6 +10,8 @@ Finding the current metadata of ``<table>/metadata/``:
 * a hint holding a file name (DuckDB writes ``00001-<uuid>``) → that file, with or without the
   ``.metadata.json`` suffix, then forward to ``v<its number + 1>``, ... while they exist (a commit through the
   directory killed before it replaced the hint).
+  A hint that is neither a number nor a metadata file's name (``3x``) is ignored, as Java ignores a hint
+  it cannot parse.
 * no hint, or an empty one → list the directory: the highest version number wins, comparing numbers
   (``v16`` > ``v9``) of ``vN…`` and ``NNNNN-<uuid>…`` names; several files with that number, and files
   without a number (``vfinal.metadata.json``), are ranked by their ``last-updated-ms``. Files named
@@ -21,7 +23,9 @@ metadata, written as ``metadata/<uuid>.metadata.json`` or outside the metadata d
 create-exclusive to ``v<V+1>.metadata.json``, where ``V`` is the highest version listed *before*
 checking that the current metadata is the expected one, and then deleted (the spec's rename). Locally
 the copy is written to a temporary file and hard-linked into place, which is atomic and fails if another
-writer created ``v<V+1>`` first: that failure is the :class:`CommitConflict`. Then the hint is replaced
+writer created ``v<V+1>`` first: that failure is the :class:`CommitConflict`; so is finding ``v<V+1>``
+under another codec's name beside one's own just linked (``v2.gz.metadata.json`` and ``v2.metadata.json``:
+each name is exclusive on its own), the own file withdrawn. Then the hint is replaced
 (atomic rename); a crash between the two leaves a stale hint, which readers walk past. Limits: on
 object stores (fsspec) create-exclusive is check-then-write, so two writers racing within that window
 can both "win"; on NFS hard links are atomic but caches may show a stale listing. Use a SQL or REST
@@ -162,7 +166,7 @@ def find_current_metadata(io: FileIO, table_dir: str, *, ignore: str | None = No
     hint = _read_hint(io, metadata_dir)
     if hint is not None and hint[1]:
         hint_path, text = hint
-        if text.isdigit():
+        if text.isascii() and text.isdigit():  # ("²".isdigit() too, which int() refuses)
             version = int(text)
             current = _version_file(io, metadata_dir, version)
             if current is None:
@@ -185,7 +189,10 @@ def find_current_metadata(io: FileIO, table_dir: str, *, ignore: str | None = No
                 while number is not None and (following := _version_file(io, metadata_dir, number + 1)):
                     number, found = number + 1, following
                 return found
-        raise MetadataError(f"{hint_path} names {text!r}, which is not a metadata file in {metadata_dir}")
+        if any(metadata_version(c) is not None for c in (name, *(name + s for s in _SUFFIXES))):
+            raise MetadataError(f"{hint_path} names {text!r}, which is not a metadata file in {metadata_dir}")
+        # neither a version nor a metadata file's name (garbage): ignored, as Java's findVersion ignores a
+        # hint it cannot parse, and the listing decides
     return _pick_listed(io, metadata_dir, [basename(p) for p in io.list_dir(metadata_dir)], ignore)
 
 
@@ -233,6 +240,14 @@ def commit_table_dir(io: FileIO, table_dir: str, expected: str | None, new_metad
         io.write_bytes(target, data)
     except FileExistsError as e:
         raise CommitConflict(f"another writer committed {target} first") from e
+    # exclusive creation is per name, and the name follows the metadata codec: a writer whose codec differs
+    # (write.metadata.compression-codec changed, or another engine's default) links v<V+1> under another
+    # name without failing. Whoever finds the other name beside its own withdraws (both may: both retry),
+    # so no two commits of one version both succeed and one stays unseen
+    rivals = [r for s in _SUFFIXES if s != suffix and io.exists(r := join(metadata_dir, f"v{top + 1}{s}"))]
+    if rivals:
+        io.delete(target, missing_ok=True)
+        raise CommitConflict(f"another writer committed {rivals[0]} (version {top + 1}) at the same time")
     if not _same_file(target, new_metadata_location):
         io.delete(new_metadata_location, missing_ok=True)
     hint = next((join(metadata_dir, h) for h in HINT_FILES if io.exists(join(metadata_dir, h))), None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
@@ -14,7 +15,12 @@ import pyarrow as pa
 import pytest
 
 import gpu_engine as ge
-from gpu_engine.catalog.filesystem import FileSystemCatalog, find_current_metadata, metadata_version
+from gpu_engine.catalog.filesystem import (
+    FileSystemCatalog,
+    commit_table_dir,
+    find_current_metadata,
+    metadata_version,
+)
 from gpu_engine.errors import (
     CommitConflict,
     InvalidOption,
@@ -24,7 +30,7 @@ from gpu_engine.errors import (
     UnsupportedFeature,
 )
 from gpu_engine.iceberg.metadata import metadata_to_json
-from gpu_engine.io.fileio import load_file_io
+from gpu_engine.io.fileio import LocalFileIO, load_file_io
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared"
 FIXTURES = SHARED / "fixtures"
@@ -213,6 +219,11 @@ def current(root: Path) -> str:
             None,
             "v10.gz.metadata.json",
         ),
+        # a hint that is neither a version nor a metadata file's name is ignored, as Java's findVersion does
+        ({"v1.metadata.json": 1, "v2.metadata.json": 2}, "3x", "v2.metadata.json"),
+        ({"v1.metadata.json": 1, "v2.metadata.json": 2}, "+1", "v2.metadata.json"),
+        ({"v1.metadata.json": 1, "v2.metadata.json": 2}, "1e3", "v2.metadata.json"),
+        ({"v1.metadata.json": 1, "v2.metadata.json": 2}, "\u00b2", "v2.metadata.json"),  # int() refuses it
     ],
 )
 def test_selection_rules(tmp_path: Path, files: dict[str, int], hint: str | None, expected: str) -> None:
@@ -335,6 +346,35 @@ def test_concurrent_commits_from_one_base_exactly_one_wins(tmp_path: Path) -> No
     winners = [o for o in outcomes if o != "conflict"]
     assert len(winners) == 1 and Path(winners[0]).name == "v4.metadata.json"
     assert current(table_dir) == "v4.metadata.json"
+
+
+@pytest.mark.parametrize("ours_gzip", [True, False], ids=["ours-gzip", "ours-plain"])
+def test_a_commit_racing_one_under_another_codecs_name_conflicts(tmp_path: Path, ours_gzip: bool) -> None:
+    """Two writers from one base link v<N+1> under names their metadata codecs give (``v2.gz.metadata.json``,
+    ``v2.metadata.json``): exclusive creation alone lets both succeed and readers see one. The writer that
+    finds the other name beside its own withdraws its file: a conflict (retried), never a lost commit."""
+    table_dir = copy_table("dremio-oss/iceberg/v2/orders", tmp_path)
+    base = ge.load_table(table_dir)
+    top = int(current(table_dir).split(".")[0].removeprefix("v"))
+    ours = write_next_metadata(base, tmp_path)
+    if ours_gzip:
+        gz = Path(ours.replace(".metadata.json", ".gz.metadata.json"))
+        gz.write_bytes(gzip.compress(Path(ours).read_bytes()))
+        ours = str(gz)
+    theirs = table_dir / "metadata" / f"v{top + 1}{'.metadata.json' if ours_gzip else '.gz.metadata.json'}"
+    payload = Path(write_next_metadata(base, tmp_path, bump_ms=7)).read_bytes()
+
+    class _Racing(LocalFileIO):
+        def write_bytes(self, path: str, data: bytes) -> None:
+            if Path(path).name.startswith(f"v{top + 1}."):  # the other writer links first, unseen
+                theirs.write_bytes(payload if ours_gzip else gzip.compress(payload))
+            super().write_bytes(path, data)
+
+    with pytest.raises(CommitConflict, match=rf"v{top + 1}"):
+        commit_table_dir(_Racing(), str(table_dir), base.metadata_location, ours)
+    left = sorted(p.name for p in (table_dir / "metadata").glob(f"v{top + 1}.*"))
+    assert left == [theirs.name]  # ours withdrawn: the other writer's commit is the one readers see
+    assert current(table_dir) == theirs.name
 
 
 def test_create_through_commit_and_catalog_listing(tmp_path: Path) -> None:
