@@ -104,7 +104,7 @@ def _version_file(io: FileIO, metadata_dir: str, version: int) -> str | None:
 def _read_hint(io: FileIO, metadata_dir: str) -> tuple[str, str] | None:
     for name in HINT_FILES:
         hint = join(metadata_dir, name)
-        if io.exists(hint):
+        if io.exists(hint) and not io.is_dir(hint):  # a directory so named is no hint (Java lists then)
             lines = io.read_bytes(hint).decode("utf-8", errors="replace").strip().splitlines()
             return hint, (lines[0].strip() if lines else "")
     return None

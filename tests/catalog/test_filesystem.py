@@ -240,6 +240,12 @@ def test_txt_hint(tmp_path: Path) -> None:
     assert current(root) == "v3.metadata.json"  # v2 by the hint, then v3 exists
 
 
+def test_a_directory_named_as_the_hint_is_no_hint(tmp_path: Path) -> None:
+    root = make_table(tmp_path / "t", {"v1.metadata.json": 1, "v2.metadata.json": 2})
+    (root / "metadata" / "version-hint.text").mkdir()
+    assert current(root) == "v2.metadata.json"
+
+
 def test_hint_naming_a_missing_file_is_an_error(tmp_path: Path) -> None:
     root = make_table(tmp_path / "t", {"v1.metadata.json": 1}, "5")
     with pytest.raises(MetadataError, match=r"version-hint.text names version 5"):
