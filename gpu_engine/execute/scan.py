@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from ..backend.select import BackendChoice, choose
 from ..iceberg.metadata import TableMetadata
-from ..iceberg.name_mapping import NameMapping, mapping_for_schema, name_mapping_of
+from ..iceberg.name_mapping import NameMapping, mapping_for_schemas, name_mapping_of
 from ..io.fileio import FileIO
 from ..planning.splits import row_group_ranges
 from ..tasks import ScanPlan, ScanTask
@@ -139,8 +139,10 @@ def _pieces(tasks: tuple[ScanTask, ...], workers: int) -> tuple[_Piece, ...]:
 
 def read_name_mapping(md: TableMetadata) -> NameMapping:
     """The table's name mapping for files without field ids; without one, the current schema's names
-    (as DuckDB and Impala resolve Hive-written files; Iceberg Java falls back to column positions)."""
-    return name_mapping_of(md) or mapping_for_schema(md.schema)
+    (as DuckDB and Impala resolve Hive-written files; Iceberg Java falls back to column positions), and
+    as aliases the names its fields had in older schemas (:func:`mapping_for_schemas`: a rename does not
+    turn an old file's column into nulls)."""
+    return name_mapping_of(md) or mapping_for_schemas(md.schema, md.schemas)
 
 
 def _stream(

@@ -152,15 +152,66 @@ def mapping_for_schema(schema: Schema | it.StructType) -> NameMapping:
     return NameMapping(tuple(_mapped(f.field_id, f.name, f.type) for f in fields))
 
 
+def mapping_for_schemas(current: Schema, schemas: Sequence[Schema]) -> NameMapping:
+    """The mapping the table would have had it kept one since its first schema, as ``update_schema`` keeps
+    one (Java's ``MappingUtil.update``): each field of ``current`` by its current name, and by the names it
+    had in older ``schemas`` that no other field of its struct took since (dropped ones included: the
+    latest holder of a name keeps it). A file written without field ids before a rename still reaches the
+    renamed column."""
+    held: dict[int, list[tuple[int, str, int]]] = {}  # parent id -> (schema id, name, field id)
+    for schema in schemas:
+        for parent, f in _struct_fields(schema.fields, 0):
+            held.setdefault(parent, []).append((schema.schema_id, f.name, f.field_id))
+    return NameMapping(_aliased(current.fields, 0, held))
+
+
+_Held = Mapping[int, list[tuple[int, str, int]]]
+
+
+def _struct_fields(fields: Sequence[it.NestedField], parent: int) -> Iterator[tuple[int, it.NestedField]]:
+    """Every struct field at any depth, with the id of the field whose struct holds it (0: the schema)."""
+    for f in fields:
+        yield parent, f
+        yield from _below(f.type, f.field_id)
+
+
+def _below(t: it.IcebergType, field_id: int) -> Iterator[tuple[int, it.NestedField]]:
+    if isinstance(t, it.StructType):
+        yield from _struct_fields(t.fields, field_id)
+    elif isinstance(t, it.ListType):
+        yield from _below(t.element, t.element_id)
+    elif isinstance(t, it.MapType):
+        yield from _below(t.key, t.key_id)
+        yield from _below(t.value, t.value_id)
+
+
+def _aliased(fields: Sequence[it.NestedField], parent: int, held: _Held) -> tuple[MappedField, ...]:
+    claimed = {f.name: f.field_id for f in fields}
+    for _, name, field_id in sorted(held.get(parent, ()), key=lambda h: -h[0]):  # newest schema first
+        claimed.setdefault(name, field_id)
+    out = []
+    for f in fields:
+        aliases = [n for n, i in claimed.items() if i == f.field_id and n != f.name]
+        out.append(MappedField((f.name, *aliases), f.field_id, _children(f.type, held, f.field_id)))
+    return tuple(out)
+
+
 def _mapped(field_id: int, name: str, t: it.IcebergType) -> MappedField:
     return MappedField((name,), field_id, _children(t))
 
 
-def _children(t: it.IcebergType) -> tuple[MappedField, ...]:
+def _children(t: it.IcebergType, held: _Held | None = None, field_id: int = 0) -> tuple[MappedField, ...]:
+    """The mappings below a field of type ``t`` (``held``: with older names, see :func:`mapping_for_schemas`;
+    ``field_id``: the field's, the parent of a struct's fields)."""
     if isinstance(t, it.StructType):
+        if held is not None:
+            return _aliased(t.fields, field_id, held)
         return tuple(_mapped(f.field_id, f.name, f.type) for f in t.fields)
     if isinstance(t, it.ListType):
-        return (_mapped(t.element_id, "element", t.element),)
+        return (MappedField(("element",), t.element_id, _children(t.element, held, t.element_id)),)
     if isinstance(t, it.MapType):
-        return (_mapped(t.key_id, "key", t.key), _mapped(t.value_id, "value", t.value))
+        return (
+            MappedField(("key",), t.key_id, _children(t.key, held, t.key_id)),
+            MappedField(("value",), t.value_id, _children(t.value, held, t.value_id)),
+        )
     return ()

@@ -678,3 +678,28 @@ def test_truncate_partitions_near_the_minimum_filter_and_delete_exactly(
     assert tbl.delete(f"y < {low64 + 1}").deleted_rows == 0
     assert tbl.delete("x < 0").deleted_rows == 2
     assert ids("true") == [3, 4]
+
+
+def test_a_file_without_field_ids_keeps_its_column_after_a_rename(tmp_path: Path) -> None:
+    """A table without a name mapping reads files without field ids by its columns' names; a rename keeps
+    the old name reaching the column (the mapping update_schema would have kept), not nulls."""
+    from gpu_engine.commit.update import SnapshotUpdate
+    from gpu_engine.iceberg.content_file import ContentFile
+
+    data = pa.table({"id": pa.array([1, 2], pa.int64()), "name": ["a", "b"]})
+    cat = sql_catalog(tmp_path)
+    tbl = cat.create_table("db.t", data.schema, properties={"format-version": "2"})
+    path = tmp_path / "written-by-hive.parquet"
+    pq.write_table(data, path)  # no PARQUET:field_id
+    added = ContentFile(
+        path=f"file://{path}", file_format="PARQUET", spec_id=0, partition=(), record_count=2,
+        file_size_in_bytes=path.stat().st_size,
+    )  # fmt: skip
+    tbl.commit(SnapshotUpdate.append([added]))
+    tbl = tbl.refresh()
+    with tbl.update_schema() as update:
+        update.rename_column("name", "label")
+    tbl = tbl.refresh()
+    assert tbl.properties.get("schema.name-mapping.default") is None
+    assert tbl.scan().to_arrow().column("label").to_pylist() == ["a", "b"]
+    assert tbl.scan(filter="label = 'b'").to_arrow().column("id").to_pylist() == [2]

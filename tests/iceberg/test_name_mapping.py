@@ -14,6 +14,7 @@ from gpu_engine.iceberg.name_mapping import (
     NAME_MAPPING_PROPERTY,
     MappedField,
     mapping_for_schema,
+    mapping_for_schemas,
     name_mapping_of,
     name_mapping_to_json,
     parse_name_mapping,
@@ -94,6 +95,41 @@ def test_mapping_for_schema() -> None:
     m = mapping_for_schema(schema)
     assert m.id_of("a") == 1 and m.id_of("a", "element") == 2 and m.id_of("a", "element", "x") == 3
     assert m.id_of("m", "key") == 5 and m.id_of("m", "value") == 6
+
+
+def _schema(schema_id: int, *fields: it.NestedField) -> Schema:
+    return Schema(fields, schema_id=schema_id)
+
+
+def test_the_implicit_mapping_keeps_the_names_fields_had_in_older_schemas() -> None:
+    """Without a mapping property, files without field ids are read by the mapping ``update_schema`` would
+    have kept: a renamed field answers to its old names, unless another field of its struct took one since
+    (a dropped one too: the latest holder keeps the name, as Java's MappingUtil.update)."""
+    long, text = it.LONG, it.STRING
+    renamed = [_schema(0, it.NestedField(1, "name", text)), _schema(1, it.NestedField(1, "label", text))]
+    m = mapping_for_schemas(renamed[1], renamed)
+    assert m.find("label") == m.find("name") and m.id_of("name") == 1
+    assert m.find("label").names == ("label", "name")  # type: ignore[union-attr]
+    taken = [
+        _schema(0, it.NestedField(1, "a", text)),
+        _schema(1, it.NestedField(1, "b", text), it.NestedField(2, "a", long)),
+        _schema(2, it.NestedField(1, "b", text)),  # 2 dropped: "a" stays its, not 1's again
+    ]
+    m = mapping_for_schemas(taken[2], taken)
+    assert m.id_of("b") == 1 and m.find("a") is None
+    swapped = [
+        _schema(0, it.NestedField(1, "a", text), it.NestedField(2, "b", text)),
+        _schema(1, it.NestedField(1, "b", text), it.NestedField(2, "a", text)),
+    ]
+    m = mapping_for_schemas(swapped[1], swapped)
+    assert (m.id_of("a"), m.id_of("b")) == (2, 1) and m.find("a").names == ("a",)  # type: ignore[union-attr]
+    element = [  # list l of struct {x} renamed k of {y}
+        _schema(0, it.NestedField(1, "l", it.ListType(2, it.StructType((it.NestedField(3, "x", long),))))),
+        _schema(1, it.NestedField(1, "k", it.ListType(2, it.StructType((it.NestedField(3, "y", long),))))),
+    ]
+    m = mapping_for_schemas(element[1], element)
+    assert m.id_of("l", "element", "x") == 3 == m.id_of("k", "element", "y")
+    assert mapping_for_schemas(renamed[0], renamed[:1]) == mapping_for_schema(renamed[0])
 
 
 def test_fixture_table_mappings() -> None:
