@@ -145,27 +145,6 @@ def ids_in(t: it.IcebergType) -> list[int]:
     return []
 
 
-def children_by_parent(
-    fields: Sequence[it.NestedField], parent_id: int
-) -> Iterator[tuple[int, Sequence[it.NestedField]]]:
-    """(struct field id, its fields) for the top level (0) and every struct, also inside lists and maps
-    (a list element's or map value's struct is keyed by the element's or value's id; a map key's by the
-    key's id)."""
-    yield parent_id, fields
-    for f in fields:
-        yield from _nested_structs(f.field_id, f.type)
-
-
-def _nested_structs(owner: int, t: it.IcebergType) -> Iterator[tuple[int, Sequence[it.NestedField]]]:
-    if isinstance(t, it.StructType):
-        yield from children_by_parent(t.fields, owner)
-    elif isinstance(t, it.ListType):
-        yield from _nested_structs(t.element_id, t.element)
-    elif isinstance(t, it.MapType):
-        yield from _nested_structs(t.key_id, t.key)
-        yield from _nested_structs(t.value_id, t.value)
-
-
 COLUMN_PROPERTY_PREFIXES = (COLUMN_MODE_PREFIX, "write.parquet.bloom-filter-enabled.column.")
 """Table properties that name a column: they follow its renames and go with it when it is deleted."""
 

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from ..errors import MetadataError
 from . import types as it
-from .schema import Schema
+from .schema import Schema, children_by_parent
 
 NAME_MAPPING_PROPERTY = "schema.name-mapping.default"
 
@@ -158,31 +158,14 @@ def mapping_for_schemas(current: Schema, schemas: Sequence[Schema]) -> NameMappi
     had in older ``schemas`` that no other field of its struct took since (dropped ones included: the
     latest holder of a name keeps it). A file written without field ids before a rename still reaches the
     renamed column."""
-    held: dict[int, list[tuple[int, str, int]]] = {}  # parent id -> (schema id, name, field id)
+    held: dict[int, list[tuple[int, str, int]]] = {}  # struct's parent id -> (schema id, name, field id)
     for schema in schemas:
-        for parent, f in _struct_fields(schema.fields, 0):
-            held.setdefault(parent, []).append((schema.schema_id, f.name, f.field_id))
+        for parent, fields in children_by_parent(schema.fields, 0):
+            held.setdefault(parent, []).extend((schema.schema_id, f.name, f.field_id) for f in fields)
     return NameMapping(_aliased(current.fields, 0, held))
 
 
 _Held = Mapping[int, list[tuple[int, str, int]]]
-
-
-def _struct_fields(fields: Sequence[it.NestedField], parent: int) -> Iterator[tuple[int, it.NestedField]]:
-    """Every struct field at any depth, with the id of the field whose struct holds it (0: the schema)."""
-    for f in fields:
-        yield parent, f
-        yield from _below(f.type, f.field_id)
-
-
-def _below(t: it.IcebergType, field_id: int) -> Iterator[tuple[int, it.NestedField]]:
-    if isinstance(t, it.StructType):
-        yield from _struct_fields(t.fields, field_id)
-    elif isinstance(t, it.ListType):
-        yield from _below(t.element, t.element_id)
-    elif isinstance(t, it.MapType):
-        yield from _below(t.key, t.key_id)
-        yield from _below(t.value, t.value_id)
 
 
 def _aliased(fields: Sequence[it.NestedField], parent: int, held: _Held) -> tuple[MappedField, ...]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
@@ -238,3 +238,24 @@ def check_format_version(schema: Schema, version: int) -> None:
                 f"column {schema.names_by_id[fid]!r} has type {f.type}, which needs format-version 3 "
                 f"(the table's: {version})"
             )
+
+
+def children_by_parent(
+    fields: Sequence[it.NestedField], parent_id: int
+) -> Iterator[tuple[int, Sequence[it.NestedField]]]:
+    """(struct field id, its fields) for the top level (0) and every struct, also inside lists and maps
+    (a list element's or map value's struct is keyed by the element's or value's id; a map key's by the
+    key's id)."""
+    yield parent_id, fields
+    for f in fields:
+        yield from _nested_structs(f.field_id, f.type)
+
+
+def _nested_structs(owner: int, t: it.IcebergType) -> Iterator[tuple[int, Sequence[it.NestedField]]]:
+    if isinstance(t, it.StructType):
+        yield from children_by_parent(t.fields, owner)
+    elif isinstance(t, it.ListType):
+        yield from _nested_structs(t.element_id, t.element)
+    elif isinstance(t, it.MapType):
+        yield from _nested_structs(t.key_id, t.key)
+        yield from _nested_structs(t.value_id, t.value)
