@@ -207,7 +207,9 @@ def _ancestors(md: TableMetadata, heads: Iterable[int]) -> set[int]:
 
 def _without(md: TableMetadata, plan: _Plan) -> TableMetadata:
     gone = {s.snapshot_id for s in plan.expired}
-    refs = {n: r for n, r in plan.kept_refs.items() if n in md.snapshot_refs or n != MAIN_BRANCH}
+    refs = dict(plan.kept_refs)
+    if MAIN_BRANCH not in md.snapshot_refs and set(refs) <= {MAIN_BRANCH}:
+        refs.pop(MAIN_BRANCH, None)  # an implied main stays implied while no other ref is written
     return replace(
         md,
         snapshots=tuple(s for s in md.snapshots if s.snapshot_id not in gone),

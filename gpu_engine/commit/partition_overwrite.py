@@ -77,6 +77,7 @@ def dynamic_partition_overwrite(
     check_committable(table)
     level = isolation_level(isolation, option="isolation")
     md, io = table.metadata, table.io
+    head = parent_of(md, branch)  # a ref that takes no commit is refused before any file is written
     if faults is not None:
         faults("data")
     files = tuple(write_table_data(io, md, data, backend=backend))
@@ -84,7 +85,6 @@ def dynamic_partition_overwrite(
         return None
     everything = md.spec.is_unpartitioned
     replaced = {partition_key(f.spec_id, f.partition) for f in files}
-    head = parent_of(md, branch)
     try:
         live = [] if head is None else _live_files(io, md, head, None if everything else files)
     except BaseException:

@@ -123,7 +123,9 @@ def with_snapshot(
     ref = SnapshotRef(snapshot_id, "branch") if old_ref is None else replace(old_ref, snapshot_id=snapshot_id)
     changes: dict[str, object] = {
         "snapshots": (*md.snapshots, snapshot),
-        "snapshot_refs": {**md.snapshot_refs, branch: ref},
+        # from md.refs: a main left implied (no refs written) is written beside the branch (Java implies it
+        # only where no refs are written)
+        "snapshot_refs": {**md.refs, branch: ref},
         "last_updated_ms": timestamp_ms,
         "metadata_log": metadata_log(md, base_location),
     }

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from gpu_engine.errors import InvalidOption, ValidationError
+from gpu_engine.errors import GpuEngineError, InvalidOption, ValidationError
 from gpu_engine.table import Table
 
 from ._support import (
@@ -163,6 +163,17 @@ def test_a_failed_partition_overwrite_leaves_nothing(tmp_path: Path, stage: str)
     with pytest.raises(InvalidOption, match="isolation 'none'"):
         tbl.dynamic_partition_overwrite(keyed_rows(100, 5), isolation="none")
     assert table_files(tbl) == files
+
+
+def test_a_ref_that_takes_no_commit_is_refused_before_files_are_written(tmp_path: Path) -> None:
+    tbl = make(tmp_path, 2)
+    tbl.append(keyed_rows(0, 30))
+    tbl.manage_snapshots().create_tag("t").commit()
+    files = table_files(tbl)
+    for ref in ("t", ""):  # a tag, and no name
+        with pytest.raises(GpuEngineError, match=r"tag|branch"):
+            tbl.dynamic_partition_overwrite(keyed_rows(100, 5), branch=ref)
+        assert table_files(tbl) == files
 
 
 def test_files_written_before_a_planning_failure_are_deleted(

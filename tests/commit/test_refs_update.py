@@ -284,3 +284,49 @@ def test_numpy_snapshot_ids_are_written_as_json_integers(tmp_path: Path, move: s
     name = "t" if move == "replace_ref" else "main"
     assert refs_json(tbl)[name]["snapshot-id"] == first
     assert type(tbl.metadata.refs[name].snapshot_id) is int
+
+
+def _without_refs(tbl: Table, *, only_main: bool = False) -> Table:
+    """``tbl`` as older Java, Impala and Hive writers leave it: no ``refs`` (main is implied); with
+    ``only_main``, its other refs kept (as PyIceberg reads such metadata: main implied)."""
+    assert tbl.catalog is not None
+    md = json.loads(Path(tbl.metadata_location).read_text())
+    if only_main:
+        del md["refs"]["main"]
+    else:
+        md.pop("refs")
+    path = Path(tbl.metadata_location).with_name(f"00099-{'0' * 8}-refs-left-out.metadata.json")
+    path.write_text(json.dumps(md))
+    tbl.catalog.commit_metadata(tbl.identifier, tbl.metadata_location, str(path))
+    return tbl.refresh()
+
+
+def test_writing_another_ref_writes_the_implied_main_too(tmp_path: Path) -> None:
+    """Where ``refs`` is written, Java takes it as written (main is implied only when ``refs`` is absent),
+    so a branch write or an expiry that writes refs writes ``main`` beside them."""
+    tbl = make(tmp_path)
+    tbl.append(rows(0, 10))
+    tbl.append(rows(10, 5))
+    first, current = (s.snapshot_id for s in tbl.metadata.snapshots)
+    tbl = _without_refs(tbl)
+    assert "refs" not in json.loads(Path(tbl.metadata_location).read_text())
+    tbl.append(rows(20, 5), branch="audit")
+    written = refs_json(tbl)
+    assert written["main"] == {"snapshot-id": current, "type": "branch"} and "audit" in written
+    assert StaticTable.from_metadata(tbl.metadata_location).metadata.refs["main"].snapshot_id == current
+    tbl = _without_refs(tbl)
+    with tbl.manage_snapshots() as m:  # through the refs update: main written as well
+        m.create_tag("t", current)
+    assert refs_json(tbl)["main"]["snapshot-id"] == current
+    tbl = _without_refs(tbl, only_main=True)
+    assert set(refs_json(tbl)) == {"t"}
+    tbl.expire_snapshots(snapshot_ids=[first])
+    assert refs_json(tbl)["main"]["snapshot-id"] == current  # refs written (the tag): main too
+    assert ids(tbl) == list(range(15))
+    tbl = _without_refs(tbl)
+    before = tbl.metadata_location
+    tbl.expire_snapshots(
+        snapshot_ids=[s.snapshot_id for s in tbl.metadata.snapshots if s.snapshot_id != current]
+    )
+    assert tbl.metadata_location != before and [s.snapshot_id for s in tbl.metadata.snapshots] == [current]
+    assert "refs" not in json.loads(Path(tbl.metadata_location).read_text())  # no ref written: still implied
