@@ -301,8 +301,10 @@ class Table:
     ) -> OverwriteResult:
         """Replace the rows matching ``filter`` (default: all) with ``data`` in one ``overwrite`` snapshot:
         the old rows deleted as :meth:`delete` deletes them, the new ones written as :meth:`append` writes
-        them. ``isolation``: ``serializable`` (default; fails if rows matching ``filter`` were appended
-        since the overwrite was planned) or ``snapshot``. See :mod:`gpu_engine.commit.overwrite`."""
+        them. ``data``'s rows are not checked against ``filter`` (as PyIceberg's; Spark's static overwrite
+        refuses rows outside it). ``isolation``: ``serializable`` (default; fails if rows matching
+        ``filter`` were appended since the overwrite was planned) or ``snapshot``. See
+        :mod:`gpu_engine.commit.overwrite`."""
         from .commit.overwrite import overwrite
 
         choose(backend)

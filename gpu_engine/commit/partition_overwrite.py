@@ -10,10 +10,12 @@ as in Java; an unpartitioned default spec replaces the whole table (every file o
 Only the manifests that may list a file of a replaced partition are read: those of the default spec whose
 partition summaries admit one of the new rows' partitions (Java's ``ManifestEvaluator`` rules).
 
-Concurrency (:mod:`.isolation`, Java's rules): under ``serializable`` (the default) a data file appended
-since the plan in a replaced partition fails the commit (those rows would have been replaced had the
-overwrite run after them); under ``snapshot`` it is kept. At both levels a delete file added meanwhile in a
-replaced partition fails it, as does a file to remove that another commit removed (a compaction).
+Concurrency (:mod:`.isolation`): under ``serializable`` (the default) a data file appended since the plan
+in a replaced partition fails the commit (those rows would have been replaced had the overwrite run after
+them), as in Java; under ``snapshot`` it is kept (the overwrite ordered before that append), where Java's
+``ReplacePartitions`` drops the partition again from the base it commits on and so removes it too: both
+outcomes are some serial order. At both levels a delete file added meanwhile in a replaced partition fails
+it, as does a file to remove that another commit removed (a compaction).
 """
 
 from __future__ import annotations

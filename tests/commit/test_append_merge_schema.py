@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from gpu_engine.commit.schema_changes import InvalidSchemaChange
-from gpu_engine.errors import InvalidOption, SchemaMismatch
+from gpu_engine.errors import InvalidOption, SchemaMismatch, ValidationError
 from gpu_engine.table import Table
 
 from ._support import assert_all_readers, sql_catalog
@@ -73,10 +73,17 @@ def test_refusals_commit_nothing(tmp_path: Path) -> None:
     with pytest.raises(InvalidOption, match="merge_schema: the data needs a schema"):
         tbl.append(iter(pa.table({"id": [5]}).to_batches()), merge_schema=True)
     assert tbl.refresh().metadata_location == location
-    with pytest.raises(SchemaMismatch, match="'id' is required"):  # the schema merged, the rows refused
+    # rows the evolved schema refuses: neither the rows nor the schema change are committed (Java checks
+    # the write against the evolved schema before committing it), and no file is left
+    data_files = sorted((tmp_path / "wh").rglob("*.parquet"))
+    with pytest.raises(SchemaMismatch, match="'id' is required"):
         tbl.append(pa.table({"id": pa.array([None], pa.int64()), "extra": [1]}), merge_schema=True)
-    assert [f.name for f in tbl.refresh().schema().fields] == ["id", "n", "loc", "extra"]
-    assert len(tbl.metadata.snapshots) == 1
+    with pytest.raises(SchemaMismatch, match="required column 'id' is missing"):
+        wider = pa.table({"ID": [2], "n": pa.array([2**40], pa.int64()), "more": ["x"]})
+        tbl.append(wider, merge_schema=True)
+    assert tbl.refresh().metadata_location == location
+    assert [f.name for f in tbl.schema().fields] == ["id", "n", "loc"] and len(tbl.metadata.snapshots) == 1
+    assert sorted((tmp_path / "wh").rglob("*.parquet")) == data_files
 
 
 @pytest.mark.parametrize(
@@ -104,3 +111,20 @@ def test_merging_takes_what_a_plain_append_writes(
     assert tbl.metadata.current_schema_id == schema_id
     got = tbl.scan().to_arrow()
     assert got.num_rows == 2 and got.column("t")[0] == got.column("t")[1]
+
+
+def test_a_schema_changed_meanwhile_refuses_the_merge_and_leaves_no_file(tmp_path: Path) -> None:
+    tbl = make(tmp_path)
+    data_files = sorted((tmp_path / "wh").rglob("*.parquet"))
+    other = tbl.catalog.load_table(tbl.identifier)  # type: ignore[union-attr]
+
+    def another_writer(stage: str) -> None:
+        if stage == "data":  # after the merge was planned, before the files are written
+            with other.update_schema() as update:
+                update.add_column("theirs", "string")
+
+    with pytest.raises(ValidationError, match="schema"):
+        tbl.append(pa.table({"id": [3], "mine": ["x"]}), merge_schema=True, faults=another_writer)
+    assert [f.name for f in tbl.refresh().schema().fields] == ["id", "n", "loc", "theirs"]
+    assert len(tbl.metadata.snapshots) == 1
+    assert sorted((tmp_path / "wh").rglob("*.parquet")) == data_files
