@@ -296,6 +296,8 @@ def steps(python: str, bench_out: Path, *, quick: bool, cudf: bool = False) -> l
         "gpu-engine-cuda",
         *(["gpu-engine-cudf", "raw-cudf"] if cudf else []),
     ]
+    stages = ["--scan-kind", "position", "--frames", "cudf", "--repeat", "3", "--workers", "1", "4", "16"]
+    stages += ["--out", str(bench_out / "frame-stages-position-device.txt")]
     # the image's pytest-benchmark warns under xdist (an error with -W error); short tracebacks and a cap on
     # failures, so that a run with many of them still ends with its summary inside the step's time; -v
     # names each test as it ends (a run cut at its cap prints no failure messages)
@@ -309,6 +311,8 @@ def steps(python: str, bench_out: Path, *, quick: bool, cudf: bool = False) -> l
         Step("gpu-tests", tuple(pytest), 260),
         # cut at 130 s in three runs (each peer's cold first call takes 11-17 s, twice per peer and kind)
         Step("scan", (python, "bench/scan.py", *scan), 200),
+        # the scan table's to_cudf stage by stage (~25 s), with cuDF only
+        *([Step("frame-stages", (python, "bench/frame_stages.py", *stages), 60)] if cudf else []),
         Step("kernels", (python, "bench/kernels.py", *common), 45),  # its last case printed at 40 s
         # ~80 s with cuDF, then a profile of the cuDF peer (its targets missed) ~30 s
         Step("compaction", (python, "bench/compaction.py", *compaction), 130),
@@ -416,7 +420,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ck = sub.add_parser("check", help="device: gpu tests and benchmarks within a time budget")
     ck.add_argument("--kit", default="/tmp/ge-kit")
     ck.add_argument("--budget-s", type=float, default=480)
-    ck.add_argument("--steps", nargs="*", choices=["gpu-tests", "kernels", "compaction", "scan"])
+    ck.add_argument(
+        "--steps", nargs="*", choices=["gpu-tests", "kernels", "compaction", "scan", "frame-stages"]
+    )
     ck.add_argument("--quick", action="store_true", help="benchmarks on 2M rows instead of their defaults")
     ck.add_argument("--out", default="device-check-out", help="where results go when $OUT is not set")
     ck.add_argument(

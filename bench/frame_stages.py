@@ -1,7 +1,7 @@
 """Where a frame scan (``TableScan.to_cudf`` / ``to_frame``) spends its time, stage by stage.
 
-    python bench/frame_stages.py METADATA_JSON [--frames cudf|arrow] [--repeat 3] [--profile-top 30]
-                                [--out FILE]
+    python bench/frame_stages.py METADATA_JSON | --scan-kind KIND [--frames cudf|arrow] [--repeat 3]
+                                [--workers N ...] [--gc freeze|disable] [--profile-top 30] [--out FILE]
 
 Measured in one process, after a warm-up call: the whole call (default workers, then each of
 ``--workers``); the sum over tasks of
@@ -121,7 +121,11 @@ def frozen(mode: str) -> Iterator[None]:
 
 def main() -> int:
     p = argparse.ArgumentParser()
-    p.add_argument("metadata")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("metadata", nargs="?", help="the table's metadata JSON")
+    where.add_argument(
+        "--scan-kind", help="the newest table bench/scan.py cached of this kind (position, dv, ...)"
+    )
     p.add_argument("--frames", choices=("cudf", "arrow"), default="cudf")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--profile-top", type=int, default=30)
@@ -129,6 +133,8 @@ def main() -> int:
     p.add_argument("--gc", nargs="*", choices=("freeze", "disable"), default=[], help="also with gc so")
     p.add_argument("--out")
     args = p.parse_args()
+    if args.scan_kind:
+        args.metadata = scan_table(args.scan_kind, SCAN_CACHE)
     stages, collections = Stages(), Collections()
     frames = make_frames(args.frames)
     backend = "cuda" if args.frames == "cudf" else "cpu"
@@ -188,6 +194,18 @@ def main() -> int:
         stats.sort_stats("cumulative").print_stats(args.profile_top)
         Path(args.out).write_text(text.getvalue())
     return 0
+
+
+SCAN_CACHE = Path.home() / ".cache" / "gpu-engine-bench"  # bench/scan.py's tables
+
+
+def scan_table(kind: str, cache: Path) -> str:
+    """The metadata JSON of the newest table of ``kind`` that ``bench/scan.py`` cached under ``cache``."""
+    metas = sorted(cache.glob(f"scan-*/{kind}-*/meta.json"), key=lambda m: m.stat().st_mtime)
+    if not metas:
+        raise SystemExit(f"no {kind} table cached by bench/scan.py under {cache}: run it first")
+    location: str = json.loads(metas[-1].read_text())["metadata_location"]
+    return location
 
 
 def raw_read(kind: str, paths: list[str], repeat: int) -> list[float]:

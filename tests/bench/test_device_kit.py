@@ -118,3 +118,9 @@ def test_each_finished_step_is_published_before_the_next_starts(tmp_path: Path) 
     assert seen == [["logs/one.log"], ["logs/one.log", "logs/two.log"]]
     assert [s["step"] for s in json.loads((out / "device-check.json").read_text())["steps"]] == ["one", "two"]
     assert not list(out.glob("*.tmp"))
+
+
+def test_the_frame_stages_step_follows_the_scan_where_cudf_is_carried(tmp_path: Path) -> None:
+    names = [s.name for s in kit.steps(sys.executable, tmp_path, quick=False, cudf=True)]
+    assert names.index("frame-stages") == names.index("scan") + 1
+    assert "frame-stages" not in [s.name for s in kit.steps(sys.executable, tmp_path, quick=False)]
