@@ -126,9 +126,11 @@ def _update(
     def validate(base: TableMetadata) -> None:
         _validate(table, plan, [g for g, _ in done], base, own)
 
+    # 0 too (a snapshot written before a v1 table's upgrade): kept explicitly, as Java writes it; _validate
+    # skips the equality-delete check because the new files keep it
     seq = plan.starting_sequence_number if plan.options.use_starting_sequence_number else None
     return SnapshotUpdate(
-        "replace", added=added, removed=removed, validate=validate, data_sequence_number=seq or None,
+        "replace", added=added, removed=removed, validate=validate, data_sequence_number=seq,
         removed_from=scope,
     )  # fmt: skip
 

@@ -198,6 +198,31 @@ def test_concurrent_equality_delete_still_applies(tmp_path: Path, version: int, 
     assert_table(cat, without_ids(expected, victims))
 
 
+@pytest.mark.parametrize("partial", [True, False], ids=["partial", "all-or-nothing"])
+def test_a_starting_sequence_number_of_zero_is_kept(tmp_path: Path, partial: bool) -> None:
+    """A table upgraded from v1 compacts from a snapshot of sequence number 0: the new files keep 0 (Java
+    writes it explicitly), so an equality delete committed meanwhile (sequence number 1) still applies to
+    them; they had taken a fresh number and the deleted rows came back."""
+    cat, tbl = new_table(tmp_path, 1, partitioned=True)
+    parts = [gen_rows(i * 30, 30, seed=i) for i in range(4)]
+    for p in parts:
+        tbl.append(p)
+    expected = pa.concat_tables(parts)
+    with tbl.update_properties() as props:
+        props.set("format-version", "2")
+    assert tbl.refresh().metadata.snapshot_by_id(tbl.metadata.current_snapshot_id).sequence_number == 0
+    plan = tbl.compact(options=options(partial), dry_run=True).plan
+    victims = [live_id_in(expected, g) for g in plan.groups]
+    hit = expected.filter(pc.is_in(expected["id"], pa.array(victims, pa.int64())))
+    keys = pa.table({"id": hit["id"].combine_chunks(), "region": hit["region"].combine_chunks()})
+    hook = Meanwhile(lambda g: other(cat).delete_rows(keys, on=["id", "region"], backend="cpu"), at=0)
+    result = tbl.compact(options=options(partial), progress=hook, backend="cpu")
+    assert hook.done and not result.failures
+    fresh = assert_table(cat, without_ids(expected, victims))
+    new = [e for e in snapshot_entries(fresh) if e.file.content == 0]
+    assert new and all(e.sequence_number == 0 for e in new)
+
+
 def test_equality_delete_conflicts_without_the_starting_sequence_number(tmp_path: Path) -> None:
     cat, tbl, expected = setup(tmp_path, 2)
     key = expected.slice(0, 1).select(["id", "region"])
