@@ -210,7 +210,8 @@ def test_a_starting_sequence_number_of_zero_is_kept(tmp_path: Path, partial: boo
     expected = pa.concat_tables(parts)
     with tbl.update_properties() as props:
         props.set("format-version", "2")
-    assert tbl.refresh().metadata.snapshot_by_id(tbl.metadata.current_snapshot_id).sequence_number == 0
+    current = tbl.refresh().metadata.current_snapshot()
+    assert current is not None and current.sequence_number == 0
     plan = tbl.compact(options=options(partial), dry_run=True).plan
     victims = [live_id_in(expected, g) for g in plan.groups]
     hit = expected.filter(pc.is_in(expected["id"], pa.array(victims, pa.int64())))
