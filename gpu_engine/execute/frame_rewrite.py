@@ -46,6 +46,8 @@ from ..iceberg.content_file import ContentFile
 from ..iceberg.metadata import TableMetadata
 from ..iceberg.schema import Schema
 from ..iceberg.sorting import SortOrder
+from ..io.arrow_conform import write_schema
+from ..io.file_publish import leaf_field_ids
 from ..io.fileio import FileIO
 from ..io.parquet_write import OVERSHOOT
 from ..io.write_options import WriteOptions
@@ -202,6 +204,7 @@ class _Files:
         self.largest = group.max_output_file_size
         self.least = WriteOptions.from_properties(self.props).row_group_min_rows  # rows a cut file holds
         self.average = average_bytes_per_row(group) / SCALE  # input bytes of a row without its task
+        self.leaves = frozenset(leaf_field_ids(write_schema(schema)).values())  # the columns a file holds
         self.input_bytes = 0.0  # of the rows written so far, and the bytes of their files
         self.output_bytes = 0
         self.written: list[ContentFile] = []
@@ -227,7 +230,9 @@ class _Files:
         cut = _capped(rows, weight * ratio / max(total, 1), self.largest, self.least)
         new = self._encode(frame, partition, cut)
         again = [
-            _capped([f.record_count], _column_bytes(f) / f.record_count, self.largest, self.least)
+            _capped(
+                [f.record_count], _column_bytes(f, self.leaves) / f.record_count, self.largest, self.least
+            )
             for f in new
         ]
         if any(len(pieces) > 1 for pieces in again):  # past the limit by their own bytes: cut once more
@@ -236,7 +241,7 @@ class _Files:
             new = self._encode(frame, partition, [n for pieces in again for n in pieces])
         self.written.extend(new)
         self.input_bytes += weight
-        self.output_bytes += sum(_column_bytes(f) for f in new)
+        self.output_bytes += sum(_column_bytes(f, self.leaves) for f in new)
         self.clock.write += time.perf_counter() - start
 
     def discard(self) -> None:
@@ -282,9 +287,12 @@ def _order_columns(strategy: RewriteStrategy, schema: Schema) -> list[str]:
     return sorted({schema.paths_by_id[i][0] for i in ids}, key=[f.name for f in schema.fields].index)
 
 
-def _column_bytes(f: ContentFile) -> int:
-    """The bytes of ``f``'s column chunks (its footer left out: the rows' bytes), or its size."""
-    return sum((f.column_sizes or {}).values()) or f.file_size_in_bytes
+def _column_bytes(f: ContentFile, leaves: frozenset[int]) -> int:
+    """The bytes of ``f``'s column chunks (its footer left out: the rows' bytes), or its size where it
+    records no size for some of its columns ``leaves`` (metrics mode ``none``: the column's bytes are in
+    the file all the same)."""
+    sizes = f.column_sizes or {}
+    return sum(sizes.values()) if sizes and leaves <= sizes.keys() else f.file_size_in_bytes
 
 
 def _capped(rows: list[int], per_row: float | None, largest: int, least: int = 1) -> list[int]:

@@ -309,11 +309,16 @@ def test_cudf_orders_as_the_host_path_orders(tmp_path: Path, strategy: str, orde
     assert files_of(got) == files_of(host)
 
 
-def test_files_that_encode_larger_than_the_input_are_cut_at_the_maximum_size(tmp_path: Path) -> None:
+@pytest.mark.parametrize("b_metrics", [None, "none"], ids=["metrics", "b-without-metrics"])
+def test_files_that_encode_larger_than_the_input_are_cut_at_the_maximum_size(
+    tmp_path: Path, b_metrics: str | None
+) -> None:
     """Input stored in id order compresses well; ordered by a bucket of the id it does not: files cut at
     the input's bytes per row came out several times the maximum size. They are cut again by the bytes
-    per row written (and later files by those) to the host writer's limit, all rows kept in order."""
-    _, tbl = new_table(tmp_path, 2)
+    per row written (and later files by those) to the host writer's limit, all rows kept in order. A
+    column without metrics (no column size recorded) still counts: its bytes are in the file's size."""
+    properties = {"write.metadata.metrics.column.b": b_metrics} if b_metrics else {}
+    _, tbl = new_table(tmp_path, 2, properties=properties)
     for k in range(4):
         ids = pa.array(range(k * 20_000, (k + 1) * 20_000), pa.int64())
         tbl.append(pa.table({"id": ids, "b": pc.multiply(ids, 3)}), backend="cpu")
