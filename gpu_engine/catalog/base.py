@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from ..errors import CatalogError, NoSuchNamespace, NoSuchTable, UnsupportedFeature
+from ..errors import CatalogError, InvalidProperty, NoSuchNamespace, NoSuchTable, UnsupportedFeature
 from ..io.fileio import FileIO, load_file_io
 from ..io.paths import PathMap
 
@@ -71,6 +71,19 @@ def namespace_to_string(namespace: IdentifierLike) -> str:
     if any(p.strip() == "" for p in parts):
         raise CatalogError(f"namespace {namespace!r} has an empty level")
     return ".".join(p.strip() for p in parts)
+
+
+def namespace_properties(namespace: IdentifierLike, properties: Mapping[str, str] | None) -> dict[str, str]:
+    """``properties`` of a namespace to create, checked: keys and values are strings (a ``None`` value
+    broke the SQL catalog's insert as if the namespace had been created concurrently)."""
+    out = dict(properties or {})
+    for key, value in out.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise InvalidProperty(
+                f"namespace {namespace_to_string(namespace)}: property {key!r}={value!r}: namespace "
+                "property names and values are strings"
+            )
+    return out
 
 
 class Catalog(ABC):

@@ -48,6 +48,7 @@ from .base import (
     Identifier,
     IdentifierLike,
     check_metadata_location,
+    namespace_properties,
     table_identifier,
     to_identifier,
 )
@@ -372,7 +373,10 @@ class RestCatalog(Catalog):
         self, namespace: IdentifierLike, properties: Mapping[str, str] | None = None
     ) -> None:
         self._ns(namespace)  # validates
-        payload = {"namespace": list(to_identifier(namespace)), "properties": dict(properties or {})}
+        payload = {
+            "namespace": list(to_identifier(namespace)),
+            "properties": namespace_properties(namespace, properties),
+        }
         self._client.request(
             "POST", self._path("namespaces"), payload=payload, conflict=NamespaceAlreadyExists
         )

@@ -15,13 +15,16 @@ Catalogs without ``iceberg_type`` (PyIceberg < 0.10 / JdbcCatalog V0) are read a
 Commit is the JdbcCatalog check-and-put: ``UPDATE iceberg_tables SET metadata_location=:new,
 previous_metadata_location=:old WHERE catalog_name=… AND table_namespace=… AND table_name=… AND
 metadata_location=:old``; no row updated means the pointer moved (:class:`CommitConflict`). A failure
-while committing the transaction leaves the outcome unknown (:class:`CommitStateUnknown`).
+while committing the transaction leaves the outcome unknown (:class:`CommitStateUnknown`), but for
+SQLite's busy COMMIT (another connection held its lock past the busy timeout: nothing was written, a
+:class:`CommitConflict`, retried); the connection of a failed transaction is closed, never pooled.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -45,6 +48,7 @@ from .base import (
     Identifier,
     IdentifierLike,
     check_metadata_location,
+    namespace_properties,
     namespace_to_string,
     table_identifier,
     to_identifier,
@@ -76,13 +80,20 @@ _N = NAMESPACE_PROPERTIES.c
 _DRIVER_PACKAGES = {"psycopg": "'psycopg[binary]'", "psycopg2": "psycopg2-binary"}
 
 
+_SQLITE_BUSY = re.compile(r"database is locked|database table is locked|database is busy")
+
+
 def _truthy(value: str | None, default: bool) -> bool:
     return default if value is None else value.strip().lower() in ("1", "true", "yes", "on", "y", "t")
 
 
-def _like_prefix(namespace: str) -> str:
-    """A LIKE pattern for the namespaces below ``namespace`` (escape character ``!``, as PyIceberg/Java)."""
-    return namespace.replace("!", "!!").replace("_", "!_").replace("%", "!%") + ".%"
+def _below(column: sa.ColumnElement[str], namespace: str) -> sa.ColumnElement[bool]:
+    """Whether ``column`` names a namespace below ``namespace``: a LIKE on the prefix (escape character
+    ``!``, as PyIceberg/Java; an index can serve it) and the prefix compared exactly (SQLite's LIKE
+    ignores case: ``Sales`` existed where ``sales.eu`` did)."""
+    prefix = namespace + "."
+    pattern = namespace.replace("!", "!!").replace("_", "!_").replace("%", "!%") + ".%"
+    return sa.and_(column.like(pattern, escape="!"), sa.func.substr(column, 1, len(prefix)) == prefix)
 
 
 class SqlCatalog(Catalog):
@@ -204,9 +215,24 @@ class SqlCatalog(Catalog):
                 conn.commit()
                 return int(count)
             except sa_exc.IntegrityError:
+                self._abandon(conn, None)
                 raise
             except sa_exc.DBAPIError as e:
+                self._abandon(conn, e)
                 raise CatalogError(f"SQL catalog {self.name!r} ({self._where()}): {e.orig}") from e
+
+    def _abandon(self, conn: sa.Connection, error: sa_exc.DBAPIError | None) -> bool:
+        """Drop the connection whose transaction failed (its database connection closed, not pooled:
+        SQLite keeps a transaction whose COMMIT failed as busy open, and the next read on that connection
+        saw its uncommitted update); whether ``error`` says nothing was committed (SQLite's busy COMMIT:
+        the lock it needed was not taken, and closing rolled the transaction back)."""
+        with contextlib.suppress(Exception):
+            conn.invalidate()
+        return (
+            self.engine.dialect.name == "sqlite"
+            and isinstance(error, sa_exc.OperationalError)
+            and _SQLITE_BUSY.search(str(error.orig)) is not None
+        )
 
     # -- tables ----------------------------------------------------------------------------------------
 
@@ -285,6 +311,8 @@ class SqlCatalog(Catalog):
             except sa_exc.IntegrityError as e:
                 raise CommitConflict(f"cannot create {what}: it was created concurrently") from e
             except sa_exc.DBAPIError as e:
+                if self._abandon(conn, e):
+                    raise CommitConflict(f"cannot create {what} now: {e.orig}") from e
                 raise CommitStateUnknown(
                     f"create {what}: committing its row failed ({e.orig}); whether it exists is unknown"
                 ) from e
@@ -324,6 +352,8 @@ class SqlCatalog(Catalog):
                 try:
                     conn.commit()
                 except sa_exc.DBAPIError as e:
+                    if self._abandon(conn, e):
+                        raise CommitConflict(f"commit to {what} was not applied: {e.orig}") from e
                     raise CommitStateUnknown(
                         f"commit to {what} ({expected_metadata_location} -> {new_metadata_location}) "
                         "was sent,"
@@ -346,13 +376,11 @@ class SqlCatalog(Catalog):
 
     def namespace_exists(self, namespace: IdentifierLike) -> bool:
         ns = namespace_to_string(namespace)
-        below = _like_prefix(ns)
         in_tables = sa.select(sa.literal(1)).where(
-            _T.catalog_name == self.name,
-            sa.or_(_T.table_namespace == ns, _T.table_namespace.like(below, escape="!")),
+            _T.catalog_name == self.name, sa.or_(_T.table_namespace == ns, _below(_T.table_namespace, ns))
         )
         in_props = sa.select(sa.literal(1)).where(
-            _N.catalog_name == self.name, sa.or_(_N.namespace == ns, _N.namespace.like(below, escape="!"))
+            _N.catalog_name == self.name, sa.or_(_N.namespace == ns, _below(_N.namespace, ns))
         )
         return bool(self._fetch(in_tables.limit(1))) or bool(self._fetch(in_props.limit(1)))
 
@@ -362,7 +390,7 @@ class SqlCatalog(Catalog):
         ns = namespace_to_string(namespace)
         if self.namespace_exists(namespace):
             raise NamespaceAlreadyExists(f"namespace {ns} already exists in SQL catalog {self.name!r}")
-        props = dict(properties) if properties else {"exists": "true"}
+        props = namespace_properties(namespace, properties) or {"exists": "true"}
         rows = [
             {"catalog_name": self.name, "namespace": ns, "property_key": k, "property_value": v}
             for k, v in props.items()
@@ -379,9 +407,9 @@ class SqlCatalog(Catalog):
         tables = sa.select(_T.table_namespace.label("ns")).where(_T.catalog_name == self.name)
         props = sa.select(_N.namespace.label("ns")).where(_N.catalog_name == self.name)
         if parent:
-            below = _like_prefix(namespace_to_string(parent))
-            tables = tables.where(_T.table_namespace.like(below, escape="!"))
-            props = props.where(_N.namespace.like(below, escape="!"))
+            ns = namespace_to_string(parent)
+            tables = tables.where(_below(_T.table_namespace, ns))
+            props = props.where(_below(_N.namespace, ns))
         level = len(parent) + 1
         found = {to_identifier(str(row[0])) for row in self._fetch(sa.union(tables, props))}
         return sorted({ns[:level] for ns in found if len(ns) >= level and ns[: level - 1] == parent})

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import json
 import re
+import sqlite3
 import threading
 import uuid
 from datetime import datetime
@@ -23,6 +24,7 @@ from gpu_engine.errors import (
     CatalogError,
     CommitConflict,
     CommitStateUnknown,
+    InvalidProperty,
     MetadataError,
     NamespaceAlreadyExists,
     NamespaceNotEmpty,
@@ -383,3 +385,48 @@ def test_a_database_that_cannot_be_read_is_a_catalog_error(tmp_path: Path) -> No
     path.write_text("not a database\n")
     with pytest.raises(CatalogError, match=rf"SQL catalog 'w' \(sqlite:///{re.escape(str(path))}\): file is"):
         ge.load_catalog("w", uri=f"sqlite:///{path}", warehouse=f"file://{tmp_path}")
+
+
+def test_a_commit_sqlite_finds_locked_is_not_applied_and_is_a_conflict(tmp_path: Path) -> None:
+    """A reader holding SQLite's lock past the busy timeout makes the pointer swap's COMMIT fail: nothing
+    was committed, so it is a (retryable) conflict, and the failed transaction is not left on a pooled
+    connection (the catalog's next read saw its uncommitted update: a commit that never landed)."""
+    db = tmp_path / "catalog.db"
+    cat = ge.load_catalog("default", uri=f"sqlite:///{db}", warehouse=f"file://{tmp_path / 'wh'}")
+    cat.create_namespace("db")
+    tbl = cat.create_table("db.t", pa.schema([pa.field("id", pa.int64())]))
+    new = next_metadata_file(tbl)
+    reader = sqlite3.connect(db, isolation_level=None)
+    reader.execute("BEGIN")
+    reader.execute("SELECT * FROM iceberg_tables").fetchall()  # a shared lock: no writer may commit
+    with pytest.raises(CommitConflict, match="was not applied: database is locked"):
+        cat.commit_metadata("db.t", tbl.metadata_location, new)
+    assert cat.current_metadata_location("db.t") == tbl.metadata_location
+    reader.execute("COMMIT")
+    reader.close()
+    assert cat.current_metadata_location("db.t") == tbl.metadata_location
+    assert cat.commit_metadata("db.t", tbl.metadata_location, new) == new
+    cat.close()
+
+
+def test_namespaces_differing_only_in_case_are_different(catalog: SqlCatalog) -> None:
+    """LIKE is case-insensitive on SQLite: ``Sales`` existed because ``sales.eu`` did."""
+    catalog.create_namespace(("sales", "eu"))
+    assert not catalog.namespace_exists("Sales")
+    assert not catalog.namespace_exists(("Sales", "eu"))
+    with pytest.raises(NoSuchNamespace):
+        catalog.list_tables("Sales")
+    catalog.create_namespace("Sales")
+    assert catalog.list_namespaces() == [("Sales",), ("sales",)]
+    assert catalog.list_namespaces("Sales") == []
+    catalog.drop_namespace("Sales")
+    assert catalog.namespace_exists("sales") and not catalog.namespace_exists("Sales")
+
+
+@pytest.mark.parametrize("properties", [{"owner": None}, {"owner": 1}, {1: "x"}])
+def test_namespace_properties_that_are_not_strings_are_named(
+    catalog: SqlCatalog, properties: dict[Any, Any]
+) -> None:
+    with pytest.raises(InvalidProperty, match="namespace n1: property"):
+        catalog.create_namespace("n1", properties)
+    assert not catalog.namespace_exists("n1")
