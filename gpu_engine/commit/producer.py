@@ -177,6 +177,7 @@ class _Producer:
         self.table_uuid = table.metadata.table_uuid
         self.snapshot_id = table_update.new_snapshot_id(table.metadata)
         self.added: tuple[ManifestFile, ...] | None = None
+        self.added_version = 0  # the format version the added manifests were written for
         self.count = 0
 
     def _manifest_path(self) -> str:
@@ -201,6 +202,8 @@ class _Producer:
         if self.snapshot_id in base.snapshots_by_id:  # a concurrent writer drew the same id: start over
             self.snapshot_id = table_update.new_snapshot_id(base)
             self.added = None
+        if self.added_version != base.format_version:  # upgraded meanwhile: a v1 manifest's sequence
+            self.added = None  # number 0 would have been kept for its files (read before earlier deletes)
         if self.update.validate is not None:
             self.update.validate(base)
         parent = table_update.parent_of(base, self.branch)
@@ -211,6 +214,7 @@ class _Producer:
                 faults=self.faults, written=self.files.added,
                 data_sequence_number=self.update.data_sequence_number if base.format_version >= 2 else None,
             )  # fmt: skip
+            self.added_version = base.format_version
         existing = () if parent is None else snapshot_manifests(io, parent)
         own_entries: dict[str, list[ManifestEntry]] = {}  # the merge reuses them instead of reading back
         kept, removed, _, processed = manifest_set.filter_existing(

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import fastavro
 import pyarrow as pa
 import pytest
 
@@ -111,3 +112,36 @@ def test_ctrl_c_once_the_swap_landed_keeps_the_commits_files(tmp_path: Path, lin
     landed = sql_catalog(tmp_path).load_table("db.t")
     assert not [p for p in referenced_files(landed) if not Path(p.removeprefix("file://")).exists()]
     assert sorted(landed.scan().to_arrow().column("id").to_pylist()) == list(range(10))
+
+
+@pytest.mark.parametrize("upgrade", [(1, 2), (2, 3), (1, 3)], ids=["v1-v2", "v2-v3", "v1-v3"])
+def test_a_retry_after_an_upgrade_writes_its_manifests_for_the_new_version(
+    tmp_path: Path, upgrade: tuple[int, int]
+) -> None:
+    """An append loses its race to an upgrade and an equality delete: its retry listed the manifest written
+    for the old version (v1: sequence number 0) in the new manifest list, so its file read as data
+    sequence number 0 and the earlier delete removed the row appended after it."""
+    old, new = upgrade
+    cat = sql_catalog(tmp_path)
+    rows = pa.table({"id": pa.array([1, 2, 3], pa.int64())})
+    tbl = cat.create_table("db.t", schema=rows.schema, properties={"format-version": str(old)})
+    tbl.append(rows)
+    stale = cat.load_table("db.t")
+    other = cat.load_table("db.t")
+    other.update_properties().set("format-version", str(new)).commit()
+    other.delete_rows(pa.table({"id": pa.array([2], pa.int64())}), on=["id"])
+    stale.append(pa.table({"id": pa.array([2], pa.int64())}))
+    fresh = cat.load_table("db.t")
+    assert sorted(fresh.scan().to_arrow().column("id").to_pylist()) == [1, 2, 3]
+    snap = fresh.metadata.current_snapshot()
+    assert snap is not None
+    added = [e for e in fresh.inspect.entries().to_pylist() if e["snapshot_id"] == snap.snapshot_id]
+    assert [e["sequence_number"] for e in added] == [snap.sequence_number]
+    (manifest,) = [
+        m for m in fresh.inspect.manifests().to_pylist() if m["added_snapshot_id"] == snap.snapshot_id
+    ]
+    with open(manifest["path"].removeprefix("file://"), "rb") as f:
+        assert fastavro.reader(f).metadata["format-version"] == str(new)
+    metadata_dir = Path(fresh.location.removeprefix("file://"), "metadata")
+    referenced = {p.removeprefix("file://") for p in referenced_files(fresh)}
+    assert {str(p) for p in metadata_dir.glob("*-m*.avro")} <= referenced  # the first attempt's deleted
