@@ -87,6 +87,19 @@ def write_entries(
     return replace(manifest, manifest_path=path)
 
 
+def _legacy(md: TableMetadata, m: ManifestFile) -> bool:
+    """Whether ``m`` must be written again to be listed in ``md``'s manifest lists: a v1 snapshot's inline
+    ``manifests`` (no length, no spec id), or a v1 manifest list's entry without the file and row counts
+    (optional in v1, required from v2 on) in an upgraded table."""
+    if m.manifest_length is None or m.partition_spec_id is None:
+        return True
+    counts = (
+        m.added_files_count, m.existing_files_count, m.deleted_files_count,
+        m.added_rows_count, m.existing_rows_count, m.deleted_rows_count,
+    )  # fmt: skip
+    return md.format_version >= 2 and any(c is None for c in counts)
+
+
 def filter_existing(
     io: FileIO,
     md: TableMetadata,
@@ -113,7 +126,7 @@ def filter_existing(
     gone: list[ContentFile] = []
     replaced = processed = 0
     for m in manifests:
-        legacy = m.manifest_length is None or m.partition_spec_id is None  # a v1 snapshot's ``manifests``
+        legacy = _legacy(md, m)
         if not legacy and (not removed or (removed_from is not None and not removed_from.may_list(md, m))):
             out.append(m)
             continue

@@ -233,11 +233,15 @@ def test_a_deprecated_location_key_is_moot_beside_the_tables_data_path(tmp_path:
     assert all(f.startswith(str(tmp_path / "data")) for f in tbl.inspect.files()["file_path"].to_pylist())
 
 
-@pytest.mark.parametrize("form", ["inline manifests", "no summary"])
-def test_upgrading_a_table_with_v1_form_snapshots_keeps_it_usable(tmp_path: Path, form: str) -> None:
-    """v1 snapshots may list their manifests inline and have no summary; after an upgrade to v2 they
-    stay so (Java's SnapshotParser reads both forms in any version). The upgraded metadata could not be
-    loaded again: every later use of the table failed."""
+@pytest.mark.parametrize("version", [2, 3])
+@pytest.mark.parametrize("form", ["inline manifests", "no summary", "no manifest counts"])
+def test_upgrading_a_table_with_v1_form_snapshots_keeps_it_usable(
+    tmp_path: Path, form: str, version: int
+) -> None:
+    """v1 snapshots may list their manifests inline, have no summary and manifest lists without the file
+    and row counts (optional in v1); after an upgrade they stay so (Java's SnapshotParser reads both
+    forms in any version). The upgraded metadata could not be loaded again, and a manifest without its
+    counts could not be listed in a v2 manifest list: every later use of the table failed."""
     import fastavro
 
     import gpu_engine as ge
@@ -252,18 +256,39 @@ def test_upgrading_a_table_with_v1_form_snapshots_keeps_it_usable(tmp_path: Path
         if form == "inline manifests":
             with open(snap.pop("manifest-list").removeprefix("file://"), "rb") as f:
                 snap["manifests"] = [r["manifest_path"] for r in fastavro.reader(f) if isinstance(r, dict)]
-        else:
+        elif form == "no summary":
             del snap["summary"]
+        else:
+            _without_counts(Path(snap["manifest-list"].removeprefix("file://")))
     (path.parent / "v3.metadata.json").write_text(json.dumps(raw))
     (path.parent / "version-hint.text").write_text("3")
     table_dir = str(path.parent.parent)
-    ge.load_table(table_dir).update_properties().set("format-version", "2").commit()
+    ge.load_table(table_dir).update_properties().set("format-version", str(version)).commit()
     upgraded = ge.load_table(table_dir)
-    assert upgraded.format_version == 2 and upgraded.scan().to_arrow().num_rows == 2
+    assert upgraded.format_version == version and upgraded.scan().to_arrow().num_rows == 2
     upgraded.append(pa.table({"id": pa.array([3], pa.int64())}))
     upgraded.delete("id = 1")
     upgraded.compact(options={"rewrite-all": "true"})
     assert sorted(ge.load_table(table_dir).scan().to_arrow()["id"].to_pylist()) == [2, 3]
+
+
+def _without_counts(manifest_list: Path) -> None:
+    """Write ``manifest_list`` again without the file and row counts, as a v1 writer may."""
+    import fastavro
+
+    with open(manifest_list, "rb") as src:
+        reader = fastavro.reader(src)
+        schema: dict[str, Any] = json.loads(reader.metadata["avro.schema"])
+        records = [r for r in reader if isinstance(r, dict)]
+        meta = {k: v for k, v in reader.metadata.items() if not k.startswith("avro.")}
+    counts = {
+        f"{what}_{unit}_count" for what in ("added", "existing", "deleted") for unit in ("files", "rows")
+    }
+    schema["fields"] = [f for f in schema["fields"] if f["name"] not in counts]
+    with open(manifest_list, "wb") as dst:
+        fastavro.writer(
+            dst, schema, [{k: v for k, v in r.items() if k not in counts} for r in records], metadata=meta
+        )
 
 
 @pytest.mark.parametrize(
