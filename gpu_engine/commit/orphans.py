@@ -7,8 +7,10 @@ Reachable: the current metadata file and those in ``metadata-log``, ``version-hi
 snapshot its manifest list, manifests and every entry's file (any status), plus statistics and partition
 statistics files, as the catalog's current metadata has them; hidden names (``_SUCCESS``, ``.crc``) are
 left alone, but for the staging files this engine's writers leave when killed (the table is refreshed
-first, and again before deleting). Refused when the table's ``gc.enabled`` is false. Local tables only:
-file ages come from ``os.stat``.
+first, and again before deleting). Refused when the table's ``gc.enabled`` is false, and when an
+unreachable metadata file is another table's (another ``table-uuid``: two tables share the location, as
+two catalogs of one warehouse, or a renamed table and a new one under its old name, place them; Java's
+DeleteOrphanFiles would delete the other's files). Local tables only: file ages come from ``os.stat``.
 """
 
 from __future__ import annotations
@@ -21,9 +23,10 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from .. import _args
-from ..errors import InvalidOption, UnsupportedFeature
+from ..errors import InvalidOption, UnsupportedFeature, ValidationError
 from ..iceberg.manifest_list import ManifestFile
 from ..iceberg.manifests import read_manifest
+from ..iceberg.metadata import parse_metadata
 from ..io.fileio import FileIO, local_path, scheme_of
 from ..io.locations import data_location
 from .entries import snapshot_manifests
@@ -37,6 +40,7 @@ if TYPE_CHECKING:
 DEFAULT_AGE_MS = 3 * 24 * 3600 * 1000
 _STAGING = re.compile(r"\..+\.[0-9a-f]{32}\.tmp")  # as io.parquet_write and io.fileio name them
 _HINTS = ("version-hint.text", "version-hint.txt")
+_METADATA_SUFFIXES = (".metadata.json", ".metadata.json.gz")
 
 
 def _key(io: FileIO, path: str) -> str:
@@ -98,6 +102,26 @@ def reachable_files(table: Table) -> set[str]:
     return out
 
 
+def _check_own(table: Table, orphans: list[str]) -> None:
+    """:class:`ValidationError` where an unreachable metadata file is another table's (another uuid): two
+    tables share the location (two catalogs, or a table renamed and another created under the old name,
+    both place tables by name), and every file of the other would look orphaned."""
+    own = table.metadata.table_uuid
+    for path in orphans:
+        if not path.endswith(_METADATA_SUFFIXES):
+            continue
+        try:
+            other = parse_metadata(table.io.read_bytes(path), source=path).table_uuid
+        except (OSError, ValueError):  # not readable as metadata: nobody's table, an orphan
+            continue
+        if own and other and other != own:
+            raise ValidationError(
+                f"{path}: metadata of another table (uuid {other}) lies in the metadata directory of "
+                f"table {table.location} (uuid {own}): the two tables share a location, and the other's "
+                "files would be deleted as orphans; nothing was deleted"
+            )
+
+
 def remove_orphan_files(
     table: Table, *, older_than: int | dt.datetime | None = None, dry_run: bool = False
 ) -> list[str]:
@@ -137,6 +161,7 @@ def remove_orphan_files(
         if table.refresh().metadata_location != seen:
             reachable = reachable_files(table)
             orphans = [p for p in orphans if os.path.realpath(p) not in reachable]
+    _check_own(table, orphans)
     if not dry_run:
         left = delete_files(io, orphans, fault=None)
         if left:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import gpu_engine as ge
-from gpu_engine.errors import InvalidOption, UnsupportedFeature
+from gpu_engine.errors import InvalidOption, UnsupportedFeature, ValidationError
 
 from ._support import referenced_files, rows, sql_catalog
 
@@ -241,3 +241,43 @@ def test_bad_arguments_are_invalid_options_naming_them(
     with pytest.raises(InvalidOption, match=message):
         tbl.remove_orphan_files(**kwargs)  # type: ignore[arg-type]
     assert stray.exists()
+
+
+@pytest.mark.parametrize("dry_run", [True, False])
+def test_a_location_shared_with_another_table_is_refused_naming_its_metadata(
+    tmp_path: Path, dry_run: bool
+) -> None:
+    """Two catalogs of one database and warehouse each create ``db.t``: both tables get the same location,
+    and the other table's every file looked orphaned (deleted: it could no longer be loaded)."""
+    uri, warehouse = f"sqlite:///{tmp_path / 'catalog.db'}", str(tmp_path / "wh")
+    tables = []
+    for name in ("team_a", "team_b"):
+        cat = ge.load_catalog(name, uri=uri, warehouse=warehouse)
+        cat.create_namespace("db")
+        tbl = cat.create_table("db.t", rows(0, 0).schema)
+        tbl.append(rows(0, 3))
+        tables.append(tbl)
+    mine, theirs = tables
+    assert mine.location == theirs.location
+    before = sorted(p for p in Path(mine.location).rglob("*") if p.is_file())
+    with pytest.raises(ValidationError, match=r"metadata of another table \(uuid .*nothing was deleted"):
+        mine.remove_orphan_files(older_than=int(time.time() * 1000) + 60_000, dry_run=dry_run)
+    assert sorted(p for p in Path(mine.location).rglob("*") if p.is_file()) == before
+    assert (
+        ge.load_catalog("team_b", uri=uri, warehouse=warehouse).load_table("db.t").scan().to_arrow().num_rows
+        == 3
+    )
+
+
+def test_old_metadata_files_of_the_table_itself_are_orphans(tmp_path: Path) -> None:
+    """Metadata files that left the metadata log (``write.metadata.previous-versions-max``) are the
+    table's own: removed as orphans."""
+    cat = sql_catalog(tmp_path)
+    tbl = cat.create_table(
+        "db.t", rows(0, 0).schema, properties={"write.metadata.previous-versions-max": "1"}
+    )
+    for i in range(3):
+        tbl.append(rows(i, 1))
+    listed = tbl.remove_orphan_files(older_than=int(time.time() * 1000) + 60_000)
+    assert listed and all(p.endswith(".metadata.json") for p in listed)
+    assert cat.load_table("db.t").scan().to_arrow().num_rows == 3
