@@ -148,7 +148,8 @@ def prefetch(items: Iterator[B], *, max_bytes: int, size: Callable[[B], int]) ->
         stop.set()
         with cond:
             cond.notify_all()
-        thread.join()
+        if thread is not threading.current_thread():  # closed by the collector on the thread itself (an
+            thread.join()  # error it handed over kept this generator alive): it ends on returning
 
 
 def _closing(items: Iterator[B]) -> Iterator[B]:

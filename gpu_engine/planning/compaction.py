@@ -93,6 +93,18 @@ class CompactionPlan:
         return "\n".join(lines)
 
 
+def _check_sources(md: TableMetadata, spec_id: int) -> None:
+    """:class:`InvalidOption` where a field of the output spec partitions by a column the table's schema
+    has dropped (rows of that schema cannot be partitioned by it)."""
+    for f in md.specs[spec_id].fields:
+        if f.transform != "void" and f.source_id not in md.schema.by_id:
+            raise InvalidOption(
+                f"compaction option output-spec-id={spec_id}: partition field {f.name!r} ({f.transform}) of "
+                f"that spec partitions by source column id {f.source_id}, which the current schema "
+                "dropped"
+            )
+
+
 def plan_compaction(
     md: TableMetadata,
     io: FileIO,
@@ -110,6 +122,7 @@ def plan_compaction(
             f"compaction option output-spec-id={output_spec_id}: table {md.location} has no partition spec "
             f"with that id (spec ids: {sorted(md.specs)})"
         )
+    _check_sources(md, output_spec_id)
     if branch in md.refs and md.refs[branch].is_tag:
         raise PlanningError(f"table {md.location}: {branch!r} is a tag; compaction rewrites a branch")
     has_head = branch in md.refs or (branch == "main" and md.current_snapshot() is not None)

@@ -122,3 +122,34 @@ def test_prefetch_raises_errors_in_order_and_stops_early() -> None:
 
 def test_prefetch_passes_one_item_larger_than_its_bytes() -> None:
     assert list(prefetch(iter([10, 1, 10]), max_bytes=2, size=lambda n: n)) == [10, 1, 10]
+
+
+def test_prefetch_closed_on_its_own_thread_ends_without_joining_itself() -> None:
+    """The collector may finalize a prefetch on its reading thread (an error handed over kept it in a
+    cycle): its cleanup joined the current thread ('cannot join current thread' printed as ignored)."""
+    holder: dict[str, Generator[int, None, None]] = {}
+    taken = threading.Event()
+    errors: list[BaseException] = []
+
+    def items() -> Iterator[int]:
+        yield 1
+        taken.wait(5)
+        try:
+            holder["gen"].close()  # as the collector would, on this thread
+        except BaseException as e:
+            errors.append(e)
+        yield 2
+
+    gen = prefetch(items(), max_bytes=10, size=lambda _: 1)
+    assert isinstance(gen, Generator)
+    holder["gen"] = gen
+    assert next(gen) == 1
+    taken.set()
+    deadline = time.monotonic() + 5
+    while (
+        not errors
+        and time.monotonic() < deadline
+        and any(t.name == "gpu-engine-prefetch" and t.is_alive() for t in threading.enumerate())
+    ):
+        time.sleep(0.01)
+    assert errors == []
