@@ -296,7 +296,8 @@ def steps(python: str, bench_out: Path, *, quick: bool, cudf: bool = False) -> l
         "gpu-engine-cuda",
         *(["gpu-engine-cudf", "raw-cudf"] if cudf else []),
     ]
-    stages = ["--scan-kind", "position", "--frames", "cudf", "--repeat", "3", "--workers", "1", "4", "16"]
+    stages = ["--scan-kind", "position", "--frames", "cudf", "--repeat", "3", "--workers", "1", "4"]
+    stages += ["--batch-files", "16", "34"]  # smaller decoder calls, pipelined with the preparation
     stages += ["--out", str(bench_out / "frame-stages-position-device.txt")]
     # the image's pytest-benchmark warns under xdist (an error with -W error); short tracebacks and a cap on
     # failures, so that a run with many of them still ends with its summary inside the step's time; -v
@@ -311,7 +312,7 @@ def steps(python: str, bench_out: Path, *, quick: bool, cudf: bool = False) -> l
         Step("gpu-tests", tuple(pytest), 260),
         # cut at 130 s in three runs (each peer's cold first call takes 11-17 s, twice per peer and kind)
         Step("scan", (python, "bench/scan.py", *scan), 200),
-        # the scan table's to_cudf stage by stage (~25 s), with cuDF only
+        # the scan table's to_cudf stage by stage (~25 s; ~35 s with the batch variants), with cuDF only
         *([Step("frame-stages", (python, "bench/frame_stages.py", *stages), 60)] if cudf else []),
         Step("kernels", (python, "bench/kernels.py", *common), 45),  # its last case printed at 40 s
         # ~80 s with cuDF, then a profile of the cuDF peer (its targets missed) ~30 s

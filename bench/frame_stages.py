@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import gpu_engine as ge
 from gpu_engine.execute import frame_scan
 from gpu_engine.execute.frames import ArrowFrames
+from gpu_engine.execute.stream import ordered, prefetch
 from gpu_engine.io.fileio import local_path
 from gpu_engine.scan import TableScan
 
@@ -119,6 +120,44 @@ def frozen(mode: str) -> Iterator[None]:
         gc.unfreeze()
 
 
+@contextmanager
+def batches(files: int | None) -> Iterator[None]:
+    """At most ``files`` files a decoder call (default: :data:`frame_scan.BATCH_FILES`)."""
+    default = frame_scan.BATCH_FILES
+    frame_scan.BATCH_FILES = default if files is None else files
+    try:
+        yield
+    finally:
+        frame_scan.BATCH_FILES = default
+
+
+@contextmanager
+def pipelined(on: bool) -> Iterator[None]:
+    """An experiment: the tasks prepared in order on one thread, up to 64 ahead of the decoder, so that a
+    decoder call (cuDF's releases the GIL) overlaps the preparation of the next batch's tasks (on the
+    calling thread they alternate; on several threads the preparations contend for the GIL)."""
+    if not on:
+        yield
+        return
+    default = frame_scan._frames
+
+    def frames_pipelined(run, ctx, plan, frames, limit, host_decode, workers):  # type: ignore[no-untyped-def]
+        def prepared(task: Any) -> Iterator[Any]:
+            yield task, frame_scan.prepare(task, ctx)  # type: ignore[attr-defined]
+
+        ahead = prefetch(ordered(plan.tasks, prepared, workers=1), max_bytes=64, size=lambda _: 1)
+        try:
+            yield from frame_scan._Decoder(run, ctx, frames, limit, host_decode).decode_all(ahead)
+        finally:
+            ahead.close()  # type: ignore[attr-defined]
+
+    frame_scan._frames = frames_pipelined
+    try:
+        yield
+    finally:
+        frame_scan._frames = default
+
+
 def main() -> int:
     p = argparse.ArgumentParser()
     where = p.add_mutually_exclusive_group(required=True)
@@ -131,6 +170,14 @@ def main() -> int:
     p.add_argument("--profile-top", type=int, default=30)
     p.add_argument("--workers", type=int, nargs="*", default=[], help="also with these worker counts")
     p.add_argument("--gc", nargs="*", choices=("freeze", "disable"), default=[], help="also with gc so")
+    p.add_argument(
+        "--batch-files",
+        type=int,
+        nargs="*",
+        default=[],
+        help="also with at most this many files a decoder call, on the calling thread and pipelined (the "
+        "tasks prepared on one thread ahead of the decoder: an experiment, see pipelined())",
+    )
     p.add_argument("--out")
     args = p.parse_args()
     if args.scan_kind:
@@ -155,17 +202,21 @@ def main() -> int:
 
     call()  # warm: imports, kernels, dtypes
     report: dict[str, Any] = {"frames": args.frames, "metadata": args.metadata}
-    runs = [("enabled", None)] + [("enabled", w) for w in args.workers] + [(m, None) for m in args.gc]
-    for mode, workers in runs:
+    runs: list[tuple[str, int | None, int | None, bool]] = [("enabled", None, None, False)]
+    runs += [("enabled", w, None, False) for w in args.workers] + [(m, None, None, False) for m in args.gc]
+    runs += [("enabled", 1, b, piped) for b in args.batch_files for piped in (False, True)]
+    for mode, workers, batch, piped in runs:
         walls = []
-        with frozen(mode):
+        with frozen(mode), batches(batch), pipelined(piped):
             for _ in range(args.repeat):
                 stages.reset()
                 collections.reset()
                 start = time.perf_counter()
                 call(workers)
                 walls.append(time.perf_counter() - start)
-        report[f"gc {mode}, workers {workers or 'default'}"] = {
+        name = f"gc {mode}, workers {workers or 'default'}"
+        name += "" if batch is None else f", {batch} files a batch" + (", pipelined" if piped else "")
+        report[name] = {
             "wall_s": [round(w, 4) for w in walls],
             "median_s": round(statistics.median(walls), 4),
             "last_call_stages_s": {k: round(v, 4) for k, v in stages.seconds.items()},
