@@ -52,7 +52,7 @@ from .base import (
     table_identifier,
     to_identifier,
 )
-from .rest_auth import RestClient, json_object, str_map
+from .rest_auth import RestClient, check_no_userinfo, json_object, redacted_url, str_map
 
 _NS = "/v1/{prefix}/namespaces/{namespace}"
 _TABLE = _NS + "/tables/{table}"
@@ -81,6 +81,14 @@ class PropertiesUpdate:
     missing: tuple[str, ...] = ()
 
 
+def _check_segments(catalog: str, what: str, names: Identifier) -> None:
+    """A :class:`CatalogError` for ``.`` or ``..`` as a path segment: a server or proxy normalising the
+    path (RFC 3986 5.2.4) would act on another resource (``DELETE .../tables/..`` drops the namespace)."""
+    for name in names:
+        if name in (".", ".."):
+            raise CatalogError(f"REST catalog {catalog!r}: {what} {name!r} cannot be sent in a request path")
+
+
 class RestCatalog(Catalog):
     """An Iceberg REST catalog: ``RestCatalog("prod", uri="https://host/api", credential="id:secret")``."""
 
@@ -88,7 +96,10 @@ class RestCatalog(Catalog):
         super().__init__(name, **properties)
         uri = self.properties.get("uri", "").rstrip("/")
         if urlsplit(uri).scheme not in ("http", "https"):
-            raise CatalogError(f"REST catalog {name!r} needs uri=http(s)://host[:port][/path], got {uri!r}")
+            raise CatalogError(
+                f"REST catalog {name!r} needs uri=http(s)://host[:port][/path], got {redacted_url(uri)!r}"
+            )
+        check_no_userinfo("uri", uri)
         try:
             self._timeout = float(self.properties.get("timeout", "60"))
         except ValueError as e:
@@ -149,6 +160,7 @@ class RestCatalog(Catalog):
         parts = to_identifier(namespace)
         if not parts or any(not p for p in parts):
             raise CatalogError(f"REST catalog {self.name!r}: invalid namespace {namespace!r}")
+        _check_segments(self.name, "namespace level", parts)
         if any(unquote(self._sep) in p for p in parts):
             raise CatalogError(f"namespace {parts!r} contains the namespace separator {self._sep!r}")
         return self._sep.join(quote(p, safe="") for p in parts)
@@ -159,6 +171,7 @@ class RestCatalog(Catalog):
             raise CatalogError(
                 f"REST catalog {self.name!r}: table {identifier!r} has no namespace (name it NAMESPACE.TABLE)"
             )
+        _check_segments(self.name, "table name", (name,))
         return (*namespace, name), self._path(
             "namespaces", self._ns(namespace), "tables", quote(name, safe="")
         )
@@ -215,6 +228,13 @@ class RestCatalog(Catalog):
             self._table_tokens[identifier] = token
         return Table(identifier=identifier, metadata=md, metadata_location=location, io=io, catalog=self)
 
+    def _token_of(self, ident: Identifier) -> dict[str, Any]:
+        """The request options sending the table's own token, if it has one, forgotten once refused."""
+        return {
+            "token": self._table_tokens.get(ident),
+            "token_refused": lambda: self._table_tokens.pop(ident, None),
+        }
+
     def _table_io(self, obj: dict[str, Any], table_location: str) -> FileIO:
         """The catalog IO, configured with the table's ``config`` and best ``storage-credentials`` if any."""
         extra = str_map(obj.get("config"), "table config")
@@ -229,7 +249,7 @@ class RestCatalog(Catalog):
 
     def load_table(self, identifier: IdentifierLike) -> Table:
         ident, path = self._table_path(identifier)
-        obj = self._json("GET", path, not_found=NoSuchTable, token=self._table_tokens.get(ident))
+        obj = self._json("GET", path, not_found=NoSuchTable, **self._token_of(ident))
         return self._table(ident, obj, self._client.where("GET", path))
 
     def current_metadata_location(self, identifier: IdentifierLike) -> str:
@@ -339,7 +359,7 @@ class RestCatalog(Catalog):
         }
         response = self._client.request(
             "POST", path, payload=payload, not_found=NoSuchTable, conflict=CommitConflict, commit=True,
-            token=self._table_tokens.get(ident),
+            **self._token_of(ident),
         )  # fmt: skip
         where = self._client.where("POST", path)
         try:

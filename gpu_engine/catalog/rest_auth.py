@@ -76,7 +76,8 @@ def http_request(
     """Send one request on a fresh connection; :class:`TransportError` if no response came back."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise TransportError(f"not an http(s) URL: {url!r}", sent=False)
+        raise TransportError(f"not an http(s) URL: {redacted_url(url)!r}", sent=False)
+    host = parts.hostname + (f":{parts.port}" if parts.port else "")  # no user:password
     conn: http.client.HTTPConnection
     if parts.scheme == "https":
         conn = http.client.HTTPSConnection(
@@ -89,29 +90,34 @@ def http_request(
         try:
             conn.connect()
         except OSError as e:
-            raise TransportError(f"cannot connect to {parts.netloc}: {e}", sent=False) from e
+            raise TransportError(f"cannot connect to {host}: {e}", sent=False) from e
         try:  # built apart from the sending: a target or header it cannot hold never left this process
             conn.putrequest(method, target)
-            for name, value in headers.items():
-                conn.putheader(name, value)
-            if not any(k.lower() == "content-length" for k in headers) and (
-                body is not None or method in ("POST", "PUT", "PATCH")
-            ):
-                conn.putheader("Content-Length", str(0 if body is None else len(body)))
         except (ValueError, http.client.HTTPException) as e:  # UnicodeEncodeError is a ValueError
             raise TransportError(
-                f"request {method} {target!r} to {parts.netloc} cannot be sent: {type(e).__name__}: {e}",
-                sent=False,
+                f"request {method} {target!r} to {host} cannot be sent: {type(e).__name__}: {e}", sent=False
             ) from e
+        for name, value in headers.items():
+            try:
+                conn.putheader(name, value)
+            except (ValueError, http.client.HTTPException) as e:  # the value not shown: a credential
+                raise TransportError(
+                    f"request {method} {target!r} to {host} cannot be sent: header {name!r} holds a "
+                    f"character a header cannot carry ({type(e).__name__}; a line break, say; its value "
+                    "is not shown)",
+                    sent=False,
+                ) from None
+        if not any(k.lower() == "content-length" for k in headers) and (
+            body is not None or method in ("POST", "PUT", "PATCH")
+        ):
+            conn.putheader("Content-Length", str(0 if body is None else len(body)))
         try:
             conn.endheaders(body)
             response = conn.getresponse()
             data = response.read()
         except (OSError, http.client.HTTPException) as e:
             what = "timed out" if isinstance(e, TimeoutError) else f"failed ({type(e).__name__}: {e})"
-            raise TransportError(
-                f"connection to {parts.netloc} {what} after the request was sent", sent=True
-            ) from e
+            raise TransportError(f"connection to {host} {what} after the request was sent", sent=True) from e
         headers_out = {k.lower(): v for k, v in response.getheaders()}
         return HttpResponse(response.status, response.reason, headers_out, data)
     finally:
@@ -170,8 +176,13 @@ class RestAuth:
         """The auth configured by catalog ``properties`` (see the module docstring)."""
         params = {"scope": properties.get("scope") or DEFAULT_SCOPE}
         params.update({k: properties[k] for k in ("audience", "resource") if properties.get(k)})
+        token = properties.get("token") or None
+        if token is not None:
+            header_value("token", token)
+        if properties.get("oauth2-server-uri"):
+            check_no_userinfo("oauth2-server-uri", properties["oauth2-server-uri"])
         return cls(
-            token=properties.get("token") or None,
+            token=token,
             credential=properties.get("credential") or None,
             token_url=properties.get("oauth2-server-uri") or uri.rstrip("/") + TOKEN_PATH,
             params=params,
@@ -244,14 +255,53 @@ def _parse_token_response(body: bytes, where: str) -> tuple[str, float | None]:
     if not isinstance(token_type, str) or token_type.lower() not in _BEARER_TYPES:
         raise CatalogError(f"{where}: token_type {token_type!r} is not a bearer token")
     expires_in = obj.get("expires_in")
+    if isinstance(expires_in, str) and expires_in.strip().isdigit():  # Azure AD v1 sends a string
+        expires_in = int(expires_in)
     if expires_in is not None and (not isinstance(expires_in, int | float) or isinstance(expires_in, bool)):
         raise CatalogError(f"{where}: expires_in {expires_in!r} is not a number of seconds")
     return obj["access_token"], None if expires_in is None else float(expires_in)
 
 
 def header_properties(properties: Mapping[str, str]) -> dict[str, str]:
-    """Extra request headers from ``header.<Name>`` properties."""
-    return {k[len("header.") :]: v for k, v in properties.items() if k.startswith("header.") and len(k) > 7}
+    """Extra request headers from ``header.<Name>`` properties (checked: :func:`header_value`)."""
+    return {
+        k[len("header.") :]: header_value(k, v)
+        for k, v in properties.items()
+        if k.startswith("header.") and len(k) > 7
+    }
+
+
+def header_value(prop: str, value: str) -> str:
+    """``value`` of the property ``prop`` (a token, a header), or a :class:`CatalogError` naming the
+    property, not the value (a credential), where a header cannot carry it: a line break (a token read
+    from a file with its newline) or another control character."""
+    if any((ord(c) < 0x20 and c != "\t") or ord(c) == 0x7F for c in value):
+        raise CatalogError(
+            f"REST catalog property {prop}: its value holds a line break or another control character, "
+            "which an HTTP header cannot carry (the value is not shown)"
+        )
+    return value
+
+
+def redacted_url(url: str) -> str:
+    """``url`` without the password of its ``user:password@`` part."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return parts._replace(netloc=netloc).geturl()
+
+
+def check_no_userinfo(prop: str, url: str) -> None:
+    """A :class:`CatalogError` where ``url`` (the property ``prop``) holds ``user:password@``: not sent
+    (``credential`` and ``token`` authenticate), so refused rather than ignored, the password not shown."""
+    parts = urlsplit(url)
+    if parts.username is not None or parts.password is not None:
+        raise CatalogError(
+            f"REST catalog property {prop}={redacted_url(url)!r} holds a user name (user:password@), which "
+            "this client does not send: authenticate with credential= or token="
+        )
 
 
 def error_detail(response: HttpResponse) -> str:
@@ -319,13 +369,16 @@ class RestClient:
         conflict: type[GpuEngineError] = CatalogError,
         commit: bool = False,
         token: str | None = None,
+        token_refused: Callable[[], None] | None = None,
     ) -> HttpResponse:
         """A 2xx response, or the typed error (see the module docstring); one re-auth after 401/419.
         ``token``: a bearer token for this request instead of the catalog's (a table's, from its load
-        response's ``config``); refused, the request is sent once more with the catalog's."""
+        response's ``config``); refused, ``token_refused()`` is called and the request sent once more with
+        the catalog's (itself re-fetched once if refused too: at most three requests)."""
         url = self.uri + path + (f"?{urlencode(query)}" if query else "")
         body = None if payload is None else json.dumps(payload).encode()
-        for attempt in (1, 2):
+        reauthenticated = False
+        while True:
             headers = {"Accept": "application/json", **self.headers}
             if body is not None:
                 headers["Content-Type"] = "application/json"
@@ -342,14 +395,16 @@ class RestClient:
                 raise CatalogError(f"{self.where(method, path)}: {e}") from e
             if 200 <= response.status < 300:
                 return response
-            if response.status in (401, 419) and attempt == 1:
+            if response.status in (401, 419):
                 if token is not None:  # a table's token refused (expired): once more with the catalog's
                     token = None
+                    if token_refused is not None:
+                        token_refused()
                     continue
-                if self.auth.reauthenticate(auth):
+                if not reauthenticated and self.auth.reauthenticate(auth):
+                    reauthenticated = True
                     continue
             self._raise(response, method, path, not_found=not_found, conflict=conflict, commit=commit)
-        raise AssertionError("unreachable")
 
     def _raise(
         self,

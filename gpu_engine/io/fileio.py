@@ -244,7 +244,7 @@ class FsspecFileIO:
     writes it, which is exclusive only against writers that are not racing within that window.
     """
 
-    properties: Mapping[str, str] = field(default_factory=dict)
+    properties: Mapping[str, str] = field(default_factory=dict, repr=False)  # credentials: never shown
     path_map: PathMap = field(default_factory=PathMap)
     _filesystems: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
@@ -322,7 +322,7 @@ class FsspecFileIO:
 class DefaultFileIO:
     """Local paths and ``file:`` URIs on the local file system; every other scheme through fsspec."""
 
-    properties: Mapping[str, str] = field(default_factory=dict)
+    properties: Mapping[str, str] = field(default_factory=dict, repr=False)  # credentials: never shown
     path_map: PathMap = field(default_factory=PathMap)
     _local: LocalFileIO = field(default_factory=LocalFileIO, compare=False, repr=False)
     _remote: FsspecFileIO | None = field(default=None, compare=False, repr=False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 import time
 from collections.abc import Iterator
@@ -14,7 +15,7 @@ import pytest
 
 import gpu_engine as ge
 from gpu_engine.catalog.rest import RestCatalog
-from gpu_engine.catalog.rest_auth import TransportError, http_request
+from gpu_engine.catalog.rest_auth import TransportError, _parse_token_response, http_request
 from gpu_engine.errors import (
     CatalogError,
     CommitConflict,
@@ -120,9 +121,67 @@ def test_a_prefix_a_path_cannot_hold_is_percent_encoded(
 def test_a_request_that_cannot_be_built_was_not_sent(server: RestCatalogServer) -> None:
     """A header value a request line cannot hold fails before anything is sent (for a commit: not an
     unknown state)."""
-    with pytest.raises(TransportError, match=r"cannot be sent: ValueError") as info:
-        http_request("GET", f"{server.url}/v1/config", headers={"X-Bad": "a\nb"}, body=None, timeout=5)
+    with pytest.raises(TransportError, match=r"cannot be sent: header 'X-Bad' holds a character") as info:
+        http_request("GET", f"{server.url}/v1/config", headers={"X-Bad": "se\ncret"}, body=None, timeout=5)
     assert info.value.sent is False
+    assert "se\ncret" not in str(info.value) and "cret" not in str(info.value)  # perhaps a credential
+
+
+@pytest.mark.parametrize(
+    ("props", "named"),
+    [
+        ({"token": "s3cr3t-TOKEN\n"}, "token"),
+        ({"header.X-Api-Key": "k3y-SECRET\r\n"}, "header.X-Api-Key"),
+    ],
+)
+def test_a_token_or_header_a_request_cannot_carry_is_named_not_shown(
+    server: RestCatalogServer, props: dict[str, str], named: str
+) -> None:
+    """A token read from a file with its newline: the error printed it whole."""
+    with pytest.raises(CatalogError, match=f"property {named}: its value holds a line break") as info:
+        RestCatalog("c", uri=server.url, **props)
+    assert "SECRET" not in str(info.value).upper().replace("A LINE BREAK", "")
+    assert "s3cr3t" not in str(info.value) and "k3y" not in str(info.value)
+    assert server.seen == []
+
+
+@pytest.mark.parametrize("prop", ["uri", "oauth2-server-uri"])
+def test_a_password_in_a_url_is_refused_not_shown(server: RestCatalogServer, prop: str) -> None:
+    """``user:password@`` in the URL was not sent (silently) and printed whole in connection errors."""
+    url = server.url.replace("http://", "http://alice:pa55word@") + (
+        "/v1/oauth/tokens" if prop != "uri" else ""
+    )
+    props = {"uri": server.url, "credential": "client:secret", prop: url}
+    with pytest.raises(
+        CatalogError, match=f"property {prop}=.*alice:\\*\\*\\*@.*credential= or token="
+    ) as info:
+        RestCatalog("c", **props)
+    assert "pa55word" not in str(info.value)
+    with pytest.raises(CatalogError) as info:
+        RestCatalog("c", uri="ftp://bob:hunter2@host")
+    assert "hunter2" not in str(info.value)
+
+
+def test_the_file_io_shows_no_credentials(server: RestCatalogServer) -> None:
+    """``repr(catalog)`` hid them, the IO it holds printed every one (tracebacks, debuggers, logs)."""
+    c = connect(server, **{"s3.secret-access-key": "S3-SECRET-KEY"})
+    assert "S3-SECRET-KEY" not in repr(c.io) and "client:secret" not in repr(c.io)
+    assert "S3-SECRET-KEY" not in str(c.io)
+
+
+@pytest.mark.parametrize("name", [".", ".."])
+def test_dot_segments_are_refused_before_any_request(server: RestCatalogServer, name: str) -> None:
+    """``DELETE /v1/namespaces/ns/tables/..`` is ``DELETE /v1/namespaces/ns`` to a server or proxy that
+    normalises the path."""
+    c = connect(server)
+    server.seen.clear()
+    with pytest.raises(CatalogError, match=f"table name '{re.escape(name)}' cannot be sent"):
+        c.drop_table(("db", name))
+    with pytest.raises(CatalogError, match=f"namespace level '{re.escape(name)}' cannot be sent"):
+        c.load_table((name, "t"))
+    with pytest.raises(CatalogError, match="cannot be sent"):
+        c.drop_namespace(("db", name))
+    assert server.seen == []
 
 
 def test_load_catalog_dispatches_rest(server: RestCatalogServer) -> None:
@@ -326,6 +385,27 @@ def test_a_table_token_authorizes_the_requests_on_the_table(
     assert cat.load_table("db.orders").metadata.properties["b"] == "2" and tbl.identifier == ("db", "orders")
 
 
+def test_a_refused_table_token_is_forgotten_and_the_catalogs_fetched_again(
+    server: RestCatalogServer, cat: RestCatalog
+) -> None:
+    """Both the table's token and the catalog's expired: the request was sent with the table's, then
+    with the catalog's stale one, and failed, on every later call (the table's token kept)."""
+    server.tokens["TABLE-T"] = None
+    server.table_config = {"token": "TABLE-T"}
+    cat.load_table("db.orders")
+    server.table_config = {}
+    server.tokens.clear()  # every token expires (a server restart)
+    server.seen.clear()
+    fetched = len(server.token_forms)
+    assert cat.load_table("db.orders").metadata.table_uuid == UUID
+    auth = [s.headers.get("authorization") for s in server.seen if s.path != "/v1/oauth/tokens"]
+    assert auth[0] == "Bearer TABLE-T" and len(auth) == 3 and "Bearer TABLE-T" not in auth[1:]
+    assert len(server.token_forms) == fetched + 1
+    server.seen.clear()
+    cat.load_table("db.orders")  # the catalog's new token, the table's forgotten: one request
+    assert [s.headers.get("authorization") for s in server.seen] == [auth[2]]
+
+
 def test_a_404_names_what_is_missing(server: RestCatalogServer, cat: RestCatalog) -> None:
     """By the server's error type, as Java's error handlers: a rename into a missing namespace."""
     with pytest.raises(NoSuchNamespace, match="NoSuchNamespaceException"):
@@ -478,3 +558,19 @@ def test_server_endpoint_list_is_respected(tmp_path: Path, request: pytest.Fixtu
         UnsupportedFeature, match=r"does not offer POST /v1/\{prefix\}/namespaces/\{namespace\}/register"
     ):
         c.register_table("db.orders", str(ORDERS))
+
+
+@pytest.mark.parametrize(
+    ("expires_in", "seconds"), [(3599, 3599.0), ("3599", 3599.0), (None, None), (1.5, 1.5)]
+)
+def test_expires_in_as_a_number_or_a_numeric_string(expires_in: object, seconds: float | None) -> None:
+    """The spec says a number; Azure AD v1 sends a string of digits (PyIceberg takes it)."""
+    body = json.dumps({"access_token": "t", "token_type": "bearer", "expires_in": expires_in}).encode()
+    assert _parse_token_response(body, "where") == ("t", seconds)
+
+
+@pytest.mark.parametrize("expires_in", ["soon", True, "-5", [1]])
+def test_expires_in_that_is_no_number_of_seconds_is_refused(expires_in: object) -> None:
+    body = json.dumps({"access_token": "t", "token_type": "bearer", "expires_in": expires_in}).encode()
+    with pytest.raises(CatalogError, match=r"where: expires_in .* is not a number of seconds"):
+        _parse_token_response(body, "where")
