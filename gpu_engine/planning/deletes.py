@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from ..iceberg.partitioning import PartitionKey, partition_key
 from ..io.paths import normalize
 from ..tasks import EQUALITY_DELETES, DataFile, DeleteFile
-from .position_scope import PathScope
+from .position_scope import PathScope, path_head
 
 
 @dataclass(frozen=True, eq=False)
@@ -119,14 +119,15 @@ class DeleteIndex:
             positional = [d for d in by_file if seq <= d.data_sequence_number and _same(key, d)]
             if by_partition:
                 scoped = [d for d in by_partition if seq <= d.data_sequence_number and _same(key, d)]
-                kept = [d for d in scoped if self._may_hold(d, data.path)]
+                head = path_head(data.path)  # once, not per delete file
+                kept = [d for d in scoped if self._may_hold(d, data.path, head)]
                 self.skipped_by_metrics += len(scoped) - len(kept)
                 positional += kept
         return tuple(positional)
 
-    def _may_hold(self, d: DeleteFile, path: str) -> bool:
+    def _may_hold(self, d: DeleteFile, path: str, head: str | None) -> bool:
         scope = self.path_ranges.get(id(d))
-        return scope is None or scope.may_hold(path)
+        return scope is None or scope.may_hold(path, head)
 
 
 def _same(key: PartitionKey, d: DeleteFile) -> bool:

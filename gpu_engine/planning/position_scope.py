@@ -18,6 +18,7 @@ both bounds are spelled as its path is (same scheme and authority): then so is e
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 import pyarrow as pa
 
@@ -35,27 +36,28 @@ class PathScope:
     target: str | None = None
     lower: str | None = None
     upper: str | None = None
-    # the scheme and authority both bounds are spelled with (see :func:`_head`); None when they differ
+    # the scheme and authority both bounds are spelled with (see :func:`path_head`); None when they differ
     heads: str | None = field(init=False, default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.lower is not None and self.upper is not None:
-            head = _head(self.lower)
-            object.__setattr__(self, "heads", head if head == _head(self.upper) else None)
+            head = path_head(self.lower)
+            object.__setattr__(self, "heads", head if head == path_head(self.upper) else None)
 
-    def may_hold(self, path: str) -> bool:
+    def may_hold(self, path: str, head: str | Literal[False] | None = False) -> bool:
         """Whether rows for the data file at ``path`` (mapped, as written) may be in the delete file (for
-        files of its partition; the target, when set, is matched by the index itself)."""
+        files of its partition; the target, when set, is matched by the index itself). ``head``:
+        :func:`path_head` of ``path`` where the caller knows it (one data file against many delete files)."""
         lower, upper = self.lower, self.upper
         if (lower is None or lower <= path) and (upper is None or path <= upper):
             return True
         if lower is None or upper is None:
             return True  # paths below (or above) one bound may be other spellings of this one
         heads = self.heads
-        return heads is None or _head(path) != heads
+        return heads is None or (path_head(path) if head is False else head) != heads
 
 
-def _head(path: str) -> str | None:
+def path_head(path: str) -> str | None:
     """The scheme and authority of ``path`` as written (``file://``, ``s3://bucket``, ``""``); None when
     normalising changes more than that prefix."""
     rest = normalize(path)

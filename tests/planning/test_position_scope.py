@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -18,7 +19,7 @@ from gpu_engine.io.fileio import local_path
 from gpu_engine.io.paths import PathMap
 from gpu_engine.io.position_deletes import PATH_FIELD_ID
 from gpu_engine.planning import scan as planning_scan
-from gpu_engine.planning.position_scope import UNSCOPED, PathScope, path_scopes
+from gpu_engine.planning.position_scope import UNSCOPED, PathScope, path_head, path_scopes
 from gpu_engine.planning.scan import ScanOptions, plan_scan
 from gpu_engine.tasks import EQUALITY_DELETES, POSITION_DELETES
 
@@ -78,6 +79,22 @@ def test_bounds_compare_as_written_and_only_rule_out_paths_spelled_alike() -> No
     assert bare.may_hold(a) and not bare.may_hold("/wh/t/data/a.parquet")  # a bare spelling of a may be there
     other_authority = PathScope(lower="file:/wh/t/data/b.parquet", upper="file:/wh/t/data/c.parquet")
     assert other_authority.may_hold(a)
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["file:///wh/t/data/a.parquet", "/wh/t/data/a.parquet", "file:/wh/t/data/z", "s3://b/t/x", "/x"],
+)
+def test_a_head_given_by_the_caller_decides_as_the_one_computed(path: str) -> None:
+    """The index computes a data file's head once for all the delete files it checks."""
+    scopes = [
+        PathScope(lower="file:///wh/t/data/b.parquet", upper="file:///wh/t/data/c"),
+        PathScope(lower="/wh/t/data/b.parquet", upper="/wh/t/data/b.parquet0"),
+        PathScope(lower="file:/wh/t/data/b.parquet", upper="file:/wh/t/data/c.parquet"),
+        PathScope(lower="s3://b/t/y", upper="s3://b/t/z"),
+    ]
+    for scope in scopes:
+        assert scope.may_hold(path, path_head(path)) == scope.may_hold(path)
 
 
 def test_bounds_outside_a_relocated_prefix_rule_nothing_out() -> None:
