@@ -40,7 +40,7 @@ from . import masks
 from .decoded_size import decoded_bytes
 from .deletes import TaskDeletes
 from .frames import Frames
-from .metadata import metadata_column
+from .metadata import lineage_column, metadata_column
 from .projection import residual_names
 from .task import TaskContext, checked_rows, open_source, spec_field_ids, task_read_schema
 
@@ -293,6 +293,8 @@ def _metadata(
     files store (null where inherited) is read back; one they lack is inherited whole (it has no default:
     the files read it as nulls)."""
     stored = frames.to_arrow(read[f.name], types[f.name]) if f in mc.LINEAGE and f.name in read else None
+    if f in mc.LINEAGE:
+        return frames.from_arrow(lineage_column(f, [p.task.file for p in parts], kept, stored))
     values, offset = [], 0
     for p, pos in zip(parts, kept, strict=True):
         own = None if stored is None else stored.slice(offset, len(pos))
