@@ -31,8 +31,15 @@ from ..errors import (
 )
 from ..iceberg.metadata import SUPPORTED_FORMAT_VERSIONS, TableMetadata
 from ..iceberg.partitioning import V1_FIRST_PARTITION_FIELD_ID, PartitionSpec
-from ..iceberg.schema import Schema, check_format_version, check_lineage_names, unstored_struct
+from ..iceberg.schema import (
+    Schema,
+    check_format_version,
+    check_lineage_names,
+    check_new_schema,
+    unstored_struct,
+)
 from ..iceberg.sorting import UNSORTED, SortOrder
+from ..io.fileio import scheme_of
 from ..io.metrics_config import check_metrics_columns
 from .producer import is_file_system_catalog
 from .properties_update import check_commit_properties, check_property_values
@@ -64,6 +71,7 @@ def new_table_metadata(
         raise UnsupportedFeature(f"schema must be an Iceberg Schema or a pyarrow Schema, not {type(schema)}")
     iceberg_schema = replace(iceberg_schema, schema_id=0, schema_id_written=True)
     check_format_version(iceberg_schema, version)
+    check_new_schema(iceberg_schema, version)
     empty = unstored_struct(iceberg_schema)
     if empty is not None:
         raise UnsupportedFeature(
@@ -111,6 +119,10 @@ def _format_version(raw: str) -> int:
     return version
 
 
+def _relative(location: str) -> bool:
+    return scheme_of(location) == "" and not location.startswith("/")
+
+
 def create_table(
     catalog: Catalog,
     identifier: IdentifierLike,
@@ -132,6 +144,10 @@ def create_table(
     shown = ".".join((*namespace, name))
     if location is not None and (not isinstance(location, str) or not location):
         raise UnsupportedFeature(f"create table {shown}: location {location!r} must be a non-empty string")
+    if location is not None and _relative(location):
+        raise UnsupportedFeature(  # stored as given, it named another place from every other directory
+            f"create table {shown}: location {location!r} is a relative path: give an absolute path or a URI"
+        )
     bad = [(k, v) for k, v in (properties or {}).items() if not isinstance(k, str) or not isinstance(v, str)]
     if bad:  # written into the metadata JSON as they are: the table could not be loaded again
         raise InvalidProperty(f"create table {shown}: property {bad[0]!r}: keys and values are strings")
@@ -162,6 +178,12 @@ def create_table(
         return created
     if location is None:
         raise CatalogError(f"catalog {catalog.name!r} has no warehouse: create_table needs location=")
+    if _relative(location):  # the catalog's default (a REST server chooses its own, above)
+        raise UnsupportedFeature(
+            f"create table {shown}: its default location {location!r} is a relative path (the warehouse "
+            f"of catalog {catalog.name!r}, or its namespace's location, is): configure an absolute path or a "
+            "URI, or give location="
+        )
     path = metadata_path(md, None, file_system_table=file_system)
     write_metadata(catalog.io, path, md)
     try:

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
-from ..errors import InvalidType, UnsupportedFeature
+from ..errors import InvalidType, SingleValueError, UnsupportedFeature
+from . import json_values
 from . import types as it
 
 _SCHEMA_KEYS = {"type", "schema-id", "identifier-field-ids", "fields"}
@@ -238,6 +239,35 @@ def check_format_version(schema: Schema, version: int) -> None:
                 f"column {schema.names_by_id[fid]!r} has type {f.type}, which needs format-version 3 "
                 f"(the table's: {version})"
             )
+
+
+def check_new_schema(schema: Schema, version: int) -> None:
+    """:class:`UnsupportedFeature` naming the first identifier field that cannot identify a row
+    (:func:`identifier_field_problem`) or the first default value that is no value of its column's type,
+    or a default in a format ``version`` before 3 (spec "Default values"); as Java's Schema and
+    Schema.checkCompatibility refuse a new table's schema (a table created with them could not be loaded
+    by other readers, or refused every write)."""
+    for fid in schema.identifier_field_ids:
+        problem = identifier_field_problem(schema, fid)
+        if problem is not None:
+            name = schema.names_by_id.get(fid, f"field id {fid}")
+            raise UnsupportedFeature(f"identifier field {name!r} cannot identify a row: {problem}")
+    for fid, f in schema.by_id.items():
+        for key, has, value in (
+            ("initial-default", f.has_initial_default, f.initial_default),
+            ("write-default", f.has_write_default, f.write_default),
+        ):
+            if not has or value is None:
+                continue
+            where = f"column {schema.names_by_id[fid]!r}: {key} {value!r}"
+            if version < 3:
+                raise UnsupportedFeature(
+                    f"{where}: default values need format-version 3 (the table's: {version})"
+                )
+            try:
+                json_values.from_json(f.type, value)
+            except (SingleValueError, ValueError, TypeError) as e:
+                raise UnsupportedFeature(f"{where} is not a {f.type} value: {e}") from None
 
 
 def children_by_parent(

@@ -4,6 +4,7 @@ errors; SQL and file-system catalogs; PyIceberg reads the new (empty) tables."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -397,3 +398,75 @@ def test_a_struct_with_no_stored_field_is_refused(tmp_path: Path) -> None:
     with pytest.raises(UnsupportedFeature, match=r"struct column 's' has no field a data file can store"):
         cat.create_table("db.e", unknown_only, properties={"format-version": "3"})
     assert not cat.table_exists("db.e")
+
+
+def _schema_json(**extra: Any) -> dict[str, Any]:
+    fields = [
+        {"id": 1, "name": "k", "required": True, "type": "long"},
+        {"id": 2, "name": "v", "required": True, "type": "double"},
+        {"id": 3, "name": "o", "required": False, "type": "string"},
+        {"id": 4, "name": "n", "required": False, "type": "int", **extra},
+    ]
+    return {"type": "struct", "schema-id": 0, "fields": fields}
+
+
+@pytest.mark.parametrize(
+    ("identifiers", "extra", "version", "match"),
+    [
+        ([9], {}, 2, "identifier field 'field id 9' cannot identify a row: the schema has no such column"),
+        ([2], {}, 2, "identifier field 'v' cannot identify a row: a double column cannot identify a row"),
+        ([3], {}, 2, "identifier field 'o' cannot identify a row: it is optional"),
+        ([1], {"write-default": "abc"}, 3, "column 'n': write-default 'abc' is not a int value"),
+        ([1], {"initial-default": 1.5}, 3, "column 'n': initial-default 1.5 is not a int value"),
+        ([1], {"initial-default": 7, "write-default": 7}, 2, "default values need format-version 3"),
+    ],
+)
+def test_a_schema_other_readers_refuse_is_refused_at_create(
+    tmp_path: Path, identifiers: list[int], extra: dict[str, Any], version: int, match: str
+) -> None:
+    """Identifier fields that cannot identify a row and defaults of another type were written as given: a
+    table PyIceberg (and Java) refuse to load, or one that refused every write."""
+    from gpu_engine.iceberg.schema import schema_from_json
+
+    schema = schema_from_json({**_schema_json(**extra), "identifier-field-ids": identifiers})
+    cat = sql_catalog(tmp_path)
+    with pytest.raises(UnsupportedFeature, match=re.escape(match)):
+        cat.create_table("db.t", schema, properties={"format-version": str(version)})
+    assert not cat.table_exists("db.t")
+
+
+def test_a_schema_with_identifier_fields_and_defaults_is_created_and_loads_in_pyiceberg(
+    tmp_path: Path,
+) -> None:
+    from gpu_engine.iceberg.schema import schema_from_json
+
+    obj = {**_schema_json(**{"initial-default": 7, "write-default": 8}), "identifier-field-ids": [1]}
+    cat = sql_catalog(tmp_path)
+    tbl = cat.create_table("db.t", schema_from_json(obj), properties={"format-version": "3"})
+    assert tbl.schema().identifier_field_ids == (1,)
+    loaded = StaticTable.from_metadata(tbl.metadata_location)
+    assert loaded.schema().identifier_field_ids == [1]
+
+
+@pytest.mark.parametrize("location", ["tables/t", "./t", "t"])
+def test_a_relative_location_is_refused(tmp_path: Path, location: str) -> None:
+    """Stored as given, it named another place from every other directory: the table could not be loaded
+    there, its files went under the current directory."""
+    cat = sql_catalog(tmp_path)
+    with pytest.raises(UnsupportedFeature, match=f"location '{re.escape(location)}' is a relative path"):
+        cat.create_table("db.t", SCHEMA, location=location)
+    assert not cat.table_exists("db.t")
+
+
+def test_a_relative_warehouse_is_refused_naming_the_catalog(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for cat in (
+        ge.load_catalog("rel", uri=f"sqlite:///{tmp_path / 'c.db'}", warehouse="wh"),
+        ge.load_catalog("fsrel", type="filesystem", warehouse="fswh"),
+    ):
+        cat.create_namespace("db")
+        with pytest.raises(UnsupportedFeature, match=f"the warehouse of catalog '{cat.name}'"):
+            cat.create_table("db.t", SCHEMA)
+        assert not cat.table_exists("db.t")
