@@ -26,7 +26,7 @@ from ..errors import CommitConflict, CommitStateUnknown, GpuEngineError, Invalid
 from ..execute.group_rewrite import check_parquet_io, discard
 from ..execute.group_runner import GroupJob, GroupRunner, LocalRunner
 from ..expressions import TRUE, Expression
-from ..iceberg.sorting import SortOrder
+from ..iceberg.sorting import SortField, SortOrder
 from ..planning.compaction import CompactionPlan, plan_compaction
 from ..planning.rewrite_options import RewriteOptions
 from ..tasks import STRATEGIES, FileGroup, RewriteResult, RewriteStrategy
@@ -167,8 +167,11 @@ def resolve_strategy(
         return RewriteStrategy()
     if kind == "zorder":
         columns = _zorder_columns(sort_order)
-        for c in columns:
-            md.schema.find_field(c)
+        # checked as a sort's columns (primitive, not inside a list or map) before any group reads its rows
+        keys = [
+            SortField((md.schema.find_field(c).field_id,), "identity", "asc", "nulls-first") for c in columns
+        ]
+        check_sort_fields(keys, md.schema, where="zorder columns")
         return RewriteStrategy("zorder", zorder_columns=columns)
     if isinstance(sort_order, SortOrder):
         checked = check_sort_fields(sort_order.fields, md.schema, where="sort_order")
@@ -190,14 +193,17 @@ _ZORDER_CALL = re.compile(r"^\s*zorder\s*\(.*\)\s*$", re.IGNORECASE | re.DOTALL)
 def _zorder_columns(sort_order: str | Sequence[str] | SortOrder | None) -> tuple[str, ...]:
     if sort_order is None or isinstance(sort_order, SortOrder):
         raise InvalidOption("the zorder strategy needs columns: sort_order='zorder(a, b)' or 'a, b'")
-    if not isinstance(sort_order, str):
-        sort_order = ", ".join(_args.names(sort_order, "sort_order", InvalidOption))
-    text = sort_order.strip()
-    if _ZORDER_CALL.match(text):
-        text = text[text.index("(") + 1 : text.rindex(")")]
-    columns = tuple(c.strip() for c in text.split(",") if c.strip())
+    if isinstance(sort_order, str):
+        text = sort_order.strip()
+        if _ZORDER_CALL.match(text):
+            text = text[text.index("(") + 1 : text.rindex(")")]
+        columns = tuple(c.strip() for c in text.split(",") if c.strip())
+        text = repr(text)
+    else:  # names as given: a comma or a space is part of a column's name
+        columns = tuple(_args.names(sort_order, "sort_order", InvalidOption))
+        text = repr(list(columns))
     if not columns or len(set(columns)) != len(columns):
-        raise InvalidOption(f"zorder columns {text!r}: one or more distinct column names")
+        raise InvalidOption(f"zorder columns {text}: one or more distinct column names")
     return columns
 
 

@@ -10,6 +10,7 @@ import dataclasses
 import functools
 import math
 import os
+import re
 import struct
 import tempfile
 import time
@@ -902,6 +903,48 @@ def test_unknown_sort_column_is_an_error_naming_it(tmp_path: Path) -> None:
         tbl.compact("sort", sort_order=5)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="nope"):
         tbl.compact("zorder", sort_order="a, nope")
+
+
+@pytest.mark.parametrize("column", ["st", "ls", "ls.element", "m.key"])
+@pytest.mark.parametrize("dry_run", [True, False])
+def test_zorder_columns_that_cannot_be_ordered_are_refused_before_planning(
+    tmp_path: Path, column: str, dry_run: bool
+) -> None:
+    """A struct, a list or a field inside a list or map: refused by each group after reading its rows (with
+    partial progress, one failure a group), and not at all by a dry run."""
+    cat = sql_catalog(tmp_path)
+    schema = pa.schema(
+        [
+            ("id", pa.int64()),
+            ("st", pa.struct([("x", pa.int32())])),
+            ("ls", pa.list_(pa.int32())),
+            ("m", pa.map_(pa.string(), pa.int32())),
+        ]
+    )
+    tbl = cat.create_table("db.z", schema, properties={"format-version": "2"})
+    for i in range(2):
+        tbl.append(
+            pa.Table.from_pylist([{"id": i, "st": {"x": i}, "ls": [i], "m": [("k", i)]}], schema=schema)
+        )
+    location = tbl.metadata_location
+    with pytest.raises(UnsupportedTransform, match=f"zorder columns field 2 .*{re.escape(repr(column))}"):
+        tbl.compact("zorder", sort_order=["id", column], options={"rewrite-all": "true"}, dry_run=dry_run)
+    assert tbl.refresh().metadata_location == location
+
+
+def test_zorder_columns_given_as_a_list_are_taken_as_named(tmp_path: Path) -> None:
+    """A list was joined with ', ' and split again: a comma or blanks in a column's name named another
+    column (``'a,b'`` -> ``'a'``)."""
+    cat = sql_catalog(tmp_path)
+    schema = pa.schema([("id", pa.int64()), ("a,b", pa.int32()), (" sp", pa.int32())])
+    tbl = cat.create_table("db.z", schema, properties={"format-version": "2"})
+    for i in range(2):
+        tbl.append(pa.table({"id": [3 + i, 1, 2], "a,b": [1, 2, 3], " sp": [5, 4, 6]}, schema=schema))
+    result = tbl.compact("zorder", sort_order=["a,b", " sp", "id"], options={"rewrite-all": "true"})
+    assert result.plan.strategy.zorder_columns == ("a,b", " sp", "id")
+    assert sorted(cat.load_table("db.z").scan().to_arrow()["id"].to_pylist()) == [1, 1, 2, 2, 3, 4]
+    with pytest.raises(InvalidOption, match="zorder columns"):
+        tbl.compact("zorder", sort_order=["id", "id"])
 
 
 def test_table_loaded_from_a_metadata_file_cannot_be_compacted(tmp_path: Path) -> None:
