@@ -58,6 +58,11 @@ def test_dry_run_explains_and_writes_nothing(table: Table, capsys: pytest.Captur
     assert report["planned-files"] == 6 and report["planned-groups"] == 1
     assert report["rewritten-data-files-count"] == 0
     assert any("group 0" in line for line in report["plan"])
+    (planned,) = report["planned"]  # the groups as values, not only as text: they were nowhere in the JSON
+    files = table.scan().plan().tasks
+    assert planned["files"] == 6 and planned["bytes"] == sum(t.file.file_size_in_bytes for t in files)
+    assert planned["index"] == 0 and planned["expected-output-files"] == 1 and planned["delete-files"] >= 1
+    assert report["groups"] == []  # none rewritten
     assert table.refresh().metadata_location == before
 
 

@@ -140,7 +140,8 @@ class CompactionResult:
             "failed-groups": [str(f) for f in self.failures],
             "commits": [c.snapshot_id for c in self.commits],
             "seconds": round(self.seconds, 3),
-            "groups": [g.__dict__ for g in self.groups],
+            "groups": [g.__dict__ for g in self.groups],  # those rewritten
+            "planned": self.plan.groups_json(),
         }
 
 

@@ -69,6 +69,24 @@ class CompactionPlan:
     def input_bytes(self) -> int:
         return sum(g.input_bytes for g in self.groups)
 
+    def groups_json(self) -> list[dict[str, Any]]:
+        """Each planned group as JSON (partition values as JSON numbers, strings, booleans or null, others
+        as their text): what a scheduler or a dry run's reader needs of it."""
+        return [
+            {
+                "index": g.index,
+                "spec-id": g.spec_id,
+                "partition": [_json_value(v) for v in g.partition],
+                "files": len(g.files),
+                "bytes": g.input_bytes,
+                "rows": g.input_rows,
+                "delete-files": len(g.delete_files),
+                "expected-output-files": g.expected_output_files,
+                "output-spec-id": g.output_spec_id,
+            }
+            for g in self.groups
+        ]
+
     def explain(self) -> str:
         """A human-readable account of the plan: what is rewritten and why the rest is not."""
         o = self.options
@@ -91,6 +109,12 @@ class CompactionPlan:
         if not self.groups:
             lines.append("  nothing to rewrite")
         return "\n".join(lines)
+
+
+def _json_value(v: Any) -> Any:
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    return v.hex() if isinstance(v, bytes) else str(v)
 
 
 def _check_sources(md: TableMetadata, spec_id: int) -> None:

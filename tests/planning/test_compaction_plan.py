@@ -9,6 +9,7 @@ tests of its own in tests/commit)."""
 
 from __future__ import annotations
 
+import json
 import pickle
 from collections.abc import Sequence
 from dataclasses import replace
@@ -406,6 +407,16 @@ def test_rewrite_job_order(three_partitions: Table, order: str, expected: list[s
     assert [g.partition[0] for g in p.groups] == expected
     none = plan(three_partitions, {"min-input-files": 2})
     assert {g.partition for g in none.groups} == {g.partition for g in p.groups}
+
+
+def test_planned_groups_as_json(three_partitions: Table) -> None:
+    p = plan(three_partitions, {"min-input-files": 2})
+    groups = p.groups_json()
+    assert json.loads(json.dumps(groups)) == groups
+    assert [(g["partition"], g["files"]) for g in groups] == [
+        ([g.partition[0]], len(g.files)) for g in p.groups
+    ]
+    assert all(g["bytes"] > 0 and g["output-spec-id"] == 0 and g["spec-id"] == 0 for g in groups)
 
 
 def test_job_order_then_max_files(three_partitions: Table) -> None:
