@@ -32,7 +32,7 @@ from ..errors import DataFileError
 from ..iceberg import types as it
 from ..iceberg.manifest_schemas import decimal_bytes
 from ..io.column_metrics import LeafStats
-from ..io.write_options import WriteOptions
+from ..io.write_options import PAGE_ROW_LIMIT, WriteOptions
 from .cudf_frames import CudfFrames, cudf_unsupported
 
 # the codecs libcudf's Parquet writer encodes (writer_impl.cu's to_parquet_compression: LZ4 as LZ4_RAW);
@@ -67,6 +67,11 @@ def cudf_encode_unsupported(
         ("write.parquet.page-size-bytes", options.page_size_bytes, _KIB, _INT32_MAX),
         ("write.parquet.dict-size-bytes", options.dict_size_bytes, None, _INT32_MAX),
     ]
+    if options.page_row_limit != PAGE_ROW_LIMIT:  # cuDF's default; not set through its options here
+        return (
+            f"table property write.parquet.page-row-limit={options.page_row_limit}: only cuDF's default "
+            f"({PAGE_ROW_LIMIT}) is written through it"
+        )
     for key, value, low, high in sizes:
         if (low is not None and value < low) or (high is not None and value > high):
             bounds = (

@@ -47,7 +47,7 @@ from .manifest_merge import MergePolicy
 from .metadata_commit import MetadataUpdate, RestForm, commit_metadata_change
 from .retry import RetryPolicy
 from .summary import summary_partition_limit
-from .table_update import previous_versions_max
+from .table_update import delete_after_commit, previous_versions_max
 from .update import Faults
 
 if TYPE_CHECKING:
@@ -193,6 +193,7 @@ def check_property_values(
         lambda: delete_mode(props, md.format_version, md.location),
         lambda: delete_isolation_level(props),
         lambda: previous_versions_max(props),
+        lambda: delete_after_commit(props),
         lambda: summary_partition_limit(props),
         lambda: delete_properties(props),
         lambda: _check_expiry_and_mapping(props),

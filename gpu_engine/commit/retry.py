@@ -44,6 +44,8 @@ class RetryPolicy:
         return policy
 
     def wait_s(self, retry: int, rng: random.Random | None = None) -> float:
-        """Seconds to wait before retry number ``retry`` (1-based)."""
+        """Seconds to wait before retry number ``retry`` (1-based): as Java's Tasks, the doubling wait
+        (``min-wait-ms`` at first, at most ``max-wait-ms``) and up to a tenth of it more at random; never
+        less than ``min-wait-ms``."""
         base = min(self.min_wait_ms * 2.0 ** min(retry - 1, 62), float(self.max_wait_ms))
-        return base * (rng or random).uniform(0.5, 1.0) / 1000.0
+        return (base + (rng or random).uniform(0.0, 0.1 * base)) / 1000.0

@@ -26,7 +26,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import replace
 
-from ..errors import MetadataError, UnsupportedFeature, ValidationError
+from ..errors import InvalidProperty, MetadataError, UnsupportedFeature, ValidationError
 from ..iceberg.manifest_write import WrittenManifestList
 from ..iceberg.metadata import TableMetadata, metadata_to_json
 from ..iceberg.snapshots import (
@@ -155,12 +155,22 @@ def metadata_log(
     return log[-keep:]
 
 
+def delete_after_commit(properties: Mapping[str, str]) -> bool:
+    """``write.metadata.delete-after-commit.enabled`` (default false); InvalidProperty if malformed."""
+    return bool_property(properties, DELETE_AFTER_COMMIT, False)
+
+
 def delete_removed_metadata_files(io: FileIO, base: TableMetadata, new: TableMetadata) -> tuple[str, ...]:
     """With ``write.metadata.delete-after-commit.enabled`` (default false), delete the metadata files of
     ``base``'s ``metadata-log`` that ``new``'s no longer lists (trimmed by previous-versions-max), after
     ``new`` was committed, as Java's table operations do; a failure is logged, not raised (the commit
     landed). The paths deleted."""
-    if not bool_property(new.properties, DELETE_AFTER_COMMIT, False):
+    try:
+        enabled = delete_after_commit(new.properties)
+    except InvalidProperty as exc:  # set before it was checked: never raised once the commit landed
+        _log.warning("table %s: old metadata files kept: %s", new.location, exc)
+        return ()
+    if not enabled:
         return ()
     kept = {e.metadata_file for e in new.metadata_log}
     deleted = []

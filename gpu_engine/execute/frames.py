@@ -188,9 +188,8 @@ class ArrowFrames:
             group = options.row_group_rows(per_row) if per_row else None
             pq.write_table(
                 part, path, row_group_size=group, version="2.6", compression=options.compression_codec,
-                compression_level=options.compression_level, data_page_size=options.page_size_bytes,
-                dictionary_pagesize_limit=options.dict_size_bytes, store_decimal_as_integer=True,
-                store_schema=False,
+                compression_level=options.compression_level, **options.page_options(),
+                store_decimal_as_integer=True, store_schema=False,
             )  # fmt: skip
 
     def column_names(self, frame: pa.Table) -> list[str]:

@@ -166,8 +166,7 @@ def write_position_deletes(
         version="2.6",
         compression=options.compression_codec,
         compression_level=options.compression_level,
-        data_page_size=options.page_size_bytes,
-        dictionary_pagesize_limit=options.dict_size_bytes,
+        **options.page_options(),
         write_page_checksum=True,
         use_dictionary=["file_path"],  # positions of one file are distinct: a dictionary never pays
         store_schema=False,  # readers see file_path as a plain string column (dictionary-encoded pages)

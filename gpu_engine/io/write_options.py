@@ -1,15 +1,18 @@
 """The write settings of a table's properties, by Iceberg's names and defaults (Java's Parquet.java and
-TableProperties): target file, row group, page and dictionary sizes, codec and level, bloom filters. An
+TableProperties): target file, row group, page and dictionary sizes, rows a page, codec and level, bloom
+filters. An
 unknown or out-of-range value is an InvalidProperty naming the key."""
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from ..errors import InvalidProperty, UnsupportedFeature
 from ..properties import bool_property, int_property
@@ -18,6 +21,8 @@ _CODECS = {"zstd": "zstd", "gzip": "gzip", "snappy": "snappy", "lz4": "lz4", "br
 _CODECS |= {"uncompressed": "none", "none": "none", "lz4_raw": "lz4"}  # pyarrow writes LZ4_RAW for "lz4"
 _JAVA_ONLY_CODECS = ("lzo",)  # Java's CompressionCodecName, no pyarrow writer
 _LEVELLED = ("zstd", "gzip", "brotli")  # Java's Parquet.java sets a level for these codecs only
+PAGE_ROW_LIMIT = 20_000  # Java's (parquet-mr's) default rows a page, and pyarrow's and cuDF's
+_PYARROW_PAGE_ROWS = "max_rows_per_page" in inspect.signature(pq.ParquetWriter.__init__).parameters
 
 
 @dataclass(frozen=True)
@@ -31,6 +36,7 @@ class WriteOptions:
     row_group_min_rows: int = 100
     page_size_bytes: int = 1 << 20  # write.parquet.page-size-bytes
     dict_size_bytes: int = 2 << 20  # write.parquet.dict-size-bytes
+    page_row_limit: int = PAGE_ROW_LIMIT  # write.parquet.page-row-limit
     compression_codec: str = "zstd"  # write.parquet.compression-codec
     compression_level: int | None = None  # write.parquet.compression-level
     # write.parquet.bloom-filter-enabled.column.<name> / -fpp.column.<name> (default 0.01): (name, fpp)
@@ -58,6 +64,7 @@ class WriteOptions:
             int_property(props, "write.parquet.row-group-check-min-record-count", cls.row_group_min_rows),
             int_property(props, "write.parquet.page-size-bytes", cls.page_size_bytes),
             int_property(props, "write.parquet.dict-size-bytes", cls.dict_size_bytes),
+            int_property(props, "write.parquet.page-row-limit", cls.page_row_limit),
             name,
             _level(props, name),
             _bloom_filters(props),
@@ -76,14 +83,30 @@ class WriteOptions:
         rows' worth where that is more (:meth:`row_group_rows`)."""
         return max(self.row_group_size_bytes, math.ceil(self.row_group_min_rows * bytes_per_row))
 
+    def page_options(self) -> dict[str, Any]:
+        """pyarrow's page settings: size, dictionary size and (pyarrow 23 on) rows a page; with an older
+        pyarrow, a page row limit other than the default is an :class:`UnsupportedFeature` (its pages are
+        cut by size only)."""
+        out: dict[str, Any] = {
+            "data_page_size": self.page_size_bytes,
+            "dictionary_pagesize_limit": self.dict_size_bytes,
+        }
+        if _PYARROW_PAGE_ROWS:
+            out["max_rows_per_page"] = self.page_row_limit
+        elif self.page_row_limit != PAGE_ROW_LIMIT:
+            raise UnsupportedFeature(
+                f"table property write.parquet.page-row-limit={self.page_row_limit}: pyarrow "
+                f"{pa.__version__} cannot limit the rows of a page (pyarrow 23 or later can)"
+            )
+        return out
+
     def parquet_writer_options(self) -> dict[str, Any]:
         """The :class:`pyarrow.parquet.ParquetWriter` keyword arguments of these settings."""
         return {
             "version": "2.6",
             "compression": self.compression_codec,
             "compression_level": self.compression_level,
-            "data_page_size": self.page_size_bytes,
-            "dictionary_pagesize_limit": self.dict_size_bytes,
+            **self.page_options(),
             "store_decimal_as_integer": True,
             "write_page_checksum": True,
         }

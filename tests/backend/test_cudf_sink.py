@@ -101,6 +101,10 @@ def test_properties_cudf_cannot_follow_name_themselves() -> None:
         "table property write.parquet.bloom-filter-enabled.column.id: "
     )
     assert bloom.endswith("cuDF's Parquet writer writes no bloom filters")
+    assert refused(schema, **{"write.parquet.page-row-limit": "1000"}) == (
+        "table property write.parquet.page-row-limit=1000: only cuDF's default (20000) is written through it"
+    )
+    assert refused(schema, **{"write.parquet.page-row-limit": "20000"}) is None
 
 
 # -- the writer call, recorded ---------------------------------------------------------------------------

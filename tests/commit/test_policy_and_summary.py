@@ -22,12 +22,14 @@ def test_retry_defaults_are_icebergs() -> None:
 
 
 def test_backoff_grows_exponentially_with_jitter_up_to_the_max() -> None:
+    """As Java's Tasks: the doubling wait plus up to a tenth more; never below the minimum wait (a wait
+    half as long came before)."""
     policy = RetryPolicy(min_wait_ms=100, max_wait_ms=1000)
     rng = random.Random(1)
     for retry, base in ((1, 0.1), (2, 0.2), (3, 0.4), (4, 0.8), (5, 1.0), (40, 1.0)):
         waits = [policy.wait_s(retry, rng) for _ in range(200)]
-        assert base * 0.5 <= min(waits) and max(waits) <= base
-        assert max(waits) - min(waits) > base * 0.3  # jittered, not constant
+        assert base <= min(waits) and max(waits) <= base * 1.1
+        assert max(waits) - min(waits) > base * 0.05  # jittered, not constant
 
 
 @pytest.mark.parametrize(

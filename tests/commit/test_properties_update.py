@@ -81,6 +81,11 @@ def test_set_and_remove_commit_together_and_pyiceberg_reads_them(tmp_path: Path)
         (lambda p: p.set("write.folder-storage.path", "/x"), InvalidProperty, "folder-storage.path='/x'"),
         (lambda p: p.set("write.object-storage.enabled", "on"), InvalidProperty, "storage.enabled='on'"),
         (
+            lambda p: p.set("write.metadata.delete-after-commit.enabled", "yes"),
+            InvalidProperty,
+            "delete-after-commit.enabled='yes'",
+        ),
+        (
             lambda p: p.set("write.parquet.compression-codec", "gzip").set(
                 "write.parquet.compression-level", "99"
             ),
@@ -315,3 +320,25 @@ def test_malformed_values_are_refused_at_create_as_when_set(tmp_path: Path, key:
     with pytest.raises(InvalidProperty, match=re.escape(key)):
         tbl.update_properties().set(key, value).commit()
     assert key not in tbl.refresh().properties
+
+
+def test_a_malformed_delete_after_commit_set_elsewhere_never_fails_a_commit_that_landed(
+    tmp_path: Path,
+) -> None:
+    """Set by another engine (or before it was checked): every later commit landed and then raised, so a
+    caller retrying it wrote its rows twice. Old metadata files are kept, a warning says why."""
+    tbl = make(tmp_path, 2)
+    raw = json.loads(Path(tbl.metadata_location.removeprefix("file://")).read_text())
+    raw["properties"]["write.metadata.delete-after-commit.enabled"] = "yes"
+    raw["properties"]["write.metadata.previous-versions-max"] = "1"
+    moved = Path(tbl.metadata_location.removeprefix("file://")).with_name("00099-x.metadata.json")
+    moved.write_text(json.dumps(raw))
+    catalog = tbl.catalog
+    assert catalog is not None
+    catalog.commit_metadata(tbl.identifier, tbl.metadata_location, str(moved))
+    tbl = catalog.load_table(tbl.identifier)
+    before = tbl.scan().to_arrow().num_rows
+    for i in range(2):
+        tbl.append(rows(100 + i, 1))
+    assert catalog.load_table(tbl.identifier).scan().to_arrow().num_rows == before + 2
+    assert moved.exists()  # kept: the setting is not read as true

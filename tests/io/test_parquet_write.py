@@ -43,6 +43,7 @@ from gpu_engine.io.fileio import LocalFileIO
 from gpu_engine.io.parquet_read import ParquetSource
 from gpu_engine.io.parquet_write import write_data_files
 from gpu_engine.io.partition_split import partition_path
+from gpu_engine.io.thrift_compact import Struct, decode_struct
 from gpu_engine.io.write_options import WriteOptions
 
 F = it.NestedField
@@ -585,6 +586,53 @@ def test_bad_properties_name_themselves(tmp_path: Path, prop: str, value: str):
         write_data_files(
             IO, str(tmp_path), SMALL, UNPARTITIONED, pa.table({"id": [1]}), properties={prop: value}
         )
+
+
+def _page_rows(path: str) -> list[int]:
+    """The row count of each data page of the file's first column (page headers read with the engine's
+    own Thrift compact-protocol decoder)."""
+    md = pq.ParquetFile(path).metadata
+    data = memoryview(Path(path).read_bytes())
+    out = []
+    for g in range(md.num_row_groups):
+        c = md.row_group(g).column(0)
+        pos = (
+            c.dictionary_page_offset
+            if c.has_dictionary_page and c.dictionary_page_offset
+            else c.data_page_offset
+        )
+        end = pos + c.total_compressed_size
+        while pos < end:
+            header, size = decode_struct(data[pos:])
+            kind, stored = header.get(1), header.get(3)
+            assert isinstance(stored, int)
+            if kind in (0, 3):  # DATA_PAGE (num_values of header 5) or DATA_PAGE_V2 (num_rows of header 8)
+                page = header.get(5 if kind == 0 else 8)
+                assert isinstance(page, Struct)
+                count = page.get(1 if kind == 0 else 3)
+                assert isinstance(count, int)
+                out.append(count)
+            pos += size + stored
+    return out
+
+
+@pytest.mark.parametrize(("limit", "largest"), [(None, 20_000), ("1000", 1000)])
+def test_pages_hold_at_most_the_page_row_limit(tmp_path: Path, limit: str | None, largest: int) -> None:
+    """write.parquet.page-row-limit (Java's default 20,000) was ignored: pages held what their byte size
+    allowed."""
+    data = pa.table({"id": pa.array(range(50_000), pa.int64())})
+    [f] = (
+        write(tmp_path, SMALL, data)
+        if limit is None
+        else write(tmp_path, SMALL, data, write__parquet__page_row_limit=limit)
+    )
+    rows = _page_rows(f.path)
+    assert sum(rows) == 50_000 and max(rows) == largest
+
+
+def test_a_malformed_page_row_limit_is_refused_naming_it() -> None:
+    with pytest.raises(InvalidProperty, match=r"write\.parquet\.page-row-limit='abc'"):
+        WriteOptions.from_properties({"write.parquet.page-row-limit": "abc"})
 
 
 # -- files: names, publishing, failures ---------------------------------------------------------------------
