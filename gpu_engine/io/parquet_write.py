@@ -338,8 +338,10 @@ class _Writer:
             leaves = [p for p in self.leaf_paths if p in wanted]
         options = {**self.writer_options, "use_dictionary": dictionary_columns(table, leaves)}
         if self.bloom_paths:
-            ndv = max(table.num_rows, 1)
-            options["bloom_filter_options"] = {p: {"ndv": ndv, "fpp": f} for p, f in self.bloom_paths.items()}
+            options["bloom_filter_options"] = {
+                p: {"ndv": self.options.bloom_ndv(table.num_rows, f), "fpp": f}
+                for p, f in self.bloom_paths.items()
+            }
         if names is None:
             return encode_row_group(table, self.arrow_schema, options)
         return encode_columns(table, self.arrow_schema, options, names)

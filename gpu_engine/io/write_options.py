@@ -41,6 +41,7 @@ class WriteOptions:
     compression_level: int | None = None  # write.parquet.compression-level
     # write.parquet.bloom-filter-enabled.column.<name> / -fpp.column.<name> (default 0.01): (name, fpp)
     bloom_filters: tuple[tuple[str, float], ...] = ()
+    bloom_filter_max_bytes: int = 1 << 20  # write.parquet.bloom-filter-max-bytes
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> WriteOptions:
@@ -68,7 +69,17 @@ class WriteOptions:
             name,
             _level(props, name),
             _bloom_filters(props),
+            int_property(props, "write.parquet.bloom-filter-max-bytes", cls.bloom_filter_max_bytes),
         )
+
+    def bloom_ndv(self, rows: int, fpp: float) -> int:
+        """The distinct values to size a bloom filter of a row group of ``rows`` rows for: its rows, but
+        no more than a filter of ``write.parquet.bloom-filter-max-bytes`` holds at ``fpp`` (as parquet-mr
+        caps it; pyarrow sizes a filter for the values it is told, up to a power of two of bytes: 2 million
+        rows made a 4 MiB filter where 1 MiB was the most)."""
+        cap = 1 << max(5, self.bloom_filter_max_bytes.bit_length() - 1)  # the largest power of two in it
+        per_byte = -math.log(1.0 - fpp ** (1.0 / 8.0))  # distinct values a byte holds (Arrow's sizing)
+        return max(1, min(rows, math.floor(cap * per_byte) - 1))
 
     def row_group_rows(self, bytes_per_row: float) -> int:
         """Rows of a row group of rows of ``bytes_per_row``: the row group size's worth, but no fewer than
@@ -118,9 +129,7 @@ _BLOOM_FPP = "write.parquet.bloom-filter-fpp.column."
 
 def _bloom_filters(props: Mapping[str, str]) -> tuple[tuple[str, float], ...]:
     """The columns to write bloom filters for, with their false-positive probability (Java's
-    Parquet.WriteBuilder; default fpp 0.01). A filter is sized for the row group's rows (pyarrow's NDV),
-    so ``write.parquet.bloom-filter-max-bytes`` is checked but not needed."""
-    int_property(props, "write.parquet.bloom-filter-max-bytes", 1 << 20)
+    Parquet.WriteBuilder; default fpp 0.01)."""
     fpps = {key[len(_BLOOM_FPP) :]: _fpp(key, props[key]) for key in props if key.startswith(_BLOOM_FPP)}
     enabled = [key[len(_BLOOM) :] for key in sorted(props) if key.startswith(_BLOOM)]
     return tuple(

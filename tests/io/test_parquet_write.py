@@ -1338,3 +1338,25 @@ def test_rows_of_a_schema_with_no_stored_column_are_refused(tmp_path: Path) -> N
         write(tmp_path, schema, pa.table({"u": pa.nulls(3)}))
     assert write(tmp_path, schema, pa.table({"u": pa.nulls(0)})) == []
     assert not list(tmp_path.rglob("*.parquet"))
+
+
+@pytest.mark.parametrize(
+    ("max_bytes", "fpp"), [(65536, "0.01"), (100_000, "0.01"), (4096, "0.001"), (40, "0.2")]
+)
+def test_bloom_filters_stay_within_their_maximum_size(tmp_path: Path, max_bytes: int, fpp: str):
+    """write.parquet.bloom-filter-max-bytes was checked but not followed: a filter was sized for every row
+    of the group (2 million distinct ids, 4 MiB where 1 MiB was the most). As parquet-mr, the filter is
+    capped; one sized below the cap for fewer rows stays so."""
+    props = {
+        "write.parquet.bloom-filter-enabled.column.id": "true",
+        "write.parquet.bloom-filter-fpp.column.id": fpp,
+        "write.parquet.bloom-filter-max-bytes": str(max_bytes),
+    }
+    cap = 1 << max(5, max_bytes.bit_length() - 1)
+    for rows in (300_000, 100):
+        data = pa.table({"id": pa.array(range(rows), pa.int64())})
+        [f] = write_data_files(IO, str(tmp_path / str(rows)), SMALL, UNPARTITIONED, data, properties=props)
+        length = pq.read_metadata(f.path).row_group(0).column(0).bloom_filter_length
+        assert length is not None and length - 64 <= cap  # the filter's bitset and its small header
+        if rows == 300_000:
+            assert length > cap // 2  # as large as allowed
