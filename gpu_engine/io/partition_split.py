@@ -14,6 +14,7 @@ import base64
 import math
 import uuid
 from collections.abc import Iterator
+from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any
 
 import numpy as np
@@ -187,11 +188,23 @@ def _java_float(value: float, single: bool) -> str:
     x = np.float32(value) if single else np.float64(value)
     if value == 0 or 1e-3 <= abs(value) < 1e7:
         return np.format_float_positional(x, unique=True, trim="0")
-    return (
-        np.format_float_scientific(x, unique=True, trim="0", exp_digits=1)
-        .replace("e+", "E")
-        .replace("e", "E")
-    )
+    text = np.format_float_scientific(x, unique=True, trim="0", exp_digits=1)
+    if len(text.split("e")[0].lstrip("-").replace(".", "").rstrip("0")) == 1:  # one digit: Java may print two
+        text = _closer_two_digits(x, text)
+    return text.replace("e+", "E").replace("e", "E")
+
+
+def _closer_two_digits(x: np.floating[Any], shortest: str) -> str:
+    """Java's Double/Float.toString (JDK 19 on): where the shortest decimal that reads back as ``x`` has
+    one digit, the closest to ``x`` of the one- and two-digit decimals that do (``Double.MIN_VALUE``:
+    ``4.9E-324``, not ``5E-324``); numpy's ``shortest`` otherwise."""
+    exact = Decimal(float(x))  # a float32 is exact in a float64
+    two = exact.quantize(Decimal(1).scaleb(exact.adjusted() - 1), rounding=ROUND_HALF_EVEN)
+    one = Decimal(shortest.replace("e", "E"))
+    if type(x)(str(two)) != x or abs(two - exact) >= abs(one - exact):
+        return shortest
+    digits = f"{abs(two).scaleb(-two.adjusted()):.1f}"  # d.d
+    return f"{'-' if two < 0 else ''}{digits}e{two.adjusted()}"
 
 
 def partition_key(values: tuple[Any, ...]) -> tuple[Any, ...]:

@@ -22,7 +22,7 @@ from gpu_engine.iceberg import types as it
 from gpu_engine.iceberg.partitioning import PartitionField, PartitionSpec
 from gpu_engine.iceberg.schema import Schema
 from gpu_engine.io.arrow_conform import conform_batch
-from gpu_engine.io.partition_split import civil_from_days, split_by_partition
+from gpu_engine.io.partition_split import civil_from_days, human_string, split_by_partition
 
 F = it.NestedField
 SCHEMA = Schema(
@@ -198,3 +198,30 @@ def test_civil_from_days_matches_python_dates(days: int) -> None:
 )
 def test_civil_from_days_beyond_python_dates(days: int, ymd: tuple[int, int, int]) -> None:
     assert civil_from_days(days) == ymd  # year 0 is a leap year (proleptic Gregorian, as java.time)
+
+
+@pytest.mark.parametrize(
+    ("value", "single", "java"),
+    [
+        (5e-324, False, "4.9E-324"),  # Double.MIN_VALUE
+        (-5e-324, False, "-4.9E-324"),
+        (1.401298464324817e-45, True, "1.4E-45"),  # Float.MIN_VALUE
+        (2.5e-323, False, "2.5E-323"),
+        (2e-323, False, "2.0E-323"),
+        (1e-5, False, "1.0E-5"),
+        (1e300, False, "1.0E300"),
+        (1e23, False, "1.0E23"),
+        (0.001, False, "0.001"),
+        (1234567.5, False, "1234567.5"),
+        (1e7, False, "1.0E7"),
+        (float("nan"), False, "NaN"),
+        (float("-inf"), True, "-Infinity"),
+    ],
+)
+def test_float_partition_values_are_spelled_as_java_spells_them(
+    value: float, single: bool, java: str
+) -> None:
+    """Java's Double/Float.toString: where the shortest decimal has one digit it prints the closer of the
+    one- and two-digit decimals (``Double.MIN_VALUE`` is ``4.9E-324``; ``5.0E-324`` was written)."""
+    t = it.FLOAT if single else it.DOUBLE
+    assert human_string("identity", t, value) == java
