@@ -15,7 +15,12 @@ import pyarrow as pa
 
 from ..errors import ManifestError
 from ..iceberg.content_file import ContentFile
-from ..iceberg.manifest_list import ManifestFile, manifest_files_from_paths, read_manifest_list
+from ..iceberg.manifest_list import (
+    ManifestFile,
+    check_listed_totals,
+    manifest_files_from_paths,
+    read_manifest_list,
+)
 from ..iceberg.manifest_write import ManifestEntry
 from ..iceberg.manifests import DELETED, read_manifest
 from ..iceberg.partitioning import PartitionSpec
@@ -24,9 +29,14 @@ from ..io.fileio import FileIO
 
 
 def snapshot_manifests(io: FileIO, snapshot: Snapshot) -> tuple[ManifestFile, ...]:
-    """The manifests of ``snapshot`` with their paths as recorded (v1 ``manifests`` lists included)."""
+    """The manifests of ``snapshot`` with their paths as recorded (v1 ``manifests`` lists included),
+    checked against the snapshot's totals (:func:`check_listed_totals`: a truncated list read as empty
+    made expiry and orphan removal delete live files)."""
     if snapshot.manifest_list is not None:
-        return read_manifest_list(io.resolve(snapshot.manifest_list), open_input=io.open_input)
+        path = io.resolve(snapshot.manifest_list)
+        manifests = read_manifest_list(path, open_input=io.open_input)
+        check_listed_totals(path, snapshot.snapshot_id, snapshot.summary, manifests)
+        return manifests
     if snapshot.manifests is not None:
         return manifest_files_from_paths(snapshot.manifests, snapshot_id=snapshot.snapshot_id)
     raise ManifestError(f"snapshot {snapshot.snapshot_id} has neither a manifest list nor manifests")

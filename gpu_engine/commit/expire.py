@@ -255,7 +255,7 @@ def expire_snapshots(
     if retain_last is not None:  # checked before any commit is tried
         retain_last = _retain_last(retain_last)
     named = frozenset(_snapshot_ids(snapshot_ids))
-    planned: list[tuple[TableMetadata, _Plan]] = []  # per attempt: its base and what it expires
+    planned: list[tuple[_Plan, _Cleanup]] = []  # per attempt: what it expires, what it would delete
 
     def change(base: TableMetadata) -> TableMetadata | None:
         check_gc_enabled(base, "expire snapshots")
@@ -267,17 +267,20 @@ def expire_snapshots(
             return None
         if base.current_snapshot_id in {s.snapshot_id for s in plan.expired}:
             raise ValidationError(f"table {base.location}: refusing to expire the current snapshot")
-        planned.append((base, plan))
-        return _without(base, plan)
+        new = _without(base, plan)
+        # read before committing: a kept manifest list or manifest that cannot be read refuses the
+        # expiration with nothing committed (read after it, the error came once it had landed)
+        planned.append((plan, _unreachable(table.io, base, new, plan)))
+        return new
 
     committed = commit_metadata_change(
         table, change, action="expire_snapshots", faults=faults, sleep=sleep, rest=_rest_form
     )
     if committed is None:
         return ExpireResult((), (), None)
-    new_md, location = committed
-    base, plan = planned[-1]
-    return _delete_unreachable(table.io, base, new_md, plan, location, faults or (lambda stage: None))
+    _, location = committed
+    plan, cleanup = planned[-1]
+    return _delete(table.io, cleanup, plan, location, faults or (lambda stage: None))
 
 
 def _rest_form(base: TableMetadata, new: TableMetadata) -> RestForm:
@@ -318,9 +321,21 @@ def _stats_paths(md: TableMetadata) -> set[str]:
     return {f.statistics_path for f in md.statistics} | {f.statistics_path for f in md.partition_statistics}
 
 
-def _delete_unreachable(
-    io: FileIO, base: TableMetadata, new_md: TableMetadata, plan: _Plan, location: str, fault: Faults
-) -> ExpireResult:
+@dataclass(frozen=True)
+class _Cleanup:
+    """The files an expiration leaves unreachable, by kind (recorded paths)."""
+
+    lists: list[str]
+    manifests: list[str]
+    data: list[str]
+    deletes: list[str]
+    statistics: list[str]
+
+
+def _unreachable(io: FileIO, base: TableMetadata, new_md: TableMetadata, plan: _Plan) -> _Cleanup:
+    """What expiring ``plan`` from ``base`` (giving ``new_md``) leaves unreachable. A kept snapshot's
+    manifest list or manifest that cannot be read raises (nothing can be known reachable); an expired
+    one is skipped with a warning (its files are left, for orphan removal)."""
     kept_lists: set[str] = set()
     kept_manifests: dict[str, ManifestFile] = {}
     for s in new_md.snapshots:
@@ -339,7 +354,12 @@ def _delete_unreachable(
             continue
         expired_manifests.update((m.manifest_path, m) for m in manifests)
     only_expired = {p: m for p, m in expired_manifests.items() if p not in kept_manifests}
-    candidates = _files_of(io, only_expired.values(), live=False)
+    candidates: dict[str, int] = {}
+    for path, m in only_expired.items():
+        try:
+            candidates.update(_files_of(io, [m], live=False))
+        except (OSError, GpuEngineError) as exc:
+            _log.warning("expire: cannot read manifest %s of expired snapshots: %s", path, exc)
     # the kept manifests are read only when some file may go (Java's ReachableFileCleanup)
     reachable = _files_of(io, kept_manifests.values(), live=True) if candidates else {}
     doomed = {p: c for p, c in candidates.items() if p not in reachable}
@@ -347,12 +367,17 @@ def _delete_unreachable(
     # snapshot names in any spelling stays; one named twice is deleted once
     kept_stats = {file_identity(io, p) for p in _stats_paths(new_md)}
     stats = {file_identity(io, p): p for p in sorted(_stats_paths(base))}
-    gone_stats = sorted(p for key, p in stats.items() if key not in kept_stats)
-    lists = sorted(expired_lists - kept_lists)
-    manifests_gone = sorted(only_expired)
-    data = sorted(p for p, c in doomed.items() if c not in _POSITION_OR_EQUALITY)
-    deletes = sorted(p for p, c in doomed.items() if c in _POSITION_OR_EQUALITY)
-    left = set(delete_files(io, [*data, *deletes, *manifests_gone, *lists, *gone_stats], fault=fault))
+    return _Cleanup(
+        lists=sorted(expired_lists - kept_lists),
+        manifests=sorted(only_expired),
+        data=sorted(p for p, c in doomed.items() if c not in _POSITION_OR_EQUALITY),
+        deletes=sorted(p for p, c in doomed.items() if c in _POSITION_OR_EQUALITY),
+        statistics=sorted(p for key, p in stats.items() if key not in kept_stats),
+    )
+
+
+def _delete(io: FileIO, c: _Cleanup, plan: _Plan, location: str, fault: Faults) -> ExpireResult:
+    left = set(delete_files(io, [*c.data, *c.deletes, *c.manifests, *c.lists, *c.statistics], fault=fault))
 
     def done(paths: Iterable[str]) -> tuple[str, ...]:
         return tuple(p for p in paths if p not in left)
@@ -361,11 +386,11 @@ def _delete_unreachable(
         expired_snapshot_ids=tuple(s.snapshot_id for s in plan.expired),
         removed_refs=plan.removed_refs,
         metadata_location=location,
-        deleted_manifest_lists=done(lists),
-        deleted_manifests=done(manifests_gone),
-        deleted_data_files=done(data),
-        deleted_delete_files=done(deletes),
-        deleted_statistics_files=done(gone_stats),
+        deleted_manifest_lists=done(c.lists),
+        deleted_manifests=done(c.manifests),
+        deleted_data_files=done(c.data),
+        deleted_delete_files=done(c.deletes),
+        deleted_statistics_files=done(c.statistics),
         undeleted=tuple(sorted(left)),
     )
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, BinaryIO, cast
@@ -313,6 +313,29 @@ def read_manifest_list(
         return tuple(_manifest_file(rec, names, summary_names, path_map) for rec in avro.records)
     except (KeyError, TypeError, ValueError) as exc:
         raise ManifestError(f"{path}: malformed manifest list entry: {type(exc).__name__}: {exc}") from None
+
+
+def check_listed_totals(
+    path: str, snapshot_id: int, summary: Mapping[str, str] | None, manifests: Sequence[ManifestFile]
+) -> None:
+    """:class:`ManifestError` where the live file counts of the ``manifests`` a snapshot's manifest list
+    at ``path`` lists do not add up to its summary's ``total-data-files`` / ``total-delete-files`` (where
+    both are known): an Avro file cut at a block boundary, or written again empty, still parses, and every
+    reader of it (a scan, an expiry, an orphan removal, a commit on top of it) would lose its files."""
+    for content, key in ((0, "total-data-files"), (1, "total-delete-files")):
+        counts = [(m.added_files_count, m.existing_files_count) for m in manifests if m.content == content]
+        if summary is None or key not in summary or any(a is None or e is None for a, e in counts):
+            continue
+        try:
+            expected = int(summary[key])
+        except ValueError:
+            continue
+        live = sum((a or 0) + (e or 0) for a, e in counts)
+        if live != expected:
+            raise ManifestError(
+                f"manifest list {path} lists {live} live {key[6:]} but snapshot {snapshot_id}'s summary "
+                f"records {key}={expected}: the manifest list is truncated or inconsistent"
+            )
 
 
 def _summary_names(path: str, schema: dict[str, Any], partitions_name: str | None) -> dict[int, str]:

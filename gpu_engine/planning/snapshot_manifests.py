@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Hashable, Sequence
+from collections.abc import Callable, Collection, Hashable
 
 import pyarrow as pa
 
 from ..errors import PlanningError
-from ..iceberg.manifest_list import ManifestFile, manifest_files_from_paths, read_manifest_list
+from ..iceberg.manifest_list import (
+    ManifestFile,
+    check_listed_totals,
+    manifest_files_from_paths,
+    read_manifest_list,
+)
 from ..iceberg.metadata import TableMetadata
 from ..iceberg.snapshots import Snapshot
 from ..io.fileio import FileIO
@@ -18,34 +23,13 @@ def manifest_files(md: TableMetadata, io: FileIO, snapshot: Snapshot) -> tuple[M
     if snapshot.manifest_list is not None:
         path = io.resolve(snapshot.manifest_list)
         manifests = read_manifest_list(path, path_map=io.path_map, open_input=io.open_input)
-        _check_totals(path, snapshot, manifests)
+        check_listed_totals(path, snapshot.snapshot_id, snapshot.summary, manifests)
         return manifests
     if snapshot.manifests is not None:
         return manifest_files_from_paths(
             snapshot.manifests, snapshot_id=snapshot.snapshot_id, path_map=io.path_map
         )
     raise PlanningError(f"snapshot {snapshot.snapshot_id} has neither a manifest list nor manifests")
-
-
-def _check_totals(path: str, snapshot: Snapshot, manifests: Sequence[ManifestFile]) -> None:
-    """The live file counts of the manifests listed must add up to the snapshot summary's totals, where both
-    are known: an Avro file cut at a block boundary still parses, and would silently lose manifests."""
-    summary = snapshot.summary or {}
-    for content, key in ((0, "total-data-files"), (1, "total-delete-files")):
-        listed = [m for m in manifests if m.content == content]
-        counts = [(m.added_files_count, m.existing_files_count) for m in listed]
-        if key not in summary or any(a is None or e is None for a, e in counts):
-            continue
-        live = sum((a or 0) + (e or 0) for a, e in counts)
-        try:
-            expected = int(summary[key])
-        except ValueError:
-            continue
-        if live != expected:
-            raise PlanningError(
-                f"manifest list {path} lists {live} live {key[6:]} but snapshot {snapshot.snapshot_id}'s "
-                f"summary records {key}={expected}: the manifest list is truncated or inconsistent"
-            )
 
 
 class ManifestCache:

@@ -16,7 +16,13 @@ from hypothesis import strategies as st
 
 from gpu_engine.catalog.sql import SqlCatalog
 from gpu_engine.commit import table_update
-from gpu_engine.errors import CommitConflict, InvalidOption, SnapshotNotFound, ValidationError
+from gpu_engine.errors import (
+    CommitConflict,
+    InvalidOption,
+    ManifestError,
+    SnapshotNotFound,
+    ValidationError,
+)
 from gpu_engine.iceberg import snapshots as sn
 from gpu_engine.iceberg.snapshots import SnapshotRef
 from gpu_engine.table import Table
@@ -322,6 +328,56 @@ def test_the_kept_manifests_are_read_only_when_a_file_may_go(
     assert reads and len(result.deleted_data_files) == 6  # candidates, then the kept manifests read
     assert_kept_files_exist(tbl)
     assert len(tbl.scan().to_arrow()) == 60
+
+
+def _empty_current_manifest_list(tbl: Table) -> None:
+    """The current manifest list written again with its header and no records (an Avro file cut at a
+    block boundary parses so)."""
+    import io
+
+    import fastavro
+
+    snap = tbl.metadata.current_snapshot()
+    assert snap is not None and snap.manifest_list is not None
+    path = Path(snap.manifest_list.removeprefix("file://"))
+    reader = fastavro.reader(io.BytesIO(path.read_bytes()))
+    out = io.BytesIO()
+    meta = {k: v for k, v in reader.metadata.items() if not k.startswith("avro.")}
+    fastavro.writer(out, reader.writer_schema, [], metadata=meta)
+    path.write_bytes(out.getvalue())
+
+
+def test_a_current_manifest_list_read_as_empty_refuses_the_expiry_and_deletes_nothing(tmp_path: Path) -> None:
+    """Read as 'no live files', the first append's live data file was deleted (scans refused the table)."""
+    cat, tbl = build(tmp_path)
+    _empty_current_manifest_list(tbl)
+    before = table_files(tbl)
+    location = tbl.metadata_location
+    with pytest.raises(ManifestError, match=r"lists 0 live data-files but snapshot .* total-data-files="):
+        tbl.expire_snapshots(older_than=after_all(tbl), retain_last=1)
+    assert table_files(tbl) == before and cat.load_table("db.t").metadata_location == location
+
+
+@pytest.mark.parametrize("which", ["kept", "expired-only"])
+def test_an_unreadable_manifest_is_found_before_the_expiry_commits(tmp_path: Path, which: str) -> None:
+    """The manifests were read after the expiry had committed: a kept one that could not be read raised
+    then (the snapshots were gone, the error said nothing of it). A kept one now refuses the expiry with
+    nothing committed; one only expired snapshots list is skipped (its files are left for orphan removal)."""
+    cat, tbl = build(tmp_path)
+    tbl.overwrite(rows(100, 3))  # every earlier file removed: their manifests are the expired snapshots' only
+    all_manifests = {m["path"] for m in tbl.inspect.all_manifests().to_pylist()}
+    live = {m["path"] for m in tbl.inspect.manifests().to_pylist()}
+    target = sorted(live if which == "kept" else all_manifests - live)[0]
+    Path(target.removeprefix("file://")).write_bytes(b"garbage")
+    snapshots = len(tbl.metadata.snapshots)
+    if which == "kept":
+        with pytest.raises(ManifestError, match=re.escape(target.removeprefix("file://"))):
+            tbl.expire_snapshots(older_than=after_all(tbl), retain_last=1)
+        assert len(cat.load_table("db.t").metadata.snapshots) == snapshots
+    else:
+        result = tbl.expire_snapshots(older_than=after_all(tbl), retain_last=1)
+        assert len(cat.load_table("db.t").metadata.snapshots) == 1 and result.expired_snapshot_ids
+        assert sorted(cat.load_table("db.t").scan().to_arrow()["id"].to_pylist()) == [100, 101, 102]
 
 
 @given(st.integers(-(10**13), 10**13))  # years 1653..2286

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import gpu_engine as ge
-from gpu_engine.errors import InvalidOption, UnsupportedFeature, ValidationError
+from gpu_engine.errors import InvalidOption, ManifestError, UnsupportedFeature, ValidationError
 
 from ._support import referenced_files, rows, sql_catalog
 
@@ -281,3 +281,18 @@ def test_old_metadata_files_of_the_table_itself_are_orphans(tmp_path: Path) -> N
     listed = tbl.remove_orphan_files(older_than=int(time.time() * 1000) + 60_000)
     assert listed and all(p.endswith(".metadata.json") for p in listed)
     assert cat.load_table("db.t").scan().to_arrow().num_rows == 3
+
+
+def test_a_current_manifest_list_read_as_empty_refuses_orphan_removal(tmp_path: Path) -> None:
+    """Read as 'nothing reachable', the live data files and manifests were deleted as orphans."""
+    from .test_expire import _empty_current_manifest_list
+
+    cat = sql_catalog(tmp_path)
+    tbl = cat.create_table("db.t", rows(0, 0).schema, properties={"format-version": "2"})
+    tbl.append(rows(0, 5))
+    tbl.append(rows(5, 5))
+    _empty_current_manifest_list(tbl)
+    before = sorted(p for p in Path(tbl.location).rglob("*") if p.is_file())
+    with pytest.raises(ManifestError, match="the manifest list is truncated or inconsistent"):
+        tbl.remove_orphan_files(older_than=int(time.time() * 1000) + 60_000)
+    assert sorted(p for p in Path(tbl.location).rglob("*") if p.is_file()) == before

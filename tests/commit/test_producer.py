@@ -145,3 +145,21 @@ def test_a_retry_after_an_upgrade_writes_its_manifests_for_the_new_version(
     metadata_dir = Path(fresh.location.removeprefix("file://"), "metadata")
     referenced = {p.removeprefix("file://") for p in referenced_files(fresh)}
     assert {str(p) for p in metadata_dir.glob("*-m*.avro")} <= referenced  # the first attempt's deleted
+
+
+def test_a_commit_on_a_manifest_list_read_as_empty_is_refused(tmp_path: Path) -> None:
+    """The new snapshot listed only its own file: every earlier file dropped from the table."""
+    from gpu_engine.errors import ManifestError
+
+    from .test_expire import _empty_current_manifest_list
+
+    cat = sql_catalog(tmp_path)
+    tbl = cat.create_table("db.t", schema=pa.schema([("id", pa.int64())]), properties={"format-version": "2"})
+    tbl.append(pa.table({"id": [1, 2]}))
+    _empty_current_manifest_list(tbl)
+    location = tbl.metadata_location
+    with pytest.raises(ManifestError, match="truncated or inconsistent"):
+        tbl.append(pa.table({"id": [3]}))
+    with pytest.raises(ManifestError, match="truncated or inconsistent"):
+        tbl.inspect.files()
+    assert cat.load_table("db.t").metadata_location == location
