@@ -22,7 +22,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import _args
 from ..backend.select import check_backend_name, choose
-from ..errors import CommitConflict, CommitStateUnknown, GpuEngineError, InvalidOption, ValidationError
+from ..errors import (
+    CommitConflict,
+    CommitStateUnknown,
+    GpuEngineError,
+    InvalidOption,
+    ManifestError,
+    ValidationError,
+)
 from ..execute.group_rewrite import check_parquet_io, discard
 from ..execute.group_runner import GroupJob, GroupRunner, LocalRunner
 from ..expressions import TRUE, Expression
@@ -31,7 +38,7 @@ from ..planning.compaction import CompactionPlan, plan_compaction
 from ..planning.rewrite_options import RewriteOptions
 from ..tasks import STRATEGIES, FileGroup, RewriteResult, RewriteStrategy
 from .dangling import remove_dangling_deletes
-from .producer import check_committable, delete_files
+from .producer import check_committable, delete_files, moved_on
 from .rewrite import commit_rewrite, conflicting_groups, dropped_keys
 from .spec_parse import check_sort_fields, parse_sort_order
 from .update import CommitResult, Faults
@@ -236,12 +243,22 @@ def compact(
     options = _args.mapping(options, "options", InvalidOption)  # a str was iterated per character
     if not dry_run:
         check_committable(table)
-    resolved = RewriteOptions.resolve(options, table.properties)
-    how = resolve_strategy(table, strategy, sort_order)
-    plan = plan_compaction(
-        table.metadata, table.io, strategy=how, options=resolved, where=TRUE if where is None else where,
-        branch=branch,
-    )  # fmt: skip
+
+    def planned() -> CompactionPlan:
+        how = resolve_strategy(table, strategy, sort_order)
+        return plan_compaction(
+            table.metadata, table.io, strategy=how, options=RewriteOptions.resolve(options, table.properties),
+            where=TRUE if where is None else where, branch=branch,
+        )  # fmt: skip
+
+    try:
+        plan = planned()
+    except ManifestError:  # a snapshot another writer expired since this handle was loaded: plan again
+        if table.catalog is None or not moved_on(table.catalog, table):
+            raise
+        table.refresh()
+        plan = planned()
+    resolved = plan.options
     if dry_run:
         return CompactionResult(plan, dry_run=True, seconds=time.perf_counter() - start)
     run = _Run(table, plan, backend, progress, faults, sleep, parquet_io)

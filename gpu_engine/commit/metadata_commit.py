@@ -29,7 +29,14 @@ from dataclasses import replace
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeAlias
 
-from ..errors import CommitConflict, CommitStateUnknown, GpuEngineError, UnsupportedFeature, ValidationError
+from ..errors import (
+    CommitConflict,
+    CommitStateUnknown,
+    GpuEngineError,
+    ManifestError,
+    UnsupportedFeature,
+    ValidationError,
+)
 from ..iceberg.metadata import TableMetadata
 from . import table_update
 from .producer import (
@@ -37,6 +44,7 @@ from .producer import (
     delete_files,
     is_file_system_catalog,
     is_rest_catalog,
+    moved_on,
     table_uuid_requirement,
 )
 from .retry import RetryPolicy
@@ -76,7 +84,7 @@ def commit_metadata_change(
     deadline = time.monotonic() + policy.total_timeout_ms / 1000.0
     attempt = 0
 
-    def lost_race(exc: CommitConflict) -> None:
+    def lost_race(exc: GpuEngineError) -> None:
         """Raise when the retries are spent, else wait and refresh the table for the next attempt."""
         if attempt > policy.num_retries or time.monotonic() >= deadline:
             raise CommitConflict(
@@ -90,7 +98,13 @@ def commit_metadata_change(
         if attempt == 1 and rest_catalog:
             table.refresh()  # see _rest_commit
         base, base_location, io = table.metadata, table.metadata_location, table.io
-        changed = change(base)
+        try:
+            changed = change(base)
+        except ManifestError as exc:  # read from a base another writer expired meanwhile: a lost race
+            if not moved_on(catalog, table):
+                raise
+            lost_race(exc)
+            continue
         if changed is None:
             return None
         if rest is not None and rest_catalog:

@@ -143,7 +143,7 @@ def commit(
             except (CommitConflict, ManifestError) as exc:
                 # a manifest gone while the attempt read its base (another writer expired the snapshot
                 # this handle started from) is a lost race too, once the table has moved on
-                if isinstance(exc, ManifestError) and not _moved_on(catalog, table):
+                if isinstance(exc, ManifestError) and not moved_on(catalog, table):
                     raise
                 if attempt > policy.num_retries or time.monotonic() >= deadline:
                     raise CommitConflict(
@@ -162,7 +162,9 @@ def commit(
         raise
 
 
-def _moved_on(catalog: Catalog, table: Table) -> bool:
+def moved_on(catalog: Catalog, table: Table) -> bool:
+    """Whether the catalog's current metadata of ``table`` is another than the handle's (a manifest gone
+    while an attempt read the handle's base: another writer expired the snapshot it started from)."""
     return catalog.current_metadata_location(table.identifier) != table.metadata_location
 
 

@@ -483,3 +483,19 @@ def test_partial_commits_after_an_upgrade_under_the_compaction_keep_the_ids_give
     before = _ids(fresh)
     fresh.compact(options=options(True), backend="cpu")
     assert _ids(fresh) == before and len(before) == expected.num_rows
+
+
+def test_a_compaction_on_a_handle_an_expiry_left_behind_plans_on_the_current_table(tmp_path: Path) -> None:
+    """Planned on the stale handle's snapshot, whose manifest list another job's expiry had deleted: a
+    missing file was reported as if the table were corrupt."""
+    cat, tbl = new_table(tmp_path, 2)
+    for i in range(4):
+        tbl.append(gen_rows(i * 10, 10, seed=i))
+    stale = cat.load_table("db.t")
+    tbl.append(gen_rows(100, 10, seed=9))
+    tbl.expire_snapshots(
+        older_than=max(s.timestamp_ms for s in tbl.metadata.snapshots) + 60_000, retain_last=1
+    )
+    result = stale.compact(options={"rewrite-all": "true"})
+    assert result.rewritten_data_files == 5 and result.plan.snapshot_id == tbl.metadata.current_snapshot_id
+    assert len(cat.load_table("db.t").scan().to_arrow()) == 50

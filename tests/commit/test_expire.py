@@ -482,3 +482,20 @@ def test_statistics_files_go_with_their_snapshots_unless_a_kept_one_names_them_i
     assert not any(p.exists() for p in gone)
     assert sorted(result.deleted_statistics_files) == sorted(map(str, gone))
     assert s2 in {s.snapshot_id for s in tbl.metadata.snapshots}
+
+
+def test_an_expiry_on_a_handle_another_expiry_left_behind_plans_again(tmp_path: Path) -> None:
+    """Its first attempt read the kept snapshots' manifest lists from its own stale metadata: another
+    expiry had deleted them, and a missing file was reported as if the table were corrupt."""
+    cat = sql_catalog(tmp_path)
+    tbl = cat.create_table("db.t", rows(0, 0).schema, properties={"format-version": "2", **FAST_RETRIES})
+    for i in range(4):
+        tbl.append(rows(10 * i, 10))
+    a, b = cat.load_table("db.t"), cat.load_table("db.t")
+    a.append(rows(100, 5))
+    later = after_all(a) + 60_000
+    a.expire_snapshots(older_than=later, retain_last=1)
+    result = b.expire_snapshots(older_than=later, retain_last=1)
+    assert result.metadata_location is None or len(cat.load_table("db.t").metadata.snapshots) == 1
+    assert len(cat.load_table("db.t").scan().to_arrow()) == 45
+    assert_kept_files_exist(cat.load_table("db.t"))

@@ -223,7 +223,7 @@ def test_retries_stop_at_the_total_timeout(
     before_location, before_files = tbl.metadata_location, table_files(tbl)
     clock = FakeClock()
     monkeypatch.setattr(producer, "time", clock)  # the producer's clock only
-    monkeypatch.setattr(retry, "random", type("NoJitter", (), {"uniform": staticmethod(lambda a, b: b)}))
+    monkeypatch.setattr(retry, "random", type("NoJitter", (), {"uniform": staticmethod(lambda a, b: a)}))
     seen, hook = raise_at("swap", CommitConflict("always lost"), times=1000)
     with pytest.raises(CommitConflict, match=f"after {len(waits) + 1} attempt"):
         append(tbl, rows(20, 15), faults=hook, sleep=clock.sleep)
