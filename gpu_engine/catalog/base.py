@@ -9,12 +9,13 @@ retry from fresh metadata); if the catalog cannot tell whether the swap landed
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from ..errors import CatalogError, InvalidProperty, NoSuchNamespace, NoSuchTable, UnsupportedFeature
-from ..io.fileio import FileIO, load_file_io
+from ..io.fileio import FileIO, load_file_io, scheme_of
 from ..io.paths import PathMap
 
 if TYPE_CHECKING:
@@ -71,6 +72,20 @@ def namespace_to_string(namespace: IdentifierLike) -> str:
     if any(p.strip() == "" for p in parts):
         raise CatalogError(f"namespace {namespace!r} has an empty level")
     return ".".join(p.strip() for p in parts)
+
+
+def absolute_warehouse(properties: dict[str, str]) -> None:
+    """Make a relative local ``warehouse`` (``wh``, ``file:wh``) absolute, from the current directory, in
+    ``properties``: tables are placed by it, and a relative location stored in their metadata names
+    another place from every other directory."""
+    warehouse = properties.get("warehouse")
+    if not warehouse:
+        return
+    scheme = scheme_of(warehouse)
+    if scheme == "" and not warehouse.startswith("/"):
+        properties["warehouse"] = os.path.abspath(warehouse)
+    elif scheme == "file" and not warehouse[len("file:") :].startswith("/"):
+        properties["warehouse"] = "file://" + os.path.abspath(warehouse[len("file:") :])
 
 
 def namespace_properties(namespace: IdentifierLike, properties: Mapping[str, str] | None) -> dict[str, str]:

@@ -52,7 +52,14 @@ from ..errors import (
 from ..io.fileio import FileIO, local_path, scheme_of
 from ..io.paths import normalize
 from ..table import Table, read_table
-from .base import Catalog, Identifier, IdentifierLike, table_identifier, to_identifier
+from .base import (
+    Catalog,
+    Identifier,
+    IdentifierLike,
+    absolute_warehouse,
+    table_identifier,
+    to_identifier,
+)
 
 METADATA_DIR = "metadata"
 HINT_FILES = ("version-hint.text", "version-hint.txt")
@@ -265,6 +272,7 @@ class FileSystemCatalog(Catalog):
 
     def __init__(self, name: str, **properties: str) -> None:
         super().__init__(name, **properties)
+        absolute_warehouse(self.properties)
         warehouse = self.properties.get("warehouse")
         if not warehouse:
             raise CatalogError(f"file-system catalog {name!r} needs a warehouse= directory")

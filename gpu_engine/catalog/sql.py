@@ -47,6 +47,7 @@ from .base import (
     Catalog,
     Identifier,
     IdentifierLike,
+    absolute_warehouse,
     check_metadata_location,
     namespace_properties,
     namespace_to_string,
@@ -101,6 +102,7 @@ class SqlCatalog(Catalog):
 
     def __init__(self, name: str, **properties: str) -> None:
         super().__init__(name, **properties)
+        absolute_warehouse(self.properties)
         uri = self.properties.get("uri")
         if not uri:
             raise CatalogError(

@@ -120,7 +120,11 @@ def _format_version(raw: str) -> int:
 
 
 def _relative(location: str) -> bool:
-    return scheme_of(location) == "" and not location.startswith("/")
+    """A plain path or ``file:`` URI that is not absolute (``t``, ``file:t``)."""
+    scheme = scheme_of(location)
+    if scheme == "file":
+        location = location[len("file:") :]
+    return scheme in ("", "file") and not location.startswith("/")
 
 
 def create_table(

@@ -448,7 +448,7 @@ def test_a_schema_with_identifier_fields_and_defaults_is_created_and_loads_in_py
     assert loaded.schema().identifier_field_ids == [1]
 
 
-@pytest.mark.parametrize("location", ["tables/t", "./t", "t"])
+@pytest.mark.parametrize("location", ["tables/t", "./t", "t", "file:rel/t"])
 def test_a_relative_location_is_refused(tmp_path: Path, location: str) -> None:
     """Stored as given, it named another place from every other directory: the table could not be loaded
     there, its files went under the current directory."""
@@ -458,15 +458,30 @@ def test_a_relative_location_is_refused(tmp_path: Path, location: str) -> None:
     assert not cat.table_exists("db.t")
 
 
-def test_a_relative_warehouse_is_refused_naming_the_catalog(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_relative_warehouse_is_made_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """From the directory the catalog is loaded in: a table's location stored relative named another place
+    from every other directory (and refusing it left a file-system catalog unable to create any table)."""
     monkeypatch.chdir(tmp_path)
-    for cat in (
-        ge.load_catalog("rel", uri=f"sqlite:///{tmp_path / 'c.db'}", warehouse="wh"),
-        ge.load_catalog("fsrel", type="filesystem", warehouse="fswh"),
+    for cat, expected in (
+        (ge.load_catalog("rel", uri=f"sqlite:///{tmp_path / 'c.db'}", warehouse="wh"), tmp_path / "wh"),
+        (ge.load_catalog("fsrel", type="filesystem", warehouse="fswh"), tmp_path / "fswh"),
+        (
+            ge.load_catalog("urirel", uri=f"sqlite:///{tmp_path / 'd.db'}", warehouse="file:uwh"),
+            tmp_path / "uwh",
+        ),
     ):
         cat.create_namespace("db")
-        with pytest.raises(UnsupportedFeature, match=f"the warehouse of catalog '{cat.name}'"):
-            cat.create_table("db.t", SCHEMA)
-        assert not cat.table_exists("db.t")
+        tbl = cat.create_table("db.t", SCHEMA)
+        assert tbl.location.removeprefix("file://") == str(expected / "db" / "t")
+        tbl.append(rows(0, 3))
+        monkeypatch.chdir("/")
+        assert cat.load_table("db.t").scan().to_arrow().num_rows == 3
+        monkeypatch.chdir(tmp_path)
+
+
+def test_a_relative_namespace_location_is_refused_naming_the_catalog(tmp_path: Path) -> None:
+    cat = sql_catalog(tmp_path)
+    cat.create_namespace("rel", {"location": "some/dir"})
+    with pytest.raises(UnsupportedFeature, match="its default location 'some/dir/t' is a relative path"):
+        cat.create_table("rel.t", SCHEMA)
+    assert not cat.table_exists("rel.t")
