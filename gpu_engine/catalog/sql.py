@@ -17,7 +17,8 @@ previous_metadata_location=:old WHERE catalog_name=… AND table_namespace=… A
 metadata_location=:old``; no row updated means the pointer moved (:class:`CommitConflict`). A failure
 while committing the transaction leaves the outcome unknown (:class:`CommitStateUnknown`), but for
 SQLite's busy COMMIT (another connection held its lock past the busy timeout: nothing was written, a
-:class:`CommitConflict`, retried); the connection of a failed transaction is closed, never pooled.
+:class:`CommitConflict`, retried); a failed transaction is rolled back on its database connection before
+that connection goes back to the pool.
 """
 
 from __future__ import annotations
@@ -115,7 +116,7 @@ class SqlCatalog(Catalog):
                 os.makedirs(directory, exist_ok=True)
         # SQLite in memory is a database per connection, and SQLAlchemy's default pool gives each thread its
         # own: another thread saw an empty catalog. One connection for all, used by one thread at a time.
-        in_memory = uri in ("sqlite://", "sqlite:///:memory:")
+        in_memory = self._in_memory = uri in ("sqlite://", "sqlite:///:memory:")
         self._turn: contextlib.AbstractContextManager[Any] = (
             threading.RLock() if in_memory else contextlib.nullcontext()
         )
@@ -224,12 +225,17 @@ class SqlCatalog(Catalog):
                 raise CatalogError(f"SQL catalog {self.name!r} ({self._where()}): {e.orig}") from e
 
     def _abandon(self, conn: sa.Connection, error: sa_exc.DBAPIError | None) -> bool:
-        """Drop the connection whose transaction failed (its database connection closed, not pooled:
-        SQLite keeps a transaction whose COMMIT failed as busy open, and the next read on that connection
-        saw its uncommitted update); whether ``error`` says nothing was committed (SQLite's busy COMMIT:
-        the lock it needed was not taken, and closing rolled the transaction back)."""
-        with contextlib.suppress(Exception):
-            conn.invalidate()
+        """Roll the failed transaction back on the database connection itself (SQLite keeps a transaction
+        whose COMMIT failed as busy open, and SQLAlchemy took it for ended: the next read on that pooled
+        connection saw its uncommitted update); a connection that cannot be rolled back is closed, but
+        never an in-memory catalog's one connection (closing it drops the catalog). Whether ``error``
+        says nothing was committed (SQLite's busy COMMIT: the lock it needed was not taken)."""
+        try:
+            conn.connection.dbapi_connection.rollback()  # type: ignore[union-attr]
+        except Exception:
+            if not self._in_memory:
+                with contextlib.suppress(Exception):
+                    conn.invalidate()
         return (
             self.engine.dialect.name == "sqlite"
             and isinstance(error, sa_exc.OperationalError)

@@ -430,3 +430,17 @@ def test_namespace_properties_that_are_not_strings_are_named(
     with pytest.raises(InvalidProperty, match="namespace n1: property"):
         catalog.create_namespace("n1", properties)
     assert not catalog.namespace_exists("n1")
+
+
+def test_an_in_memory_catalog_keeps_its_tables_after_a_refused_write(tmp_path: Path) -> None:
+    """A refused write's connection was closed to drop its transaction: the one connection of an in-memory
+    catalog, and with it every namespace and table."""
+    cat = ge.load_catalog("mem", uri="sqlite:///:memory:", warehouse=str(tmp_path / "wh"))
+    cat.create_namespace("db")
+    tbl = cat.create_table("db.t", pa.schema([pa.field("id", pa.int64())]))
+    with pytest.raises(TableAlreadyExists):
+        cat.register_table("db.t", tbl.metadata_location)
+    with pytest.raises(NamespaceAlreadyExists):
+        cat.create_namespace("db")
+    assert cat.list_namespaces() == [("db",)] and cat.table_exists("db.t")
+    assert cat.current_metadata_location("db.t") == tbl.metadata_location
