@@ -75,7 +75,8 @@ def namespace_to_string(namespace: IdentifierLike) -> str:
 
 
 def absolute_warehouse(properties: dict[str, str]) -> None:
-    """Make a relative local ``warehouse`` (``wh``, ``file:wh``) absolute, from the current directory, in
+    """Make a relative local ``warehouse`` (``wh``, ``~/wh``, ``file:wh``) absolute, from the current
+    directory (``~`` from the home directory), in
     ``properties``: tables are placed by it, and a relative location stored in their metadata names
     another place from every other directory."""
     warehouse = properties.get("warehouse")
@@ -83,9 +84,9 @@ def absolute_warehouse(properties: dict[str, str]) -> None:
         return
     scheme = scheme_of(warehouse)
     if scheme == "" and not warehouse.startswith("/"):
-        properties["warehouse"] = os.path.abspath(warehouse)
+        properties["warehouse"] = os.path.abspath(os.path.expanduser(warehouse))
     elif scheme == "file" and not warehouse[len("file:") :].startswith("/"):
-        properties["warehouse"] = "file://" + os.path.abspath(warehouse[len("file:") :])
+        properties["warehouse"] = "file://" + os.path.abspath(os.path.expanduser(warehouse[len("file:") :]))
 
 
 def namespace_properties(namespace: IdentifierLike, properties: Mapping[str, str] | None) -> dict[str, str]:

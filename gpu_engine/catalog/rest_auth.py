@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import re
 import ssl
 import threading
 import time
@@ -255,7 +256,7 @@ def _parse_token_response(body: bytes, where: str) -> tuple[str, float | None]:
     if not isinstance(token_type, str) or token_type.lower() not in _BEARER_TYPES:
         raise CatalogError(f"{where}: token_type {token_type!r} is not a bearer token")
     expires_in = obj.get("expires_in")
-    if isinstance(expires_in, str) and expires_in.strip().isdigit():  # Azure AD v1 sends a string
+    if isinstance(expires_in, str) and re.fullmatch(r"\s*[0-9]+\s*", expires_in):  # Azure AD v1: a string
         expires_in = int(expires_in)
     if expires_in is not None and (not isinstance(expires_in, int | float) or isinstance(expires_in, bool)):
         raise CatalogError(f"{where}: expires_in {expires_in!r} is not a number of seconds")

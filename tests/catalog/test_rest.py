@@ -569,7 +569,7 @@ def test_expires_in_as_a_number_or_a_numeric_string(expires_in: object, seconds:
     assert _parse_token_response(body, "where") == ("t", seconds)
 
 
-@pytest.mark.parametrize("expires_in", ["soon", True, "-5", [1]])
+@pytest.mark.parametrize("expires_in", ["soon", True, "-5", [1], "\u00b2", "\u2460"])
 def test_expires_in_that_is_no_number_of_seconds_is_refused(expires_in: object) -> None:
     body = json.dumps({"access_token": "t", "token_type": "bearer", "expires_in": expires_in}).encode()
     with pytest.raises(CatalogError, match=r"where: expires_in .* is not a number of seconds"):

@@ -462,12 +462,17 @@ def test_a_relative_warehouse_is_made_absolute(tmp_path: Path, monkeypatch: pyte
     """From the directory the catalog is loaded in: a table's location stored relative named another place
     from every other directory (and refusing it left a file-system catalog unable to create any table)."""
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
     for cat, expected in (
         (ge.load_catalog("rel", uri=f"sqlite:///{tmp_path / 'c.db'}", warehouse="wh"), tmp_path / "wh"),
         (ge.load_catalog("fsrel", type="filesystem", warehouse="fswh"), tmp_path / "fswh"),
         (
             ge.load_catalog("urirel", uri=f"sqlite:///{tmp_path / 'd.db'}", warehouse="file:uwh"),
             tmp_path / "uwh",
+        ),
+        (
+            ge.load_catalog("home", uri=f"sqlite:///{tmp_path / 'e.db'}", warehouse="~/hwh"),
+            tmp_path / "home" / "hwh",
         ),
     ):
         cat.create_namespace("db")
