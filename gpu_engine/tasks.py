@@ -79,6 +79,15 @@ class ScanTask:
     residual: Expression
     estimated_rows: int
 
+    @property
+    def byte_range(self) -> tuple[int, int | None]:
+        """``(start, length)`` of the row groups to read; a range reaching the file's recorded end reads to
+        its real end (``None``): a recorded size smaller than the file dropped the row groups past it
+        without an error (the file's row count, checked against the footer, says nothing of a range)."""
+        if self.start + self.length >= self.file.file_size_in_bytes:
+            return self.start, None
+        return self.start, self.length
+
     def __repr__(self) -> str:
         return (
             f"ScanTask({self.file.path!r}, bytes {self.start}+{self.length}, deletes={len(self.deletes)}, "

@@ -208,6 +208,14 @@ class _Producer:
             self.added = None  # number 0 would have been kept for its files (read before earlier deletes)
         if self.update.validate is not None:
             self.update.validate(base)
+        given = self.update.data_sequence_number
+        if given is not None and base.format_version >= 2:
+            upcoming = table_update.next_sequence_number(base)
+            if not 0 <= given <= upcoming:  # one to come: deletes committed later would not apply to it
+                raise ValidationError(
+                    f"commit to {base.location}: data sequence number {given} for the added files lies past "
+                    f"this commit's {upcoming}: later deletes would not apply to them"
+                )
         parent = table_update.parent_of(base, self.branch)
         self._check_content(base)
         if self.added is None:

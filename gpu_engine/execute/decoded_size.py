@@ -68,7 +68,7 @@ def tasks_decoded_bytes(io: FileIO, tasks: Sequence[ScanTask], workers: int = 1)
     def one(item: tuple[str, list[ScanTask]]) -> int:
         path, split = item
         with ParquetSource.open(io, path) as source:
-            groups = sorted({g for t in split for g in source.row_groups_in(t.start, t.length)})
+            groups = sorted({g for t in split for g in source.row_groups_in(*t.byte_range)})
             return decoded_bytes(source.metadata, groups)
 
     if workers <= 1 or len(by_file) <= 1:

@@ -108,7 +108,7 @@ def prepare(task: ScanTask, ctx: TaskContext) -> FramePart | str:
         reason = frame_unsupported(proj)
         if reason is not None:
             return reason
-        in_split = source.row_groups_in(task.start, task.length)
+        in_split = source.row_groups_in(*task.byte_range)
         groups = source.selected_row_groups(
             proj, schema, in_split, task.residual, case_sensitive=ctx.case_sensitive
         )

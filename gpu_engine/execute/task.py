@@ -134,7 +134,7 @@ def _batches(
     spec = ctx.md.specs[task.file.spec_id]
     batches = source.batches(
         schema,
-        row_groups=source.row_groups_in(task.start, task.length),
+        row_groups=source.row_groups_in(*task.byte_range),
         residual=task.residual,
         name_mapping=ctx.name_mapping,
         case_sensitive=ctx.case_sensitive,

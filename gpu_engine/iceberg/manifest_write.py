@@ -149,6 +149,9 @@ def _check_version(format_version: int, path: str) -> None:
         raise ManifestError(f"{path}: cannot write format version {format_version} (supported: 1, 2, 3)")
 
 
+_FORMATS = frozenset({"PARQUET", "AVRO", "ORC", "PUFFIN"})  # the spec's file_format values
+
+
 def _check_entry(path: str, v: int, content: str, spec: PartitionSpec, entry: ManifestEntry) -> None:
     f = entry.file
 
@@ -167,6 +170,14 @@ def _check_entry(path: str, v: int, content: str, spec: PartitionSpec, entry: Ma
         raise fail(f"a {'data' if f.content == DATA else 'delete'} file cannot go in a {content} manifest")
     if f.spec_id != spec.spec_id:
         raise fail(f"partition spec {f.spec_id} differs from the manifest's spec {spec.spec_id}")
+    if f.file_format.upper() not in _FORMATS:  # readers refuse others ('CSV' is not a valid FileFormat)
+        raise fail(f"file_format {f.file_format!r}: expected one of {sorted(_FORMATS)}")
+    for name in ("record_count", "file_size_in_bytes"):
+        value = getattr(f, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise fail(f"{name} {value!r} is not a count (a non-negative integer)")
+    if not isinstance(f.partition, (tuple, list)):
+        raise fail(f"partition {f.partition!r} is not a tuple of the spec's values (() when unpartitioned)")
     if len(f.partition) != len(spec.fields):
         raise fail(
             f"partition tuple has {len(f.partition)} values, spec {spec.spec_id} has {len(spec.fields)}"

@@ -3,6 +3,7 @@ written."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 
 from gpu_engine.commit.producer import _Producer
 from gpu_engine.errors import UnsupportedFeature
+from gpu_engine.iceberg.content_file import ContentFile
 from gpu_engine.table import Table
 from tests.commit._support import interrupted_at, lines_between, referenced_files, sql_catalog
 
@@ -163,3 +165,83 @@ def test_a_commit_on_a_manifest_list_read_as_empty_is_refused(tmp_path: Path) ->
     with pytest.raises(ManifestError, match="truncated or inconsistent"):
         tbl.inspect.files()
     assert cat.load_table("db.t").metadata_location == location
+
+
+def _registered(tmp_path: Path, **changes: Any) -> tuple[Table, ContentFile, int]:
+    """A table of one appended row, and a 1,000-row Parquet file of ten row groups to register with
+    ``changes`` to its entry; the file's real size."""
+    import dataclasses
+    import os
+
+    import pyarrow.parquet as pq
+
+    cat = sql_catalog(tmp_path)
+    data = pa.table({"id": pa.array(range(1000), pa.int64())})
+    tbl = cat.create_table("db.r", schema=data.schema, properties={"format-version": "2"})
+    template = tbl.append(data.slice(0, 1)).files[0]
+    path = tmp_path / "added.parquet"
+    pq.write_table(
+        data.cast(pa.schema([pa.field("id", pa.int64(), metadata={b"PARQUET:field_id": b"1"})])),
+        path,
+        row_group_size=100,
+    )
+    real = os.path.getsize(path)
+    entry = dataclasses.replace(
+        template, path=str(path), record_count=1000, file_size_in_bytes=real, split_offsets=None,
+        lower_bounds={}, upper_bounds={}, value_counts={}, null_value_counts={}, column_sizes={},
+    )  # fmt: skip
+    return tbl, dataclasses.replace(entry, **changes), real
+
+
+def test_a_recorded_size_smaller_than_the_file_reads_every_row_group(tmp_path: Path) -> None:
+    """The whole-file task's byte range was the recorded size: the row groups past it were dropped without
+    an error (701 of 1,001 rows), and a compaction made the loss permanent."""
+    import dataclasses
+
+    from gpu_engine.commit import SnapshotUpdate
+
+    tbl, entry, real = _registered(tmp_path)
+    entry = dataclasses.replace(entry, file_size_in_bytes=real // 2)
+    tbl.commit(SnapshotUpdate.append([entry]))
+    assert tbl.scan().to_arrow().num_rows == 1001
+    tbl.compact(options={"rewrite-all": "true"})
+    assert tbl.scan().to_arrow().num_rows == 1001
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"file_size_in_bytes": -1}, "file_size_in_bytes -1 is not a count"),
+        ({"record_count": -5}, "record_count -5 is not a count"),
+        ({"file_format": "CSV"}, "file_format 'CSV': expected one of"),
+        ({"partition": None}, "partition None is not a tuple of the spec's values"),
+    ],
+)
+def test_an_entry_readers_cannot_take_is_refused_naming_the_file(
+    tmp_path: Path, changes: dict[str, Any], message: str
+) -> None:
+    """Written as given: PyIceberg and Java refuse 'CSV'; a negative size read one row of 1,001; None as a
+    partition failed with a bare TypeError."""
+    from gpu_engine.commit import SnapshotUpdate
+    from gpu_engine.errors import ManifestError
+
+    tbl, entry, _ = _registered(tmp_path, **changes)
+    location = tbl.metadata_location
+    with pytest.raises(ManifestError, match=f"entry for .*added.parquet.*: {re.escape(message)}"):
+        tbl.commit(SnapshotUpdate.append([entry]))
+    assert tbl.refresh().metadata_location == location
+
+
+def test_a_data_sequence_number_past_the_commit_is_refused(tmp_path: Path) -> None:
+    """Files given sequence number 100 at snapshot 3: a delete committed later (4) did not apply to them."""
+    from gpu_engine.commit import SnapshotUpdate
+    from gpu_engine.errors import ValidationError
+
+    tbl, entry, _ = _registered(tmp_path)
+    with pytest.raises(ValidationError, match=r"data sequence number 100 .* past this commit's"):
+        tbl.commit(SnapshotUpdate("append", (entry,), (), data_sequence_number=100))
+    tbl.commit(
+        SnapshotUpdate("append", (entry,), (), data_sequence_number=1)
+    )  # an earlier one: as compaction
+    tbl.delete_rows(pa.table({"id": pa.array([2], pa.int64())}), on=["id"])
+    assert 2 not in tbl.scan().to_arrow()["id"].to_pylist()
