@@ -149,6 +149,25 @@ def test_failed_scan_leaves_no_output_file(tmp_path: Path, capsys: pytest.Captur
     assert main(["scan", str(table), "--relocate", "--backend", "cpu", "-o", str(out)]) == 2
     assert str(missing) in _unwrapped(capsys.readouterr().err)
     assert not out.exists()
+    assert list(tmp_path.glob(".out.parquet.*")) == []  # no temporary file either
+
+
+def test_a_failed_scan_keeps_the_file_it_would_have_replaced(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The writer emptied the output when it opened it, and the failed scan then removed it: the user's
+    previous file was lost for a scan that produced nothing."""
+    table = tmp_path / "table"
+    shutil.copytree(TABLE, table)
+    (table / "data" / "quuz" / "quuz-0.parquet").unlink()
+    out = tmp_path / "report.parquet"
+    pq.write_table(pa.table({"previous": [1, 2, 3]}), out)
+    assert main(["scan", str(table), "--relocate", "--backend", "cpu", "-o", str(out)]) == 2
+    assert pq.read_table(out).column("previous").to_pylist() == [1, 2, 3]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.parquet", "table"]
+    capsys.readouterr()
+    assert _scan("-o", str(out)) == 0  # a scan that succeeds replaces it
+    assert pq.read_table(out).num_rows == 594
 
 
 def test_a_failed_scan_to_stdout_ends_without_a_footer(

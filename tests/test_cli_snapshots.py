@@ -28,7 +28,8 @@ def test_list_then_tag_branch_rollback_and_remove(
     listing = _json(capsys, "snapshots", IDENT, "--catalog", NAME)
     assert [s["snapshot_id"] for s in listing["snapshots"]] == ids
     assert [s["operation"] for s in listing["snapshots"]] == ["append"] * 3
-    assert [s["total_records"] for s in listing["snapshots"]] == ["5", "10", "15"]
+    assert [s["total_records"] for s in listing["snapshots"]] == [5, 10, 15]  # numbers (were strings)
+    assert [s["added_records"] for s in listing["snapshots"]] == [5, 5, 5]
     assert listing["refs"] == {"main": {"type": "branch", "snapshot_id": ids[-1]}}
     changed = _json(
         capsys, "snapshots", IDENT, "--catalog", NAME, "--create-tag", f"first={ids[0]}",
@@ -66,3 +67,14 @@ def test_snapshot_errors_exit_2_and_change_nothing(
     assert main(["snapshots", IDENT, "--catalog", NAME, *argv]) == 2
     assert message in " ".join(capsys.readouterr().err.split())
     assert ge.load_catalog(NAME).load_table(IDENT).metadata_location == before
+
+
+def test_snapshot_ids_are_shown_whole_on_a_narrow_terminal(
+    catalog_env: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Piped output is 80 columns wide: the ids (what --snapshot and --rollback-to take) were cut short."""
+    monkeypatch.setenv("COLUMNS", "80")
+    ids = _table(tmp_path, capsys)
+    assert main(["snapshots", IDENT, "--catalog", NAME]) == 0
+    out = capsys.readouterr().out
+    assert all(str(i) in out for i in ids)

@@ -14,7 +14,7 @@ from rich.console import Console
 from ..errors import PlanningError
 from ..planning.changelog import change_counts
 from .common import column_list, open_table, table_options
-from .output import PREVIEW_ROWS, discard, open_sink, report
+from .output import PREVIEW_ROWS, discard, finish, open_sink, report
 
 
 def add_parser(sub: Any) -> None:
@@ -103,7 +103,7 @@ def cmd_changes(args: argparse.Namespace, console: Console) -> int:
             discard(sink, args.output)
         raise
     if sink is not None:
-        sink.close()
+        finish(sink, args.output)
     run = scan.last_run
     summary: dict[str, Any] = {
         "snapshots": len(plan.snapshot_ids),

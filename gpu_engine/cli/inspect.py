@@ -13,7 +13,9 @@ import argparse
 import datetime as dt
 import json
 import math
+import os
 import sys
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -23,6 +25,7 @@ from rich.table import Table as RichTable
 
 from ..errors import GpuEngineError
 from .common import column_list, open_table, table_options
+from .output import staging_path
 
 _BY_SNAPSHOT = ("partitions", "files", "data_files", "delete_files", "entries", "manifests")
 TABLES = (
@@ -65,14 +68,21 @@ def cmd_inspect(args: argparse.Namespace, console: Console) -> int:
             )
         result = result.select(wanted)
     if args.output:
-        target: Any = sys.stdout.buffer if args.output == "-" else args.output
+        target: Any = sys.stdout.buffer if args.output == "-" else staging_path(args.output)
         try:
             pq.write_table(_parquet_writable(result), target, compression="zstd")
+            if args.output != "-":
+                os.replace(target, args.output)  # the old file stays until the new one is whole
+        except BrokenPipeError:
+            raise
         except OSError as e:
             raise GpuEngineError(f"-o {args.output}: cannot write there ({e})") from None
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
             why = f"{args.what} cannot be written as Parquet ({e})"
             raise GpuEngineError(f"-o {args.output}: {why}") from None
+        finally:
+            if args.output != "-":
+                Path(target).unlink(missing_ok=True)
         if args.output == "-":
             return 0  # stdout holds the Parquet stream
     if args.json:  # strict JSON: non-finite floats (bounds of a column with infinities) as strings

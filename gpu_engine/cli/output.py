@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +44,14 @@ class _Gate(io.RawIOBase):
 
 
 _GATES: dict[int, _Gate] = {}
+_STAGED: dict[int, str] = {}  # a file sink's temporary file, renamed onto the output once it is whole
+
+
+def staging_path(output: str) -> str:
+    """A hidden temporary file beside ``output``: written whole, then renamed onto it (a failed write
+    leaves a file there as it was, not emptied or removed)."""
+    path = Path(output)
+    return str(path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp"))
 
 
 def open_sink(output: str | None, schema: pa.Schema) -> pq.ParquetWriter | None:
@@ -51,27 +61,41 @@ def open_sink(output: str | None, schema: pa.Schema) -> pq.ParquetWriter | None:
         pq.ParquetWriter(pa.BufferOutputStream(), schema, compression="zstd").close()
     except (pa.ArrowNotImplementedError, pa.ArrowInvalid) as e:
         raise GpuEngineError(f"-o {output}: the columns cannot be written as Parquet: {e}") from None
-    target: Any = output
-    if output == "-":
-        target = _Gate()
+    target: Any = _Gate() if output == "-" else staging_path(output)
+    if isinstance(target, str) and Path(output).is_dir():
+        raise GpuEngineError(f"-o {output}: is a directory")
     try:
         sink = pq.ParquetWriter(target, schema, compression="zstd")
+    except BrokenPipeError:
+        raise
     except OSError as e:
         raise GpuEngineError(f"-o {output}: cannot write there ({e})") from None
     if isinstance(target, _Gate):
         _GATES[id(sink)] = target
+    else:
+        _STAGED[id(sink)] = target
     return sink
 
 
+def finish(sink: pq.ParquetWriter, output: str) -> None:
+    """Close the writer of a finished scan; a file's rows replace what ``output`` held only now."""
+    _GATES.pop(id(sink), None)
+    sink.close()
+    staged = _STAGED.pop(id(sink), None)
+    if staged is not None:
+        os.replace(staged, output)
+
+
 def discard(sink: pq.ParquetWriter, output: str) -> None:
-    """Close the writer of a failed scan and remove its unfinished output file; on stdout, cut the
-    stream first so that it ends without a footer."""
+    """Close the writer of a failed scan and remove its unfinished temporary file (``output`` stays as it
+    was); on stdout, cut the stream first so that it ends without a footer."""
     gate = _GATES.pop(id(sink), None)
     if gate is not None:
         gate.cut = True
     sink.close()
-    if output != "-":
-        Path(output).unlink(missing_ok=True)
+    staged = _STAGED.pop(id(sink), None)
+    if staged is not None:
+        Path(staged).unlink(missing_ok=True)
 
 
 def print_preview(console: Console, batches: list[pa.RecordBatch], schema: pa.Schema) -> None:

@@ -17,7 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from ..errors import GpuEngineError, PlanningError
 from ..execute.scan import ScanProgress
 from .common import column_list, open_table, snapshot_options, table_options
-from .output import PREVIEW_ROWS, discard, open_sink, report
+from .output import PREVIEW_ROWS, discard, finish, open_sink, report
 
 
 def add_parser(sub: Any) -> None:
@@ -108,7 +108,7 @@ def cmd_scan(args: argparse.Namespace, console: Console) -> int:
             discard(sink, args.output)
         raise
     if sink is not None:
-        sink.close()
+        finish(sink, args.output)
     run = scan.last_run
     assert run is not None
     summary = {

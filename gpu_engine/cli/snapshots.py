@@ -109,13 +109,18 @@ def _listing(md: TableMetadata) -> dict[str, Any]:
                 "timestamp_ms": s.timestamp_ms,
                 "operation": (s.summary or {}).get("operation"),
                 "sequence_number": s.sequence_number,
-                "added_records": (s.summary or {}).get("added-records"),
-                "deleted_records": (s.summary or {}).get("deleted-records"),
-                "total_records": (s.summary or {}).get("total-records"),
+                "added_records": _count((s.summary or {}).get("added-records")),
+                "deleted_records": _count((s.summary or {}).get("deleted-records")),
+                "total_records": _count((s.summary or {}).get("total-records")),
             }
             for s in sorted(md.snapshots, key=lambda s: (s.timestamp_ms, s.sequence_number or 0))
         ],
     }
+
+
+def _count(value: str | None) -> int | None:
+    """A summary count as a JSON number (the summary holds strings); None when absent or not a count."""
+    return int(value) if value is not None and value.strip().isascii() and value.strip().isdigit() else None
 
 
 def _print(console: Console, md: TableMetadata) -> None:
@@ -124,7 +129,9 @@ def _print(console: Console, md: TableMetadata) -> None:
     for name, ref in listing["refs"].items():
         by_snapshot.setdefault(ref["snapshot_id"], []).append(f"{name} ({ref['type']})")
     out = RichTable(title=f"snapshots (current: {md.current_snapshot_id})")
-    for column in ("snapshot id", "parent", "committed (UTC)", "operation", "records", "refs"):
+    for column in ("snapshot id", "parent"):  # whole on any terminal width: --snapshot takes them
+        out.add_column(column, no_wrap=True, min_width=19)
+    for column in ("committed (UTC)", "operation", "records", "refs"):
         out.add_column(column)
     for s in listing["snapshots"]:
         when = dt.datetime.fromtimestamp(s["timestamp_ms"] / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
@@ -133,7 +140,7 @@ def _print(console: Console, md: TableMetadata) -> None:
             str(s["parent_id"] or ""),
             when,
             str(s["operation"] or ""),
-            str(s["total_records"] or ""),
+            "" if s["total_records"] is None else str(s["total_records"]),
             ", ".join(by_snapshot.get(s["snapshot_id"], [])),
         )
     console.print(out)
