@@ -14,6 +14,7 @@ It also builds the constant columns a scan fills in: ``initial-default`` values 
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -76,8 +77,19 @@ def to_arrow_field(f: it.NestedField) -> pa.Field:
 
 
 def to_arrow_schema(schema: Schema | it.StructType) -> pa.Schema:
-    """The Arrow schema of an Iceberg schema (or struct): names are the Iceberg field names."""
+    """The Arrow schema of an Iceberg schema (or struct): names are the Iceberg field names. Made once
+    for equal schemas (a scan asks for its read schema's once per file)."""
+    try:
+        return _arrow_schema(schema)
+    except TypeError:  # unhashable: a default value held as a list or dict
+        return _make_arrow_schema(schema)
+
+
+def _make_arrow_schema(schema: Schema | it.StructType) -> pa.Schema:
     return pa.schema([to_arrow_field(f) for f in schema.fields])
+
+
+_arrow_schema = functools.lru_cache(maxsize=64)(_make_arrow_schema)
 
 
 # -- constant columns: defaults and partition values ------------------------------------------------------

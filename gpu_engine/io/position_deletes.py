@@ -33,6 +33,7 @@ __all__ = ["PATH_FIELD_ID", "POS_FIELD_ID", "PositionDeletes", "load_position_de
 PATH_FIELD_ID = 2147483546
 POS_FIELD_ID = 2147483545
 _NAMES = {PATH_FIELD_ID: "file_path", POS_FIELD_ID: "pos"}
+_THREADED_ROWS = 1 << 20  # a file of more rows is read on pyarrow's threads
 _EMPTY: npt.NDArray[np.int64] = np.empty(0, dtype=np.int64)
 _EMPTY.flags.writeable = False
 
@@ -90,11 +91,17 @@ def load_position_deletes(io: FileIO, delete_file: DeleteFile) -> PositionDelete
 def _read_parquet(io: FileIO, path: str) -> tuple[pa.ChunkedArray, npt.NDArray[np.int64]]:
     try:
         with io.open_input(path) as f:
-            pf = pq.ParquetFile(f)
+            # file_path read as a dictionary: a few distinct paths, no string per row; opened once with
+            # the spec's name (a file naming the column otherwise, by field id, is opened again)
+            try:
+                pf = pq.ParquetFile(f, read_dictionary=[_NAMES[PATH_FIELD_ID]])
+            except KeyError:  # pyarrow's word for a file without a column of that name
+                pf = pq.ParquetFile(f)
             names = _column_names(path, pf.schema_arrow)
-            # file_path read as a dictionary: a few distinct paths, no string per row
-            pf = pq.ParquetFile(f, read_dictionary=[names[0]], metadata=pf.metadata)
-            table = pf.read(columns=list(names))
+            if names[0] != _NAMES[PATH_FIELD_ID]:
+                pf = pq.ParquetFile(f, read_dictionary=[names[0]], metadata=pf.metadata)
+            # pyarrow's threads only pay on large files: each of a scan's small files costs more with them
+            table = pf.read(columns=list(names), use_threads=pf.metadata.num_rows > _THREADED_ROWS)
     except FileNotFoundError:
         raise DataFileError(f"{path}: position delete file not found") from None
     except (pa.ArrowException, OSError) as exc:

@@ -91,6 +91,20 @@ def test_nested_names_nullability_and_ids() -> None:
     assert field_id_of(props.item_field.type.value_field) == 10
 
 
+def test_equal_schemas_share_their_arrow_schema() -> None:
+    # made once: a scan asks for its read schema's once per file
+    same = Schema((F(1, "id", it.LONG, True), F(2, "s", it.STRING, False)), schema_id=3)
+    again = Schema((F(1, "id", it.LONG, True), F(2, "s", it.STRING, False)), schema_id=3)
+    assert to_arrow_schema(same) is to_arrow_schema(again)
+    renamed = Schema((F(1, "id", it.LONG, True), F(2, "t", it.STRING, False)), schema_id=3)
+    assert to_arrow_schema(renamed).names == ["id", "t"]
+    # a struct default is a dict: such a schema cannot be a key, its Arrow schema is made each time
+    point = it.StructType((F(3, "x", it.INT, False),))
+    with_default = Schema((F(1, "id", it.LONG, True), F(2, "p", point, False, initial_default={"3": 1})))
+    assert to_arrow_schema(with_default) == to_arrow_schema(with_default)
+    assert [f.name for f in to_arrow_schema(with_default).field("p").type] == ["x"]
+
+
 def test_written_parquet_schema_carries_every_id(tmp_path: Path) -> None:
     """pyarrow's Parquet writer turns the schema into Iceberg's Appendix A layout (3-level list/map)."""
     path = tmp_path / "ids.parquet"

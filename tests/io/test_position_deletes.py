@@ -163,6 +163,8 @@ def test_columns_are_matched_by_field_id(tmp_path: Path) -> None:
     # ids win over names: "pos" here is the file_path column's name
     f = write_parquet(tmp_path / "d.parquet", ["/a"], [3], names=("pos", "file_path_renamed"))
     assert load_position_deletes(LocalFileIO(), entry(f, 1)).positions_for("/a").tolist() == [3]
+    f = write_parquet(tmp_path / "s.parquet", ["/a", "/a"], [3, 1], names=("pos", "file_path"))  # swapped
+    assert load_position_deletes(LocalFileIO(), entry(f, 2)).positions_for("/a").tolist() == [1, 3]
     schema = pa.schema([field("file_path", pa.string(), PATH_FIELD_ID), field("pos", pa.int64(), 7)])
     pq.write_table(pa.table([["/a"], [1]], schema=schema), tmp_path / "e.parquet")
     with pytest.raises(DataFileError, match=r"e\.parquet: not a position delete file: no column pos"):
