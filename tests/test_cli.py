@@ -41,6 +41,19 @@ def test_errors_name_the_cause(capsys: pytest.CaptureFixture[str], tmp_path: Pat
     assert "OLD=NEW" in capsys.readouterr().err
 
 
+def test_interrupt_ends_with_a_line_not_a_traceback(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gpu_engine.cli import plan
+
+    def interrupted(*args: object, **kwargs: object) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(plan, "cmd_plan", interrupted)
+    assert main(["plan", str(BUCKET), "--relocate"]) == 130  # as a shell reports SIGINT
+    assert capsys.readouterr().err.strip() == "interrupted: plan"
+
+
 def test_exclusive_snapshot_options() -> None:
     with pytest.raises(SystemExit):
         main(["plan", str(BUCKET), "--snapshot", "1", "--ref", "main"])

@@ -47,6 +47,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         with contextlib.suppress(OSError, ValueError):  # the flush at exit must not fail again
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    except KeyboardInterrupt:  # Ctrl-C: the command's own clean-up has run; no traceback, as a shell tool
+        Console(stderr=True, soft_wrap=True).print(f"interrupted: {escape(args.command)}", highlight=False)
+        return 130
     except OSError as exc:  # a full disk, a permission denied: the operation and the file, no traceback
         message = f"[red]error:[/red] {escape(args.command)}: {escape(str(exc))}"
         Console(stderr=True, soft_wrap=True).print(message, highlight=False)
