@@ -40,7 +40,7 @@ from ..tasks import STRATEGIES, FileGroup, RewriteResult, RewriteStrategy
 from .dangling import remove_dangling_deletes
 from .producer import check_committable, delete_files, moved_on
 from .rewrite import commit_rewrite, conflicting_groups, dropped_keys
-from .spec_parse import check_sort_fields, parse_sort_order
+from .spec_parse import check_sort_fields, column_names, parse_sort_order
 from .update import CommitResult, Faults
 
 if TYPE_CHECKING:
@@ -205,7 +205,7 @@ def _zorder_columns(sort_order: str | Sequence[str] | SortOrder | None) -> tuple
         text = sort_order.strip()
         if _ZORDER_CALL.match(text):
             text = text[text.index("(") + 1 : text.rindex(")")]
-        columns = tuple(c.strip() for c in text.split(",") if c.strip())
+        columns = column_names(text, f"zorder columns {text!r}")
         text = repr(text)
     else:  # names as given: a comma or a space is part of a column's name
         columns = tuple(_args.names(sort_order, "sort_order", InvalidOption))

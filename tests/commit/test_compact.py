@@ -942,6 +942,11 @@ def test_zorder_columns_given_as_a_list_are_taken_as_named(tmp_path: Path) -> No
         tbl.append(pa.table({"id": [3 + i, 1, 2], "a,b": [1, 2, 3], " sp": [5, 4, 6]}, schema=schema))
     result = tbl.compact("zorder", sort_order=["a,b", " sp", "id"], options={"rewrite-all": "true"})
     assert result.plan.strategy.zorder_columns == ("a,b", " sp", "id")
+    for text in ("zorder(`a,b`, ` sp`, id)", "`a,b`, ` sp`, `id`"):  # quoted as Spark quotes names
+        planned = tbl.compact("zorder", sort_order=text, options={"rewrite-all": "true"}, dry_run=True)
+        assert planned.plan.strategy.zorder_columns == ("a,b", " sp", "id")
+    with pytest.raises(UnsupportedTransform, match=r"zorder columns '`a,b, id': unclosed backtick"):
+        tbl.compact("zorder", sort_order="`a,b, id")
     assert sorted(cat.load_table("db.z").scan().to_arrow()["id"].to_pylist()) == [1, 1, 2, 2, 3, 4]
     with pytest.raises(InvalidOption, match="zorder columns"):
         tbl.compact("zorder", sort_order=["id", "id"])

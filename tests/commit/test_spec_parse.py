@@ -133,3 +133,51 @@ def test_redundant_partition_fields_are_refused_as_java_does() -> None:
             parse_partition_spec([first, second], schema)
     spec = parse_partition_spec(["bucket(4, id)", "truncate(8, id)", "day(ts)", "id"], schema)
     assert [f.transform for f in spec.fields] == ["bucket[4]", "truncate[8]", "day", "identity"]
+
+
+ODD = pa.schema(
+    [
+        pa.field("id", pa.int64()),
+        pa.field("a, b", pa.int32()),  # a comma: would split the items
+        pa.field("n desc", pa.string()),  # ends in a keyword
+        pa.field("f(x)", pa.int64()),  # parentheses: would read as a call
+        pa.field("tick`name", pa.int32()),  # a backtick, doubled inside quotes
+        pa.field("st", pa.struct([("x.y", pa.int32())])),  # a dot inside a struct field's name
+    ]
+)
+
+
+def test_backtick_quoted_names_as_spark_writes_them() -> None:
+    schema = schema_from_arrow(ODD)
+    ids = schema.ids_by_name
+    order = parse_sort_order(
+        "`a, b` DESC, `n desc`, bucket(4, `f(x)`) nulls last, `tick``name`, `st`.`x.y` desc, `id`", schema
+    )
+    assert [(f.source_id, f.transform, f.direction, f.null_order) for f in order.fields] == [
+        (ids["a, b"], "identity", "desc", "nulls-last"),
+        (ids["n desc"], "identity", "asc", "nulls-first"),
+        (ids["f(x)"], "bucket[4]", "asc", "nulls-last"),
+        (ids["tick`name"], "identity", "asc", "nulls-first"),
+        (ids["st.x.y"], "identity", "desc", "nulls-last"),
+        (ids["id"], "identity", "asc", "nulls-first"),
+    ]
+    spec = parse_partition_spec(["`a, b`", "truncate(2, `n desc`)", "bucket[8](`f(x)`)"], schema)
+    assert [(f.source_id, f.transform, f.name) for f in spec.fields] == [
+        (ids["a, b"], "identity", "a, b"),
+        (ids["n desc"], "truncate[2]", "n desc_trunc"),
+        (ids["f(x)"], "bucket[8]", "f(x)_bucket"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("`id", r"sort field '`id': unclosed backtick"),
+        ("`id`x", r"sort field '`id`x': expected a dot or the end after the quoted name `id`"),
+        ("bucket(4, `id)", r"sort field 'bucket\(4, `id\)': unclosed backtick"),
+        ('"id" desc', r"the schema has no column '\"id\"' \(quote names with backticks: `id`\)"),
+    ],
+)
+def test_bad_quoting_is_named(text: str, match: str) -> None:
+    with pytest.raises(UnsupportedTransform, match=match):
+        parse_sort_order(text, schema_from_arrow(ODD))
