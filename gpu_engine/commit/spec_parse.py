@@ -12,8 +12,9 @@ items ``<column or transform(column)> [ASC|DESC] [NULLS FIRST|NULLS LAST]`` with
 (commas inside a call do not separate items); keywords are case-insensitive, the defaults are Iceberg's
 (``ASC``; ``NULLS FIRST`` when ascending, ``NULLS LAST`` when descending).
 
-A column name holding a comma, a parenthesis, a dot or a trailing keyword is quoted as Spark quotes it, in
-backticks (a backtick in it doubled): `` `a, b` DESC ``, ``bucket(4, `f(x)`)``, ``st.`x.y` ``.
+A column name holding a comma, a parenthesis, a dot or a trailing keyword is quoted as filters quote it, in
+backticks (Spark's) or double quotes (ANSI SQL's), the quote doubled inside: `` `a, b` DESC ``,
+``bucket(4, "f(x)")``, ``st.`x.y` ``.
 """
 
 from __future__ import annotations
@@ -133,55 +134,59 @@ def column_names(text: str, where: str) -> tuple[str, ...]:
 
 
 def unquote(text: str, where: str) -> str:
-    """The column name ``text`` spells: as written (stripped) without backticks, else its dotted parts each
-    bare or in backticks (a doubled backtick standing for one); an :class:`UnsupportedTransform` starting
-    with ``where`` for an unclosed or misplaced backtick."""
+    """The column name ``text`` spells: as written (stripped) without quotes, else its dotted parts each
+    bare or quoted (in backticks or double quotes, the quote doubled inside); an
+    :class:`UnsupportedTransform` starting with ``where`` for an unclosed or misplaced quote."""
     text = text.strip()
-    if "`" not in text:
+    if not any(q in text for q in _QUOTES):
         return text
     parts, i = [], 0
     while True:
-        if text.startswith("`", i):
-            part, i = _quoted(text, i + 1, where)
+        if text[i : i + 1] in _QUOTES:
+            q = text[i]
+            part, i = _quoted(text, i + 1, q, where)
             if i < len(text) and text[i] != ".":
                 raise UnsupportedTransform(
-                    f"{where}: expected a dot or the end after the quoted name `{part.replace('`', '``')}`"
+                    f"{where}: expected a dot or the end after the quoted name {q}{part.replace(q, q + q)}{q}"
                 )
         else:
             end = text.find(".", i)
             end = len(text) if end < 0 else end
             part, i = text[i:end], end
-            if "`" in part:
-                raise UnsupportedTransform(f"{where}: a backtick inside the unquoted name {part!r}")
+            if any(q in part for q in _QUOTES):
+                raise UnsupportedTransform(f"{where}: a quote inside the unquoted name {part!r}")
         parts.append(part)
         if i >= len(text):
             return ".".join(parts)
         i += 1  # the dot
 
 
-def _quoted(text: str, start: int, where: str) -> tuple[str, int]:
-    """The name quoted from ``start`` (after its opening backtick) and the index after its closing one."""
+_QUOTES = "`\""
+
+
+def _quoted(text: str, start: int, quote: str, where: str) -> tuple[str, int]:
+    """The name quoted from ``start`` (after its opening ``quote``) and the index after its closing one."""
     out, i = [], start
     while True:
-        close = text.find("`", i)
+        close = text.find(quote, i)
         if close < 0:
-            raise UnsupportedTransform(f"{where}: unclosed backtick")
+            raise UnsupportedTransform(f"{where}: unclosed {'backtick' if quote == '`' else 'double quote'}")
         out.append(text[i:close])
-        if not text.startswith("``", close):
+        if not text.startswith(quote * 2, close):
             return "".join(out), close + 1
-        out.append("`")
+        out.append(quote)
         i = close + 2
 
 
 def _split_items(text: str) -> list[str]:
-    """``text`` split at the commas outside parentheses, brackets and backticks, each item stripped."""
+    """``text`` split at the commas outside parentheses, brackets and quoted names, each item stripped."""
     items: list[str] = []
     depth = start = 0
-    quoted = False
+    quote = ""
     for i, char in enumerate(text):
-        if char == "`":
-            quoted = not quoted  # a doubled backtick inside a quoted name toggles twice
-        elif quoted:
+        if char in _QUOTES and char == (quote or char):
+            quote = "" if quote else char  # a doubled quote inside a quoted name toggles twice
+        elif quote:
             continue
         elif char in "([":
             depth += 1
@@ -234,11 +239,11 @@ def _parse(text: str, where: str | None = None) -> tuple[str, str]:
         raise UnsupportedTransform(f"{where}: expected a string, a column or transform(column)")
     m = _CALL.match(text)
     if m is None:
-        if not text.strip() or any("(" in part or ")" in part for part in _unquoted_parts(text)):
+        if not text.strip() or any("(" in part or ")" in part for part in _unquoted_parts(text, where)):
             raise UnsupportedTransform(f"{where}: expected a column or transform(column)")
         return "identity", unquote(text, where)
     name, bracket = m.group(1).lower(), m.group(2)
-    args = [unquote(a, where) if "`" in a else a.strip() for a in _split_items(m.group(3)) or [""]]
+    args = [unquote(a, where) for a in _split_items(m.group(3)) or [""]]
     name = _PLURAL.get(name, name)
     if name in ("bucket", "truncate"):
         if bracket is not None and len(args) == 1:
@@ -256,19 +261,24 @@ def _parse(text: str, where: str | None = None) -> tuple[str, str]:
     return name, args[0]
 
 
-def _unquoted_parts(text: str) -> list[str]:
-    """The parts of ``text`` outside backticks."""
-    return text.split("`")[::2]
+def _unquoted_parts(text: str, where: str) -> list[str]:
+    """The parts of ``text`` outside quoted names."""
+    out, start, i = [], 0, 0
+    while i < len(text):
+        if text[i] in _QUOTES:
+            out.append(text[start:i])
+            _, i = _quoted(text, i + 1, text[i], where)
+            start = i
+        else:
+            i += 1
+    return [*out, text[start:]]
 
 
 def _source(schema: Schema, column: str, where: str) -> it.NestedField:
     try:
         found = schema.find_field(column)
     except InvalidType:
-        hint = ""
-        if len(column) > 1 and column[0] == column[-1] == '"':  # ANSI SQL's quotes: Spark's are backticks
-            hint = f" (quote names with backticks: `{column[1:-1]}`)"
-        raise UnsupportedTransform(f"{where}: the schema has no column {column!r}{hint}") from None
+        raise UnsupportedTransform(f"{where}: the schema has no column {column!r}") from None
     path = schema.paths_by_id[found.field_id]
     fields = schema.fields
     for step in path[:-1]:  # every ancestor must be a struct field

@@ -147,11 +147,11 @@ ODD = pa.schema(
 )
 
 
-def test_backtick_quoted_names_as_spark_writes_them() -> None:
+def test_quoted_names_as_filters_quote_them() -> None:
     schema = schema_from_arrow(ODD)
     ids = schema.ids_by_name
     order = parse_sort_order(
-        "`a, b` DESC, `n desc`, bucket(4, `f(x)`) nulls last, `tick``name`, `st`.`x.y` desc, `id`", schema
+        '`a, b` DESC, "n desc", bucket(4, `f(x)`) nulls last, `tick``name`, st."x.y" desc, "id"', schema
     )
     assert [(f.source_id, f.transform, f.direction, f.null_order) for f in order.fields] == [
         (ids["a, b"], "identity", "desc", "nulls-last"),
@@ -161,7 +161,7 @@ def test_backtick_quoted_names_as_spark_writes_them() -> None:
         (ids["st.x.y"], "identity", "desc", "nulls-last"),
         (ids["id"], "identity", "asc", "nulls-first"),
     ]
-    spec = parse_partition_spec(["`a, b`", "truncate(2, `n desc`)", "bucket[8](`f(x)`)"], schema)
+    spec = parse_partition_spec(["`a, b`", 'truncate(2, "n desc")', "bucket[8](`f(x)`)"], schema)
     assert [(f.source_id, f.transform, f.name) for f in spec.fields] == [
         (ids["a, b"], "identity", "a, b"),
         (ids["n desc"], "truncate[2]", "n desc_trunc"),
@@ -175,7 +175,10 @@ def test_backtick_quoted_names_as_spark_writes_them() -> None:
         ("`id", r"sort field '`id': unclosed backtick"),
         ("`id`x", r"sort field '`id`x': expected a dot or the end after the quoted name `id`"),
         ("bucket(4, `id)", r"sort field 'bucket\(4, `id\)': unclosed backtick"),
-        ('"id" desc', r"the schema has no column '\"id\"' \(quote names with backticks: `id`\)"),
+        ('"id desc', r"sort field '\"id desc': unclosed double quote"),
+        ('"a, b"x', r"expected a dot or the end after the quoted name \"a, b\""),
+        ("`a`(x)", r"sort field '`a`\(x\)': expected a column or transform\(column\)"),
+        ('"', r"unclosed double quote"),
     ],
 )
 def test_bad_quoting_is_named(text: str, match: str) -> None:
