@@ -161,7 +161,7 @@ def unquote(text: str, where: str) -> str:
         i += 1  # the dot
 
 
-_QUOTES = "`\""
+_QUOTES = '`"'
 
 
 def _quoted(text: str, start: int, quote: str, where: str) -> tuple[str, int]:
