@@ -34,7 +34,7 @@ from typing import Any, Protocol
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .thrift_compact import STRUCT, Struct, ThriftList, Value, decode_struct, encode_struct
+from .thrift_compact import STRUCT, EncodedStruct, Struct, ThriftList, Value, decode_struct, encode_struct
 
 MAGIC = b"PAR1"
 
@@ -274,6 +274,15 @@ def _shift_group(rg: Struct, by: int) -> None:
                 _shift(meta, fid, by)
 
 
+def _placed(rg: Struct, by: int, ordinal: int) -> Struct:
+    """A copy of row group ``rg`` moved by ``by`` bytes, its ordinal (where it has one) ``ordinal``."""
+    rg = copy.deepcopy(rg)
+    _shift_group(rg, by)
+    if rg.get(_RG_ORDINAL) is not None:
+        rg.set(_RG_ORDINAL, ordinal)
+    return rg
+
+
 def _shift(s: Struct, fid: int, by: int, *, keep_zero: bool = False) -> None:
     value = s.get(fid)
     if isinstance(value, int) and not (keep_zero and value == 0):
@@ -289,18 +298,16 @@ class SpliceFile:
         handle.write(MAGIC)
         self.offset = len(MAGIC)  # where the next part's body goes
         self.first: Struct | None = None
-        self.row_groups: list[Struct] = []
+        # the row groups as encoded for the footer: a file of thousands of small row groups (a compaction
+        # into many partitions) holds them in a few hundred bytes each, not as trees of objects
+        self.row_groups: list[EncodedStruct] = []
         self.num_rows = 0
 
     def append(self, part: EncodedPart) -> int:
         """Write ``part``'s column chunks; returns the bytes written."""
         shift = self.offset - len(MAGIC)  # in the part, the body starts after its magic
         for rg in part.row_groups:
-            rg = copy.deepcopy(rg)
-            _shift_group(rg, shift)
-            if rg.get(_RG_ORDINAL) is not None:
-                rg.set(_RG_ORDINAL, len(self.row_groups))
-            self.row_groups.append(rg)
+            self.row_groups.append(EncodedStruct(encode_struct(_placed(rg, shift, len(self.row_groups)))))
         size = part.body_size
         for piece in part.body():
             self.handle.write(piece)

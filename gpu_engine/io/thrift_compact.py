@@ -74,7 +74,15 @@ class Struct:
         self.fields.append([fid, ctype, value])
 
 
-Value: TypeAlias = bool | int | float | bytes | ThriftList | ThriftMap | Struct
+@dataclass(frozen=True)
+class EncodedStruct:
+    """A struct already encoded (:func:`encode_struct`'s bytes), written as it is where a struct goes: a
+    file's footer keeps its row groups so, a few hundred bytes each rather than a tree of objects."""
+
+    data: bytes
+
+
+Value: TypeAlias = bool | int | float | bytes | ThriftList | ThriftMap | Struct | EncodedStruct
 
 
 # -- decoding -------------------------------------------------------------------------------------------
@@ -216,6 +224,8 @@ def _value(out: bytearray, ctype: int, value: Value) -> None:
             for k, v in value.items:
                 _value(out, value.key_type, k)
                 _value(out, value.value_type, v)
+    elif ctype == STRUCT and isinstance(value, EncodedStruct):
+        out += value.data
     elif ctype == STRUCT:
         assert isinstance(value, Struct)
         _struct(out, value)
