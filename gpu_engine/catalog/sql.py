@@ -136,6 +136,7 @@ class SqlCatalog(Catalog):
             ) from e
         except sa_exc.ArgumentError as e:
             raise CatalogError(f"SQL catalog {name!r}: invalid uri: {e}") from e
+        self._pid = os.getpid()
         self._v1 = self._init_tables()
 
     def _table(self, identifier: IdentifierLike) -> tuple[Identifier, str]:
@@ -152,6 +153,13 @@ class SqlCatalog(Catalog):
     @contextlib.contextmanager
     def _connect(self) -> Iterator[sa.Connection]:
         with self._turn:
+            if self._pid != os.getpid() and not self._in_memory:
+                # a forked child (multiprocessing's default on Linux): the pooled connections are the
+                # parent's, their sockets shared with every sibling; SQLAlchemy's recipe leaves them to the
+                # parent and opens the child's own (an in-memory database lives in its one connection: the
+                # child's copy is its own)
+                self.engine.dispose(close=False)
+                self._pid = os.getpid()
             try:
                 conn = self.engine.connect()
             except sa_exc.DBAPIError as e:

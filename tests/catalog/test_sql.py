@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import multiprocessing
 import re
 import sqlite3
 import threading
@@ -444,3 +445,33 @@ def test_an_in_memory_catalog_keeps_its_tables_after_a_refused_write(tmp_path: P
         cat.create_namespace("db")
     assert cat.list_namespaces() == [("db",)] and cat.table_exists("db.t")
     assert cat.current_metadata_location("db.t") == tbl.metadata_location
+
+
+def _append_rows(tbl: ge.Table, worker: int, rows: int) -> None:
+    for i in range(rows):
+        tbl.refresh()
+        tbl.append(pa.table({"w": pa.array([worker], pa.int32()), "i": pa.array([i], pa.int32())}))
+
+
+def test_forked_workers_do_not_share_the_parents_connections(catalog: Any) -> None:
+    """multiprocessing's default start on Linux forks: a child used the parent's pooled connection, its
+    socket shared with its siblings (PostgreSQL: a worker read another's reply, or waited forever)."""
+    catalog.create_namespace("db")
+    schema = pa.schema([("w", pa.int32()), ("i", pa.int32())])
+    tbl = catalog.create_table("db.f", schema, properties={"commit.retry.num-retries": "30"})
+    tbl = catalog.load_table("db.f")  # the parent's pool now holds an idle connection
+    fork = multiprocessing.get_context("fork")
+    workers = [fork.Process(target=_append_rows, args=(tbl, w, 3)) for w in range(3)]
+    for p in workers:
+        p.start()
+    for p in workers:
+        p.join(timeout=90)
+    hung = [p.pid for p in workers if p.is_alive()]
+    for p in workers:
+        if p.is_alive():
+            p.kill()
+    assert not hung and [p.exitcode for p in workers] == [0, 0, 0]
+    rows = catalog.load_table("db.f").scan().to_arrow()
+    assert sorted(zip(rows["w"].to_pylist(), rows["i"].to_pylist(), strict=True)) == [
+        (w, i) for w in range(3) for i in range(3)
+    ]
