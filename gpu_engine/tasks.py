@@ -13,7 +13,7 @@ from typing import Any
 from .expressions import Expression
 from .iceberg.content_file import ContentFile
 from .iceberg.schema import Schema
-from .iceberg.sorting import SortOrder
+from .iceberg.sorting import SortField, SortOrder
 
 POSITION_DELETES = 1
 EQUALITY_DELETES = 2
@@ -182,11 +182,14 @@ STRATEGIES = ("binpack", "sort", "zorder")
 @dataclass(frozen=True)
 class RewriteStrategy:
     """How a compaction orders the rows it rewrites: ``binpack`` (as read), ``sort`` by ``sort_order``,
-    or ``zorder`` over ``zorder_columns``."""
+    or ``zorder`` over ``zorder_columns``; ``cluster``: fields ordered by before those (ascending), the
+    output partitions of a group repartitioned (:mod:`gpu_engine.execute.clustering`, added when a group
+    is rewritten: a plan's strategies have none)."""
 
     kind: str = "binpack"
     sort_order: SortOrder | None = None
     zorder_columns: tuple[str, ...] = ()
+    cluster: tuple[SortField, ...] = ()
 
     def __post_init__(self) -> None:
         if self.kind not in STRATEGIES:
@@ -195,6 +198,11 @@ class RewriteStrategy:
             raise ValueError("a sort strategy needs a sort order with fields; other strategies take none")
         if (self.kind == "zorder") != bool(self.zorder_columns):
             raise ValueError("a zorder strategy needs columns; other strategies take none")
+
+    @property
+    def orders_rows(self) -> bool:
+        """Whether rows are reordered (``sort``, ``zorder``, or a clustered ``binpack``)."""
+        return self.kind != "binpack" or bool(self.cluster)
 
     def __str__(self) -> str:
         if self.kind == "zorder":

@@ -49,9 +49,15 @@ def sort_indices(
 
 
 def zorder_indices(
-    table: pa.Table, schema: Schema, columns: Sequence[str], *, backend: str = "cpu"
+    table: pa.Table,
+    schema: Schema,
+    columns: Sequence[str],
+    *,
+    backend: str = "cpu",
+    prefix: Sequence[SortField] = (),
 ) -> npt.NDArray[np.int64]:
-    """Row indices that put ``table`` in Z-order (Morton order) over ``columns`` (dotted schema names).
+    """Row indices that put ``table`` in Z-order (Morton order) over ``columns`` (dotted schema names),
+    after the fields of ``prefix`` (sorted by those first).
 
     Each column's ascending word (nulls as word 0, so first) is interleaved MSB-first across the
     columns into ``len(columns)`` words, which are then sorted (stable).
@@ -61,7 +67,8 @@ def zorder_indices(
     fields = [SortField((_field_id(schema, name),), "identity", "asc", "nulls-first") for name in columns]
     words = normalized_words(table, schema, fields, backend=backend, fold_nulls=True)
     xp = array_module(backend)
-    return _lexsort(interleave(words, xp), table.num_rows, xp)
+    first = normalized_words(table, schema, prefix, backend=backend)
+    return _lexsort([*first, *interleave(words, xp)], table.num_rows, xp)
 
 
 def array_module(backend: str) -> ModuleType:

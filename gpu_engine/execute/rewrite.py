@@ -7,7 +7,8 @@ A pure function of the table metadata, the group and the strategy (the Spark iss
    columns ``_row_id`` and ``_last_updated_sequence_number`` (inherited values materialised, so rows keep
    their ids and sequence numbers in the new files);
 2. order the rows (:mod:`.rewrite_order`: as read for binpack; sorted or z-ordered, in memory or through
-   spill files for groups larger than the memory budget);
+   spill files for groups larger than the memory budget; rows of other specs clustered by the output
+   partitions first, :mod:`.clustering`);
 3. write them into the output spec: files of the rows of ``split_size`` input bytes each, as Java's
    ``inputSplitSize`` splits a group (``expected_output_files`` of about equal row counts, or
    target-sized files and the remainder in one more; files are also rolled at ``max_output_file_size``),
@@ -39,6 +40,7 @@ from ..io.fileio import FileIO
 from ..io.parquet_write import write_data_files
 from ..io.write_options import WriteOptions
 from ..tasks import FileGroup, PlanSummary, RewriteResult, RewriteStrategy, ScanPlan
+from .clustering import clustered
 from .delete_cache import DeleteCache
 from .input_split import InputSplits, average_bytes_per_row, bytes_per_live_row, expected_live_rows
 from .projection import Projection, project
@@ -78,6 +80,8 @@ def rewrite_group(
     choice = choose(backend)
     schema = md.schema
     plan, projection, write_schema = group_read(md, group)
+    order = table_order(md, strategy)  # the order asked for, recorded where it is the table's
+    strategy = clustered(md, group, strategy)
     _, sourced = execute_sourced(
         md, io, plan, projection, backend=choice.name, workers=workers, delete_cache=delete_cache
     )  # fmt: skip
@@ -92,7 +96,7 @@ def rewrite_group(
     )
     source = timed(_counted(ahead, counts, "read"), clock, "read")
     weighted: Iterator[tuple[pa.RecordBatch, int]]
-    if strategy.kind == "binpack":  # rows as read: each weighs the input bytes it was read from
+    if not strategy.orders_rows:  # rows as read: each weighs the input bytes it was read from
         weighted = source
     else:
         rows = ordered(
@@ -104,7 +108,6 @@ def rewrite_group(
     spec = md.spec_by_id(group.output_spec_id)
     props = {**md.properties, "write.target-file-size-bytes": str(group.max_output_file_size)}
     buffered = writer_buffer_bytes(group, WriteOptions.from_properties(props))
-    order = table_order(md, strategy)
     written: list[ContentFile] = []
 
     def write(chunk: Iterator[pa.RecordBatch]) -> None:

@@ -40,6 +40,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from ..iceberg.schema import Schema
+from ..iceberg.sorting import SortOrder
 from ..tasks import RewriteStrategy
 from .ordering import sort_indices, zorder_indices
 
@@ -106,7 +107,7 @@ def ordered(
     spill_dir: str | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """``batches`` in the strategy's order (see the module doc)."""
-    if strategy.kind == "binpack":
+    if not strategy.orders_rows:
         yield from batches
         return
     held: list[pa.RecordBatch] = []
@@ -147,11 +148,14 @@ def _ordered_batches(
 
 
 def order_indices(table: pa.Table, strategy: RewriteStrategy, schema: Schema, backend: str) -> np.ndarray:
-    """Row indices that put ``table`` (at least the columns the strategy reads) in the strategy's order."""
-    if strategy.kind == "sort":
-        assert strategy.sort_order is not None
-        return sort_indices(table, schema, strategy.sort_order, backend=backend)
-    return zorder_indices(table, schema, strategy.zorder_columns, backend=backend)
+    """Row indices that put ``table`` (at least the columns the strategy reads) in the strategy's order,
+    by its ``cluster`` fields first."""
+    if strategy.kind == "zorder":
+        return zorder_indices(
+            table, schema, strategy.zorder_columns, backend=backend, prefix=strategy.cluster
+        )
+    fields = strategy.sort_order.fields if strategy.sort_order is not None else ()
+    return sort_indices(table, schema, SortOrder(0, (*strategy.cluster, *fields)), backend=backend)
 
 
 def _in_memory(table: pa.Table, strategy: RewriteStrategy, schema: Schema, backend: str) -> pa.Table:

@@ -401,6 +401,19 @@ def test_zorder_grid_is_morton_order() -> None:
     assert got[4:8] == [(2, 0), (3, 0), (2, 1), (3, 1)]
 
 
+def test_zorder_after_a_prefix_orders_by_the_prefix_first() -> None:
+    grid = [(x, y, p) for x in range(4) for y in range(4) for p in (2, 0, 1)]
+    random.Random(4).shuffle(grid)
+    table = pa.table({"x": [g[0] for g in grid], "y": [g[1] for g in grid], "p": [g[2] for g in grid]})
+    schema = schema_from_arrow(table.schema)
+    prefix = (SortField((schema.ids_by_name["p"],), "identity", "asc", "nulls-first"),)
+    got = [grid[i] for i in zorder_indices(table, schema, ["y", "x"], prefix=prefix)]
+    assert [g[2] for g in got] == sorted(g[2] for g in grid)  # the prefix first
+    alone = [grid[i] for i in zorder_indices(table, schema, ["y", "x"])]
+    for p in (0, 1, 2):  # then each prefix value's rows in z-order
+        assert [g for g in got if g[2] == p] == [g for g in alone if g[2] == p]
+
+
 def test_interleave_blocks_and_bit_positions() -> None:
     rng = np.random.default_rng(0)
     a, b, c = (rng.integers(0, 2**64, size=70_000, dtype=np.uint64) for _ in range(3))  # > one block

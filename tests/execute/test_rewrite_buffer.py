@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 import gpu_engine.io.parquet_write as pw
@@ -63,3 +64,44 @@ def test_the_budget_is_a_quarter_file_and_at_most_a_row_group() -> None:
     options = WriteOptions()
     assert writer_buffer_bytes(group(16 << 20), options) == 4 << 20
     assert writer_buffer_bytes(group(1 << 30), options) == options.row_group_size_bytes == 128 << 20
+
+
+@pytest.mark.parametrize("strategy", ["binpack", "sort", "zorder"])
+def test_a_repartitioning_rewrite_clusters_rows_by_the_output_partitions(
+    tmp_path: Path, strategy: str
+) -> None:
+    """As Java's rewrite_data_files (a range distribution, or the partition fields before the sort order):
+    each partition's rows come together and are written in full row groups. They came in the old layout's
+    order, every partition's rows spread over all of it: the shared buffer cut each into row groups of a
+    sixteenth of the budget."""
+    props = {"format-version": "2", "write.parquet.row-group-size-bytes": str(ROW_GROUP)}
+    tbl = sql_catalog(tmp_path).create_table("db.t", SCHEMA, properties=props)
+    rng = np.random.default_rng(5)
+    for _ in range(2):
+        ids = rng.integers(0, 2**62, 100_000)
+        tbl.append(pa.table({"id": ids, "name": [f"n{i % 53}" for i in range(len(ids))]}, schema=SCHEMA))
+    with tbl.update_spec() as u:
+        u.add_field("bucket(16, id)")
+    expected = sorted(tbl.scan().to_arrow().column("id").to_pylist())
+    order = {"binpack": None, "sort": "name DESC, id", "zorder": "zorder(name, id)"}[strategy]
+    kind = "sort" if strategy == "zorder" else strategy
+    options = {"rewrite-all": "true", "target-file-size-bytes": str(TARGET)}
+    tbl.compact(kind, sort_order=order, options=options)
+    files = [t.file for t in tbl.scan().plan().tasks]
+    assert {f.spec_id for f in files} == {1} and len(files) >= 16
+    # a full row group is ROW_GROUP Arrow bytes, ~1000 of these rows: all but each file's last are full
+    # (without the clustering: ~1000 / 16 rows each)
+    full = ROW_GROUP / (SCHEMA.empty_table().nbytes + tbl.scan().to_arrow().nbytes / len(expected))
+    for f in files:
+        md = pq.ParquetFile(tbl.io.resolve(f.path)).metadata
+        rows = [md.row_group(i).num_rows for i in range(md.num_row_groups)]
+        assert min(rows[:-1], default=full) >= 0.75 * full, (f.path, rows, full)
+    assert sorted(tbl.scan().to_arrow().column("id").to_pylist()) == expected
+    if strategy == "sort":  # each file in the order asked for
+        for f in files:
+            names = pq.read_table(tbl.io.resolve(f.path), columns=["name", "id"]).to_pylist()
+            assert names == sorted(names, key=lambda r: (_desc(r["name"]), r["id"]))
+
+
+def _desc(text: str) -> tuple[int, ...]:
+    return (*(-b for b in text.encode()), 1)
