@@ -402,6 +402,36 @@ def test_a_small_partition_first_does_not_cut_the_others_into_small_files(
     assert counts(host)[(0,)] == [9990] and counts(host)[(1,)] == [10_000]
 
 
+@pytest.mark.parametrize("strategy", ["binpack", "sort"])
+def test_many_small_files_repartitioned_make_the_files_the_host_path_makes(
+    tmp_path: Path, strategy: str
+) -> None:
+    """Compaction's main case into a new spec: many files of a few rows each, mostly footers and page
+    headers. The host writer rolls files on the bytes it writes: one file; the frame path cut the rows by
+    the group's input bytes before writing any (five files of 60 rows)."""
+    schema = pa.schema(
+        [pa.field("id", pa.int64(), nullable=False)] + [(f"c{i}", pa.string()) for i in range(8)]
+    )
+    tbl = sql_catalog(tmp_path).create_table(
+        "db.t", schema, partition_spec=["bucket(2, id)"], properties={"format-version": "2"}
+    )
+    for k in range(60):
+        ids = list(range(k * 5, k * 5 + 5))
+        tbl.append(
+            pa.table({"id": ids, **{f"c{i}": [f"v{j * 7 % 101}" for j in ids] for i in range(8)}}, schema)
+        )
+    with tbl.update_spec() as u:
+        u.remove_field("id_bucket")
+    sort = "id DESC" if strategy == "sort" else None
+    options = {"rewrite-all": "true", "target-file-size-bytes": "50000"}
+    plan = tbl.compact(strategy, sort_order=sort, options=options, dry_run=True).plan
+    [group] = plan.groups
+    assert group.spec_id is None and group.input_bytes > 3 * group.max_output_file_size
+    host = rewrite_group(tbl.metadata, tbl.io, group, plan.strategy, backend="cpu")
+    frames = rewrite_group_frames(tbl.metadata, tbl.io, group, plan.strategy, ArrowFrames(), backend="cpu")
+    assert [f.record_count for f in frames.added] == [f.record_count for f in host.added] == [300]
+
+
 def test_bloom_filters_send_the_group_to_the_host_with_the_reason(tmp_path: Path) -> None:
     """The frame writer writes no bloom filters (cuDF's writes none): a table that asks for one has its
     groups written by pyarrow, the reason recorded, and the filter is in the file."""
