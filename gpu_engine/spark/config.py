@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import _args
-from ..errors import InvalidOption
+from ..errors import BackendUnavailable, InvalidOption
 
 DISCOVERY_SCRIPT = (
     "/opt/sparkRapidsPlugin/getGpusResources.sh"  # ships with Spark as examples/src/main/scripts
@@ -78,4 +78,9 @@ def local_session(
     settings = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2", **(conf or {})}
     for key, value in settings.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    try:
+        return builder.getOrCreate()
+    except Exception as exc:  # a master Spark cannot parse or reach, a JVM that did not start
+        from .runner import first_line
+
+        raise BackendUnavailable(f"Spark could not start on master {master!r}: {first_line(exc)}") from None

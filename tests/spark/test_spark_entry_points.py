@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +86,19 @@ def _spark_jobs(spark: Any) -> dict[int, tuple[str, str]]:
         description = job.description().get() if job.description().isDefined() else ""
         out[int(job.jobId())] = (str(description), str(job.status().toString()))
     return out
+
+
+@pytest.mark.parametrize(
+    "command", [["-m", "gpu_engine.spark", "scan"], ["-m", "gpu_engine.cli", "compact", "--spark"]]
+)
+def test_a_master_spark_cannot_use_is_named(spark: Any, table_name: str, command: list[str]) -> None:
+    """A fresh process (the tests' session would be reused whatever the master): an error line naming the
+    master and Spark's reason, not sixty lines of Java and Python traceback."""
+    args = [sys.executable, *command, table_name, "--catalog", NAME, "--master", "local[x]"]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=300)  # the fixture's catalog env
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "Spark could not start on master 'local[x]'" in done.stderr
+    assert "Could not parse Master URL" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_cli_compact_spark_rewrites_on_spark(
