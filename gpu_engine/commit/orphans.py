@@ -8,7 +8,7 @@ snapshot its manifest list, manifests and every entry's file (any status), plus 
 statistics files, as the catalog's current metadata has them; hidden names (``_SUCCESS``, ``.crc``) are
 left alone, but for the staging files this engine's writers leave when killed (the table is refreshed
 first, and again before deleting). Refused when the table's ``gc.enabled`` is false, and when an
-unreachable metadata file is another table's (another ``table-uuid``: two tables share the location, as
+unreachable metadata file, of any age, is another table's (another ``table-uuid``: two tables share the location, as
 two catalogs of one warehouse, or a renamed table and a new one under its old name, place them; Java's
 DeleteOrphanFiles would delete the other's files). Local tables only: file ages come from ``os.stat``.
 """
@@ -144,6 +144,7 @@ def remove_orphan_files(
         table.refresh()  # what other writers committed since this handle was loaded is not orphaned
     reachable = reachable_files(table)
     orphans: list[str] = []
+    metadata: list[str] = []  # unreachable metadata files of any age: another table's are looked for
     for top in _listed_dirs(table, root):
         for dirpath, dirs, names in os.walk(top):
             dirs[:] = [d for d in dirs if not _hidden(d)]
@@ -153,6 +154,8 @@ def remove_orphan_files(
                 path = os.path.join(dirpath, name)
                 if os.path.islink(path) or os.path.realpath(path) in reachable:
                     continue
+                if name.endswith(_METADATA_SUFFIXES):
+                    metadata.append(path)
                 if os.stat(path).st_mtime * 1000 < cutoff:
                     orphans.append(path)
     orphans = sorted(set(orphans))  # one location may lie inside the other
@@ -161,7 +164,10 @@ def remove_orphan_files(
         if table.refresh().metadata_location != seen:
             reachable = reachable_files(table)
             orphans = [p for p in orphans if os.path.realpath(p) not in reachable]
-    _check_own(table, orphans)
+            metadata = [p for p in metadata if os.path.realpath(p) not in reachable]
+    # another table's files may be old and its metadata new (rewritten since, the older metadata deleted
+    # after commit): its metadata files are looked at whatever their age
+    _check_own(table, sorted(set(metadata)))
     if not dry_run:
         left = delete_files(io, orphans, fault=None)
         if left:

@@ -269,6 +269,35 @@ def test_a_location_shared_with_another_table_is_refused_naming_its_metadata(
     )
 
 
+def test_a_shared_location_is_refused_when_the_other_tables_metadata_is_young(tmp_path: Path) -> None:
+    """Its data, manifests and manifest list were old enough to go, its metadata files (rewritten since,
+    the older ones deleted after commit) too young to be looked at: its live files were deleted."""
+    uri, warehouse = f"sqlite:///{tmp_path / 'catalog.db'}", str(tmp_path / "wh")
+    props = {
+        "write.metadata.delete-after-commit.enabled": "true",
+        "write.metadata.previous-versions-max": "1",
+    }
+    tables = []
+    for name in ("team_a", "team_b"):
+        cat = ge.load_catalog(name, uri=uri, warehouse=warehouse)
+        cat.create_namespace("db")
+        tables.append(cat.create_table("db.t", rows(0, 0).schema, properties=props))
+    mine, theirs = tables
+    theirs.append(rows(0, 3))
+    for f in Path(theirs.location).rglob("*"):  # four days ago
+        if f.is_file():
+            os.utime(f, (time.time() - 4 * DAY_S,) * 2)
+    for i in range(2):  # metadata-only commits today: its metadata files are all new
+        with theirs.update_properties() as u:
+            u.set("k", str(i))
+    before = sorted(p for p in Path(mine.location).rglob("*") if p.is_file())
+    with pytest.raises(ValidationError, match=r"metadata of another table \(uuid .*nothing was deleted"):
+        mine.remove_orphan_files()
+    assert sorted(p for p in Path(mine.location).rglob("*") if p.is_file()) == before
+    reloaded = ge.load_catalog("team_b", uri=uri, warehouse=warehouse).load_table("db.t")
+    assert reloaded.scan().to_arrow().num_rows == 3
+
+
 def test_old_metadata_files_of_the_table_itself_are_orphans(tmp_path: Path) -> None:
     """Metadata files that left the metadata log (``write.metadata.previous-versions-max``) are the
     table's own: removed as orphans."""
