@@ -8,9 +8,10 @@ snapshot its manifest list, manifests and every entry's file (any status), plus 
 statistics files, as the catalog's current metadata has them; hidden names (``_SUCCESS``, ``.crc``) are
 left alone, but for the staging files this engine's writers leave when killed (the table is refreshed
 first, and again before deleting). Refused when the table's ``gc.enabled`` is false, and when an
-unreachable metadata file, of any age, is another table's (another ``table-uuid``: two tables share the location, as
-two catalogs of one warehouse, or a renamed table and a new one under its old name, place them; Java's
-DeleteOrphanFiles would delete the other's files). Local tables only: file ages come from ``os.stat``.
+unreachable metadata file, of any age, is another table's (another ``table-uuid``: two tables share the
+location, as two catalogs of one warehouse, or a renamed table and a new one under its old name, place
+them; Java's DeleteOrphanFiles would delete the other's files). Local tables only: file ages come from
+``os.stat``.
 """
 
 from __future__ import annotations
