@@ -99,19 +99,30 @@ def bind_predicate(pred: UnboundPredicate, ref: BoundReference) -> Expression:
 
 
 def compare(op: Op, ref: BoundReference, fitted: lit.Fit) -> Expression:
-    """``ref op value`` for a fitted literal, rewritten exactly and folded at the type's limits."""
+    """``ref op value`` for a fitted literal, rewritten exactly and folded at the type's limits.
+
+    A timestamp column matching no row for a literal beyond its range (``< '1500-01-01'`` on nanoseconds)
+    is not folded to false but compared with the range's end: a date column promoted to it may hold dates
+    the type cannot (spec "Schema Evolution": a runtime failure), and its files must still be read to
+    fail; metrics skip the others."""
+    limits = lit.bounds(ref.type)
+    beyond = limits is not None and ref.type.name in it.TIMESTAMP_NAMES
     if isinstance(fitted, lit.Between):
+        if beyond and limits is not None:
+            if fitted.below is None and op in (Op.LT, Op.LT_EQ, Op.EQ):
+                return BoundPredicate(Op.LT, ref, (limits[0],))
+            if fitted.above is None and op in (Op.GT, Op.GT_EQ, Op.EQ):
+                return BoundPredicate(Op.GT, ref, (limits[1],))
         if op in (Op.LT, Op.LT_EQ):
             return FALSE if fitted.below is None else compare(Op.LT_EQ, ref, lit.Exact(fitted.below))
         if op in (Op.GT, Op.GT_EQ):
             return FALSE if fitted.above is None else compare(Op.GT_EQ, ref, lit.Exact(fitted.above))
         return FALSE if op is Op.EQ else bound_unary(Op.NOT_NULL, ref)
     value = fitted.value
-    limits = lit.bounds(ref.type)
     if limits is not None:
         low, high = limits
         if (op is Op.LT and value == low) or (op is Op.GT and value == high):
-            return FALSE
+            return BoundPredicate(op, ref, (value,)) if beyond else FALSE
         if (op is Op.LT_EQ and value == high) or (op is Op.GT_EQ and value == low):
             return bound_unary(Op.NOT_NULL, ref)
     return BoundPredicate(op, ref, (value,))

@@ -20,7 +20,7 @@ from pyiceberg.table import StaticTable
 
 from gpu_engine.commit.schema_from_arrow import schema_from_arrow
 from gpu_engine.commit.schema_update import InvalidSchemaChange
-from gpu_engine.errors import UnsupportedFeature, ValidationError
+from gpu_engine.errors import DataFileError, UnsupportedFeature, ValidationError
 from gpu_engine.table import Table
 
 from ._support import (
@@ -352,6 +352,29 @@ def test_date_to_timestamp_under_day_keeps_partition_values(tmp_path: Path) -> N
         filter="d >= '2024-01-02T00:00:00' and d < '2024-01-02T06:00:00'", columns=["id"]
     ).to_arrow()
     assert sorted(got["id"].to_pylist()) == [1, 100]
+
+
+@pytest.mark.parametrize(
+    "where", ["d < '1600-01-01T00:00:00'", "d <= '1500-01-01T00:00:00'", "d = '1500-01-01T00:00:00'"]
+)
+def test_a_date_beyond_timestamp_ns_fails_filtered_reads_as_plain_ones(tmp_path: Path, where: str) -> None:
+    """The spec: a date the promoted type cannot hold is a runtime failure. A filter whose literal lies
+    beyond the type's range was folded to 'false': no file read, no rows, no failure (a delete deleted
+    nothing and reported success)."""
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("d", pa.date32())])
+    rows = pa.table({"id": [1, 2], "d": [dt.date(1500, 1, 1), dt.date(2024, 5, 1)]}, schema=schema)
+    tbl = sql_catalog(tmp_path).create_table("db.t", schema, properties={"format-version": "3"})
+    tbl.append(rows)
+    with tbl.update_schema() as u:
+        u.update_column("d", "timestamp_ns")
+    with pytest.raises(DataFileError, match="out of bounds timestamp"):
+        tbl.scan().to_arrow()
+    with pytest.raises(DataFileError, match="out of bounds timestamp"):
+        tbl.scan(filter=where).to_arrow()
+    before = tbl.metadata_location
+    with pytest.raises(DataFileError, match="out of bounds timestamp"):
+        tbl.delete(where)
+    assert tbl.refresh().metadata_location == before
 
 
 def test_deleting_an_identifier_field_is_refused(tmp_path: Path) -> None:

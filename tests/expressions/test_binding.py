@@ -157,6 +157,12 @@ def test_literals_become_physical_values(text: str, op: Op, value: Any) -> None:
         ("i < 1e-99999999", "i <= 0"),
         ("d > 1e-99999999", "d >= Decimal('0.01')"),
         ("d = -1e-99999999", "false"),
+        # timestamps: compared with the range's end, not folded to false (a promoted date may lie beyond)
+        ("ns < '1500-01-01T00:00:00'", "ns < -9223372036854775808"),
+        ("ns = '1500-01-01T00:00:00'", "ns < -9223372036854775808"),
+        ("ns > '2300-01-01T00:00:00'", "ns > 9223372036854775807"),
+        ("ns >= '1500-01-01T00:00:00'", "ns is not null"),
+        ("ns != '1500-01-01T00:00:00'", "ns is not null"),
         ("id is null", "false"),
         ("id is not null", "true"),
         ("r.leaf is null", "false"),
