@@ -142,7 +142,7 @@ def unquote(text: str, where: str) -> str:
         return text
     parts, i = [], 0
     while True:
-        if text[i : i + 1] in _QUOTES:
+        if i < len(text) and text[i] in _QUOTES:
             q = text[i]
             part, i = _quoted(text, i + 1, q, where)
             if i < len(text) and text[i] != ".":
@@ -159,6 +159,8 @@ def unquote(text: str, where: str) -> str:
         if i >= len(text):
             return ".".join(parts)
         i += 1  # the dot
+        if i >= len(text):
+            raise UnsupportedTransform(f"{where}: expected a name after the dot")
 
 
 _QUOTES = '`"'

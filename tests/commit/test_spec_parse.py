@@ -179,6 +179,10 @@ def test_quoted_names_as_filters_quote_them() -> None:
         ('"a, b"x', r"expected a dot or the end after the quoted name \"a, b\""),
         ("`a`(x)", r"sort field '`a`\(x\)': expected a column or transform\(column\)"),
         ('"', r"unclosed double quote"),
+        ("`a`.", r"sort field '`a`\.': expected a name after the dot"),
+        ("`a`. DESC", r"expected a name after the dot"),
+        ("bucket(4, `a`.)", r"sort field 'bucket\(4, `a`\.\)': expected a name after the dot"),
+        ('st."x".', r"expected a name after the dot"),
     ],
 )
 def test_bad_quoting_is_named(text: str, match: str) -> None:
