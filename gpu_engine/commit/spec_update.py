@@ -115,7 +115,9 @@ class SpecUpdate(MetadataUpdate):
                 fields.append(renamed)
             elif md.format_version == 1:  # v1 specs keep their fields: a removed one yields null
                 fields.append(replace(renamed, transform="void"))
-        next_id = md.last_partition_id
+        # past every spec's field ids too: metadata whose last-partition-id lags one (another writer's
+        # slip) would otherwise give a new field an id a field holds
+        next_id = max([md.last_partition_id, *(f.field_id for s in md.specs.values() for f in s.fields)])
         for a in self._adds:
             taken = {f.field_id for f in fields}
             field_id = self._recycled(a) if md.format_version >= 2 else None

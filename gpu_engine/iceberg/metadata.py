@@ -273,6 +273,8 @@ def _from_json(obj: Any) -> TableMetadata:
         key.replace("-", "_"): tuple(sn.record_from_json(cls, o, w) for w, o in sn.objects(obj, key, ""))
         for key, cls in _RECORD_LISTS.items()
     }
+    for key in ("snapshot-log", "metadata-log"):
+        _check_time_order(key, records[key.replace("-", "_")])
     return TableMetadata(
         format_version=fv,
         location=sn.req_str(obj, "location", ""),
@@ -296,6 +298,21 @@ def _from_json(obj: Any) -> TableMetadata:
         extra=sn.extra_of(obj, _KNOWN) + extra + legacy_schema + legacy_spec,
         **records,
     )
+
+
+_CLOCK_SKEW_MS = 60_000  # Java's TableMetadata allows a minute
+
+
+def _check_time_order(key: str, entries: tuple[Any, ...]) -> None:
+    """Refuse a log whose entries go back in time by more than a minute, as Java's ``TableMetadata``
+    does ("Expected sorted snapshot log entries"): time travel takes the last entry at or before a time."""
+    for i in range(1, len(entries)):
+        before, at = entries[i - 1].timestamp_ms, entries[i].timestamp_ms
+        if at - before < -_CLOCK_SKEW_MS:
+            raise MetadataError(
+                f"{key} is out of time order: entry {i} ({at}) is more than a minute before entry {i - 1} "
+                f"({before})"
+            )
 
 
 def _wrap(where: str, fn: Any, *args: Any) -> Any:

@@ -304,6 +304,30 @@ def test_an_update_built_before_another_writers_spec_is_refused(tmp_path: Path) 
         update.commit()
 
 
+def test_new_field_ids_pass_every_specs_ids_whatever_last_partition_id_says(tmp_path: Path) -> None:
+    """Metadata whose last-partition-id is below a spec's field id (another writer's slip): the new field
+    took an id the spec held, committing a spec of two fields numbered 1000; filters on it then failed."""
+    tbl = make(tmp_path, 2, ["bucket(4, id)"])
+    tbl.append(batch(0, 6))
+    raw = metadata(tbl)
+    assert raw["last-partition-id"] == 1000
+    raw["last-partition-id"] = 999
+    stale = Path(tbl.metadata_location).parent / "00099-stale.metadata.json"
+    stale.write_text(json.dumps(raw))
+    cat = sql_catalog(tmp_path / "other")
+    registered = cat.register_table("db.t", str(stale))
+    with registered.update_spec() as u:
+        u.add_field("truncate(3, name)")
+    assert spec_fields(metadata(registered), 1) == [
+        ("id_bucket", 1000, "bucket[4]"),
+        ("name_trunc_3", 1001, "truncate[3]"),
+    ]
+    assert metadata(registered)["last-partition-id"] == 1001
+    registered.append(batch(6, 3))
+    assert sorted(registered.scan(filter="name = 'abc'").to_arrow()["id"].to_pylist()) == []
+    assert sorted(registered.scan(filter="name = 'a'").to_arrow()["id"].to_pylist()) == [0, 3, 6]
+
+
 def test_fields_added_later_are_named_as_java_names_them(tmp_path: Path) -> None:
     """UpdatePartitionSpec.addField names a field added without a name with Java's
     PartitionNameGenerator (``id_bucket_8``, ``name_trunc_3``), so a changed transform does not reuse

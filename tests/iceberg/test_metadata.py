@@ -368,6 +368,11 @@ BAD_OBJECTS: list[tuple[str, str, tuple[Any, ...], Any, str]] = [
     ("ref-missing", "v3", ("refs", "v1", "snapshot-id"), 1, r"ref 'v1' points at snapshot 1, not among"),
     ("main-not-current", "v3", ("current-snapshot-id",), V3_FIRST, r"main branch is at snapshot 43630372358"),
     ("log-entry", "v2", ("snapshot-log", 0, "timestamp-ms"), DROP, r"'snapshot-log\[0\].timestamp-ms'"),
+    # out of time order by more than Java's minute of clock skew: as_of picked the wrong snapshot
+    ("log-order", "v3", ("snapshot-log", 2, "timestamp-ms"), 1779298839350 - 60_001,
+     r"snapshot-log is out of time order: entry 2 \(1779298779349\) is more than a minute before entry 1"),
+    ("metadata-log-order", "v2", ("metadata-log", 1, "timestamp-ms"), 1721808986363 - 3_600_000,
+     r"metadata-log is out of time order: entry 1 \(1721805386363\) is more than a minute before entry 0"),
     ("seq-above-last", "v2", ("last-sequence-number",), 0, r"sequence-number 1, greater than last-seq"),
     ("duplicate-field-id", "v2", ("schemas", 0, "fields"), [TWIN, {**TWIN, "name": "x"}],
      r"'schemas\[0\]' is malformed: invalid schema: field id 1 is held by 'id' and 'x'"),
