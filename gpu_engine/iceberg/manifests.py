@@ -339,7 +339,10 @@ def partition_fields(
     spec_id: int,
 ) -> tuple[PartitionField, ...]:
     """The partition tuple of a manifest: Avro record fields, typed by their Avro types and named and
-    typed by the manifest's ``partition-spec`` + ``schema`` metadata where present and consistent."""
+    typed by the manifest's ``partition-spec`` + ``schema`` metadata where present and consistent. With
+    that spec, the tuple is its fields by field id, in its order: a record listing them in another order,
+    or with fields of no spec field, is read by id (its values were taken by position: deleted rows came
+    back); a spec field the record lacks is a :class:`ManifestError` naming it."""
     from_spec = _spec_partition_type(metadata, spec_id)
     out = []
     for i, f in enumerate(record.get("fields", [])):
@@ -357,7 +360,15 @@ def partition_fields(
             ):
                 t = spec_type
         out.append(PartitionField(str(f["name"]), fid, name, t))
-    return tuple(out)
+    if not from_spec:
+        return tuple(out)
+    by_id = {f.field_id: f for f in out}
+    missing = [f"{f.name} (field id {fid})" for fid, f in from_spec.items() if fid not in by_id]
+    if missing:
+        raise ManifestError(
+            f"{path}: the partition struct lacks field(s) {', '.join(missing)} of its partition spec {spec_id}"
+        )
+    return tuple(by_id[fid] for fid in from_spec)
 
 
 def _physical(t: it.PrimitiveType) -> pa.DataType | None:

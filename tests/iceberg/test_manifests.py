@@ -572,3 +572,59 @@ def test_manifest_lists_in_every_codec_java_writes(codec: str, tmp_path: Path) -
     with target.open("wb") as f:
         fastavro.writer(f, schema, records, metadata=meta, codec=codec)
     assert read_manifest_list(str(target)) == read_manifest_list(str(source))
+
+
+def _rewrite_partition_record(path: Path, change: str) -> None:
+    """Write the data manifest ``path`` again with its partition record's fields reversed, with an
+    extra field of no spec field, or without its first field (field ids kept)."""
+    with path.open("rb") as f:
+        reader = fastavro.reader(f)
+        meta = {k: v for k, v in cast(dict[str, Any], reader.metadata).items() if not k.startswith("avro.")}
+        schema = json.loads(cast(dict[str, Any], reader.metadata)["avro.schema"])
+        records = list(reader)
+    data_file = next(f for f in schema["fields"] if f["name"] == "data_file")["type"]
+    partition = next(f for f in data_file["fields"] if f["name"] == "partition")["type"]
+    if change == "reversed":
+        partition["fields"].reverse()
+    elif change == "extra":
+        partition["fields"].insert(
+            0, {"field-id": 9999, "name": "extra", "type": ["null", "int"], "default": None}
+        )
+        for r in records:
+            cast(dict[str, Any], r)["data_file"]["partition"]["extra"] = 5
+    else:
+        dropped = partition["fields"].pop(0)["name"]
+        for r in records:
+            del cast(dict[str, Any], r)["data_file"]["partition"][dropped]
+    out = io.BytesIO()
+    fastavro.writer(out, schema, records, metadata=meta)
+    path.write_bytes(out.getvalue())
+
+
+@pytest.mark.parametrize("change", ["reversed", "extra", "missing"])
+def test_partition_values_are_read_by_field_id(tmp_path: Path, change: str) -> None:
+    """Values were taken by position: a record listing the spec's fields in another order, or one more,
+    gave data files partition tuples their position deletes did not share, and deleted rows came back."""
+    from tests.commit._support import sql_catalog
+
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("g", pa.int32())])
+    tbl = sql_catalog(tmp_path).create_table(
+        "db.t", schema, partition_spec=["bucket(2, id)", "g"], properties={"format-version": "2"}
+    )
+    tbl.append(pa.table({"id": list(range(10)), "g": pa.array([7] * 10, pa.int32())}, schema=schema))
+    tbl.delete("id = 4")
+    snapshot = tbl.metadata.current_snapshot()
+    assert snapshot is not None and snapshot.manifest_list is not None
+    manifests = read_manifest_list(snapshot.manifest_list)
+    [data] = [m for m in manifests if m.content == 0]
+    expected = read_manifest(data).column("partition").to_pylist()
+    _rewrite_partition_record(Path(data.manifest_path), change)
+    if change == "missing":
+        with pytest.raises(
+            ManifestError, match=r"lacks field\(s\) id_bucket \(field id 1000\) of its partition spec 0"
+        ):
+            read_manifest(data)
+        return
+    partition = read_manifest(data).column("partition")
+    assert [f.name for f in partition.type] == ["id_bucket", "g"] and partition.to_pylist() == expected
+    assert sorted(tbl.refresh().scan().to_arrow()["id"].to_pylist()) == [0, 1, 2, 3, 5, 6, 7, 8, 9]
