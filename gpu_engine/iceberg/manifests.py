@@ -366,7 +366,8 @@ def partition_fields(
     missing = [f"{f.name} (field id {fid})" for fid, f in from_spec.items() if fid not in by_id]
     if missing:
         raise ManifestError(
-            f"{path}: the partition struct lacks field(s) {', '.join(missing)} of its partition spec {spec_id}"
+            f"{path}: the partition struct lacks field(s) {', '.join(missing)} of its partition spec "
+            f"{spec_id}"
         )
     return tuple(by_id[fid] for fid in from_spec)
 
