@@ -11,6 +11,10 @@ cluster by). :func:`clustered` gives the strategy those leading fields (:attr:`R
 each output partition's rows then come together, and its files are written one full row group after
 another. ``binpack`` orders by the partition fields only (within a partition rows keep their order).
 
+Clustering is a layout choice, not one the caller made: a ``binpack`` on a backend that cannot order rows
+(CUDA without CuPy) is written unclustered, as before, with a warning naming why (a ``sort`` or ``zorder``
+there fails as it asks for an order).
+
 A sort field clusters a partition field with the same transform of the same column, or a finer one of the
 same column: ``identity`` clusters by any order-preserving transform of it (``truncate``, the temporal
 ones), ``hour`` by ``day``, ``month`` and ``year``, ``day`` by ``month`` and ``year``, ``month`` by
@@ -20,22 +24,34 @@ nothing and are left out.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 
+from ..errors import BackendUnavailable
 from ..iceberg.metadata import TableMetadata
 from ..iceberg.partitioning import PartitionField
 from ..iceberg.sorting import SortField
 from ..tasks import FileGroup, RewriteStrategy
 from ..transforms.spec import Temporal, UnknownTransform, Void, parse_transform
+from .ordering import array_module
 
 _GRAIN = {"hour": 0, "day": 1, "month": 2, "year": 3}  # finer first
+_log = logging.getLogger("gpu_engine.execute")
 
 
-def clustered(md: TableMetadata, group: FileGroup, strategy: RewriteStrategy) -> RewriteStrategy:
-    """``strategy`` with the partition fields it must order by first (see the module doc): none but for a
-    group of files of other specs written into a partitioned spec."""
+def clustered(
+    md: TableMetadata, group: FileGroup, strategy: RewriteStrategy, backend: str = "cpu"
+) -> RewriteStrategy:
+    """``strategy`` with the partition fields it must order by first on ``backend`` (see the module doc):
+    none but for a group of files of other specs written into a partitioned spec."""
     if group.spec_id is not None:
         return strategy
+    if strategy.kind == "binpack":
+        try:
+            array_module(backend)
+        except BackendUnavailable as exc:
+            _log.warning("group %d: rows written unclustered by partition: %s", group.index, exc)
+            return strategy
     required = [f for f in md.spec_by_id(group.output_spec_id).fields if _computable(f)]
     if strategy.kind == "sort":
         assert strategy.sort_order is not None

@@ -81,7 +81,7 @@ def rewrite_group(
     schema = md.schema
     plan, projection, write_schema = group_read(md, group)
     order = table_order(md, strategy)  # the order asked for, recorded where it is the table's
-    strategy = clustered(md, group, strategy)
+    strategy = clustered(md, group, strategy, choice.name)
     _, sourced = execute_sourced(
         md, io, plan, projection, backend=choice.name, workers=workers, delete_cache=delete_cache
     )  # fmt: skip

@@ -97,3 +97,22 @@ def test_a_clustered_strategy_orders_rows_and_a_plan_strategy_does_not() -> None
     field = SortField((1,), "identity", "asc", "nulls-first")
     assert replace(RewriteStrategy(), cluster=(field,)).orders_rows
     assert str(replace(RewriteStrategy(), cluster=(field,))) == "binpack"
+
+
+def test_a_backend_that_cannot_order_writes_a_binpack_unclustered_saying_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """CUDA without CuPy: the binpack asked for no order, and runs as before (a sort there fails)."""
+    from gpu_engine.errors import BackendUnavailable
+    from gpu_engine.execute import clustering
+
+    def no_cupy(backend: str) -> None:
+        raise BackendUnavailable(f"ordering rows with backend={backend!r} needs the 'cupy' package")
+
+    monkeypatch.setattr(clustering, "array_module", no_cupy)
+    tbl = table(tmp_path, SPEC)
+    with caplog.at_level("WARNING", logger="gpu_engine.execute"):
+        unclustered = clustered(tbl.metadata, group(tbl, None), RewriteStrategy(), "cuda")
+    assert unclustered.cluster == () and not unclustered.orders_rows
+    assert "group 0: rows written unclustered by partition: ordering rows with backend='cuda'" in caplog.text
+    assert cluster(tbl, sort(tbl, "id")) == REQUIRED  # a sort still orders (and fails without CuPy)
