@@ -351,7 +351,8 @@ def _columns(
 _DATA_FIELDS = ("file_format", "spec_id", "record_count", "file_size_in_bytes", "first_row_id",
                 "split_offsets", "sort_order_id", "manifest_path")  # fmt: skip
 _DELETE_FIELDS = ("file_format", "content", "spec_id", "record_count", "file_size_in_bytes", "equality_ids",
-                  "referenced_data_file", "content_offset", "content_size_in_bytes")  # fmt: skip
+                  "referenced_data_file", "content_offset", "content_size_in_bytes",
+                  "manifest_path")  # fmt: skip
 
 
 def _data_files(table: pa.Table, format_version: int) -> list[DataFile]:
@@ -385,6 +386,11 @@ def _delete_files(table: pa.Table, scopes: Sequence[PathScope]) -> list[DeleteFi
     out = []
     for i, path in enumerate(cols["file_path"]):
         seq = cols["sequence_number"][i]
+        if cols["content"][i] not in (1, 2):  # Java's DeleteFileIndex: "Unsupported delete file content"
+            raise PlanningError(
+                f"delete manifest {cols['manifest_path'][i]} lists {path} with content {cols['content'][i]} "
+                "(a delete file's is 1, position deletes, or 2, equality deletes)"
+            )
         if seq is None:
             raise PlanningError(f"delete file {path} has no data sequence number")
         if cols["file_format"][i] == "PUFFIN" and cols["referenced_data_file"][i] is None:

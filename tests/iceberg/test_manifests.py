@@ -628,3 +628,32 @@ def test_partition_values_are_read_by_field_id(tmp_path: Path, change: str) -> N
     partition = read_manifest(data).column("partition")
     assert [f.name for f in partition.type] == ["id_bucket", "g"] and partition.to_pylist() == expected
     assert sorted(tbl.refresh().scan().to_arrow()["id"].to_pylist()) == [0, 1, 2, 3, 5, 6, 7, 8, 9]
+
+
+def test_a_delete_manifest_listing_data_content_is_refused_naming_it(tmp_path: Path) -> None:
+    """Read as an equality delete ('not a position delete file (equality)'), as Java refuses it."""
+    from gpu_engine.errors import PlanningError
+    from tests.commit._support import sql_catalog
+
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False)])
+    tbl = sql_catalog(tmp_path).create_table("db.t", schema, properties={"format-version": "2"})
+    tbl.append(pa.table({"id": list(range(10))}, schema=schema))
+    tbl.delete("id = 4")
+    snapshot = tbl.metadata.current_snapshot()
+    assert snapshot is not None and snapshot.manifest_list is not None
+    [deletes] = [m for m in read_manifest_list(snapshot.manifest_list) if m.content == 1]
+    path = Path(deletes.manifest_path)
+    with path.open("rb") as f:
+        reader = fastavro.reader(f)
+        meta = {k: v for k, v in cast(dict[str, Any], reader.metadata).items() if not k.startswith("avro.")}
+        avro_schema = json.loads(cast(dict[str, Any], reader.metadata)["avro.schema"])
+        records = list(reader)
+    for r in records:
+        cast(dict[str, Any], r)["data_file"]["content"] = 0
+    out = io.BytesIO()
+    fastavro.writer(out, avro_schema, records, metadata=meta)
+    path.write_bytes(out.getvalue())
+    with pytest.raises(
+        PlanningError, match=rf"delete manifest {path}.* with content 0 \(a delete file's is 1"
+    ):
+        tbl.refresh().scan().to_arrow()
