@@ -4,8 +4,12 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
+import threading
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -71,6 +75,14 @@ def test_each_metadata_table(
     out = tmp_path / "files.parquet"
     assert main(["inspect", IDENT, "--catalog", NAME, "files", "-o", str(out)]) == 0
     assert pq.read_table(out).num_rows == 5
+    fifo = tmp_path / "files.fifo"  # not a regular file (as /dev/null): written to, not replaced
+    os.mkfifo(fifo)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    assert main(["inspect", IDENT, "--catalog", NAME, "files", "-o", str(fifo)]) == 0
+    reader.join(timeout=60)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and pq.read_table(pa.BufferReader(received[0])).num_rows == 5
     monkeypatch.setenv("COLUMNS", "250")
     assert main(["inspect", IDENT, "--catalog", NAME, "partitions", "--limit", "1"]) == 0
     screen = capsys.readouterr().out

@@ -7,6 +7,8 @@ import io
 import json
 import os
 import shutil
+import stat
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -132,6 +134,26 @@ def test_bad_column_and_filter(capsys: pytest.CaptureFixture[str]) -> None:
     assert "--limit -1" in _unwrapped(capsys.readouterr().err)
     assert _scan("--filter", "no_such_column = 1") == 2
     assert "no_such_column" in capsys.readouterr().err
+
+
+def test_an_output_that_is_not_a_regular_file_is_written_to_not_replaced(tmp_path: Path) -> None:
+    """`-o /dev/null` (as root) replaced the device with a regular file: the whole written file was renamed
+    onto the output. A FIFO (or a device) is written to; a link to a file writes that file, the link kept."""
+    fifo = tmp_path / "rows.fifo"
+    os.mkfifo(fifo)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    assert _scan("-o", str(fifo), "--columns", "id") == 0
+    reader.join(timeout=60)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)  # still the FIFO
+    assert pq.read_table(pa.BufferReader(received[0])).num_rows == _expected().num_rows
+    real = tmp_path / "real.parquet"
+    real.write_bytes(b"old")
+    link = tmp_path / "latest.parquet"
+    link.symlink_to(real)
+    assert _scan("-o", str(link), "--columns", "id") == 0
+    assert link.is_symlink() and pq.read_table(real).num_rows == _expected().num_rows
 
 
 def test_unwritable_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

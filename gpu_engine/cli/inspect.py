@@ -25,7 +25,7 @@ from rich.table import Table as RichTable
 
 from ..errors import GpuEngineError
 from .common import column_list, open_table, table_options
-from .output import staging_path
+from .output import direct, staging_path
 
 _BY_SNAPSHOT = ("partitions", "files", "data_files", "delete_files", "entries", "manifests")
 TABLES = (
@@ -68,11 +68,14 @@ def cmd_inspect(args: argparse.Namespace, console: Console) -> int:
             )
         result = result.select(wanted)
     if args.output:
-        target: Any = sys.stdout.buffer if args.output == "-" else staging_path(args.output)
+        staged = None if args.output == "-" else staging_path(args.output)
+        target: Any = staged or sys.stdout.buffer
         try:
+            if args.output != "-" and staged is None:  # not a regular file (/dev/null, a FIFO): written to
+                target = direct(args.output)
             pq.write_table(_parquet_writable(result), target, compression="zstd")
-            if args.output != "-":
-                os.replace(target, args.output)  # the old file stays until the new one is whole
+            if staged is not None:
+                os.replace(staged, os.path.realpath(args.output))  # the old file stays until the new is whole
         except BrokenPipeError:
             raise
         except OSError as e:
@@ -81,8 +84,10 @@ def cmd_inspect(args: argparse.Namespace, console: Console) -> int:
             why = f"{args.what} cannot be written as Parquet ({e})"
             raise GpuEngineError(f"-o {args.output}: {why}") from None
         finally:
-            if args.output != "-":
-                Path(target).unlink(missing_ok=True)
+            if staged is not None:
+                Path(staged).unlink(missing_ok=True)
+            elif args.output != "-" and not isinstance(target, str):
+                target.close()
         if args.output == "-":
             return 0  # stdout holds the Parquet stream
     if args.json:  # strict JSON: non-finite floats (bounds of a column with infinities) as strings

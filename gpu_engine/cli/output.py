@@ -22,12 +22,17 @@ PREVIEW_ROWS = 20
 
 
 class _Gate(io.RawIOBase):
-    """stdout for a Parquet stream that can be cut: once cut, nothing more is written, so a failed scan
-    leaves a stream without a footer (a reader refuses it) instead of a valid file missing rows."""
+    """stdout (or ``handle``: an output that is not a regular file, such as a FIFO) for a Parquet stream
+    that can be cut: once cut, nothing more is written, so a failed scan leaves a stream without a footer
+    (a reader refuses it) instead of a valid file missing rows. Written in order, never sought."""
 
-    def __init__(self) -> None:
+    def __init__(self, handle: Any = None) -> None:
         super().__init__()
         self.cut = False
+        self.handle = handle
+
+    def _out(self) -> Any:
+        return sys.stdout.buffer if self.handle is None else self.handle
 
     def writable(self) -> bool:
         return True
@@ -35,22 +40,35 @@ class _Gate(io.RawIOBase):
     def write(self, data: Any) -> int:
         size = len(memoryview(data))
         if not self.cut:
-            sys.stdout.buffer.write(data)
+            self._out().write(data)
         return size
 
     def flush(self) -> None:
         if not self.cut:
-            sys.stdout.buffer.flush()
+            self._out().flush()
+
+    def close(self) -> None:
+        super().close()  # flushes first
+        if self.handle is not None and not self.handle.closed:
+            self.handle.close()
+
+
+def direct(output: str) -> _Gate:
+    """A stream writing to ``output`` (not a regular file: ``/dev/null``, a FIFO) in order."""
+    return _Gate(open(output, "wb"))  # closed by finish/discard
 
 
 _GATES: dict[int, _Gate] = {}
 _STAGED: dict[int, str] = {}  # a file sink's temporary file, renamed onto the output once it is whole
 
 
-def staging_path(output: str) -> str:
-    """A hidden temporary file beside ``output``: written whole, then renamed onto it (a failed write
-    leaves a file there as it was, not emptied or removed)."""
-    path = Path(output)
+def staging_path(output: str) -> str | None:
+    """A hidden temporary file beside the file ``output`` names (through links): written whole, then
+    renamed onto it (a failed write leaves a file there as it was, not emptied or removed); None where
+    ``output`` is not a regular file (``/dev/null``, a FIFO): written to, never replaced."""
+    path = Path(os.path.realpath(output))
+    if path.exists() and not path.is_file():
+        return None
     return str(path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp"))
 
 
@@ -61,10 +79,11 @@ def open_sink(output: str | None, schema: pa.Schema) -> pq.ParquetWriter | None:
         pq.ParquetWriter(pa.BufferOutputStream(), schema, compression="zstd").close()
     except (pa.ArrowNotImplementedError, pa.ArrowInvalid) as e:
         raise GpuEngineError(f"-o {output}: the columns cannot be written as Parquet: {e}") from None
-    target: Any = _Gate() if output == "-" else staging_path(output)
-    if isinstance(target, str) and Path(output).is_dir():
+    if output != "-" and Path(output).is_dir():
         raise GpuEngineError(f"-o {output}: is a directory")
+    staged = None if output == "-" else staging_path(output)
     try:
+        target: Any = _Gate() if output == "-" else staged if staged is not None else direct(output)
         sink = pq.ParquetWriter(target, schema, compression="zstd")
     except BrokenPipeError:
         raise
@@ -79,11 +98,13 @@ def open_sink(output: str | None, schema: pa.Schema) -> pq.ParquetWriter | None:
 
 def finish(sink: pq.ParquetWriter, output: str) -> None:
     """Close the writer of a finished scan; a file's rows replace what ``output`` held only now."""
-    _GATES.pop(id(sink), None)
+    gate = _GATES.pop(id(sink), None)
     sink.close()
+    if gate is not None:
+        gate.close()
     staged = _STAGED.pop(id(sink), None)
     if staged is not None:
-        os.replace(staged, output)
+        os.replace(staged, os.path.realpath(output))  # a link to the file stays a link
 
 
 def discard(sink: pq.ParquetWriter, output: str) -> None:
@@ -93,6 +114,8 @@ def discard(sink: pq.ParquetWriter, output: str) -> None:
     if gate is not None:
         gate.cut = True
     sink.close()
+    if gate is not None:
+        gate.close()
     staged = _STAGED.pop(id(sink), None)
     if staged is not None:
         Path(staged).unlink(missing_ok=True)
